@@ -1,0 +1,47 @@
+# `make bench` and `make test` set themselves up: .venv is made from requirements.txt on first use.
+# With PY=python3 (any interpreter) they use that environment as it is and install nothing.
+VENV := .venv
+PY ?= $(VENV)/bin/python
+DATA ?= data
+ARGS ?=
+
+ifeq ($(PY),$(VENV)/bin/python)
+SETUP := $(VENV)/.installed
+endif
+ifeq ($(DATA),data)
+DEFAULT_DATA := data/generated.json
+endif
+
+.PHONY: train data test lint format clean
+
+$(VENV)/.installed: requirements.txt
+	@echo "installing requirements.txt into $(VENV) (once; about two minutes)"
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -qq --upgrade pip
+	$(VENV)/bin/pip install -qq -r requirements.txt
+	touch $@
+
+data/generated.json: | $(SETUP)
+	$(PY) -m bench.data data
+
+data: $(SETUP)
+	$(PY) -m bench.data $(DATA)
+
+train: $(SETUP) $(DEFAULT_DATA)
+	$(PY) train.py --data $(DATA) $(ARGS)
+
+test: $(SETUP) lint
+	@$(PY) -m pytest $(ARGS) tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; exit $$rc
+
+lint: $(SETUP)
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+
+format: $(SETUP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+clean:
+	rm -rf $(VENV) data results/*.tmp* .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,200 @@
+"""Baseline data loading: torchvision datasets and transforms in a DataLoader.
+
+train.py calls build_loaders(); `python train.py --loader NAME` uses loader_NAME.py instead.
+Run on its own, it describes a data folder or measures the input pipeline alone:
+
+    python loader.py --data data                  # what is in the folder
+    python loader.py --data data --bench          # images/s delivered to the device
+    python loader.py --data data --bench --batch-size 512 --workers 4 --metrics-out loader.json
+
+Formats, detected from the folder: an ImageNet-style folder (train/<class>/*.jpg and
+val/<class>/*.jpg; the generated default data is one), or CIFAR-10 as torchvision reads it
+(cifar-10-batches-py/, fetched only with --download).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, DistributedSampler
+from torchvision import datasets
+from torchvision.transforms import v2
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics, 0-1 scale
+SMALL = 64  # images this small keep their size; larger ones are cropped to 224 px as for ImageNet
+
+
+def die(message):
+    """End the run with a one-line error naming the problem, exit code 2."""
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+class UnreadableImage(Exception):
+    """An image file that cannot be decoded; the message names the file."""
+
+
+def read_image(path):
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise UnreadableImage(f"cannot read image {path}: {e}") from None
+
+
+class Loader(DataLoader):
+    """A DataLoader that ends the run with a one-line error when an image cannot be read."""
+
+    def __iter__(self):
+        try:
+            yield from super().__iter__()
+        except UnreadableImage as e:  # from a worker, the message ends with the original line
+            die(str(e).strip().splitlines()[-1].split("UnreadableImage: ")[-1])
+
+
+def open_datasets(args):
+    """Return (train_set, val_set, info) for the data in args.data, detecting its format."""
+    root = args.data
+    train_dir, val_dir = os.path.join(root, "train"), os.path.join(root, "val")
+    if os.path.isdir(train_dir) or os.path.isdir(val_dir):
+        for folder in train_dir, val_dir:
+            if not os.path.isdir(folder):
+                die(f"{folder} is missing: an image folder needs both train/<class>/ and val/<class>/")
+        try:
+            train_set = datasets.ImageFolder(train_dir, loader=read_image)
+            val_set = datasets.ImageFolder(val_dir, loader=read_image)
+        except FileNotFoundError as e:
+            die(str(e).splitlines()[0])
+        if train_set.classes != val_set.classes:
+            only_train = sorted(set(train_set.classes) - set(val_set.classes))
+            only_val = sorted(set(val_set.classes) - set(train_set.classes))
+            die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
+        with Image.open(train_set.samples[0][0]) as first:
+            side = min(first.size)
+        generated = os.path.exists(os.path.join(root, "generated.json"))
+        dataset = "generated" if generated else "imagefolder"
+    elif os.path.isdir(os.path.join(root, "cifar-10-batches-py")) or args.download:
+        try:
+            train_set = datasets.CIFAR10(root, train=True, download=args.download)
+            val_set = datasets.CIFAR10(root, train=False, download=args.download)
+        except (RuntimeError, OSError) as e:
+            die(f"CIFAR-10 in {root} cannot be used ({e}); pass --download to fetch it again")
+        side, dataset = 32, "cifar10"
+    elif not os.path.isdir(root):
+        die(f"data folder {root} does not exist (make data writes the default one)")
+    else:
+        die(f"{root} holds neither train/ and val/ image folders nor CIFAR-10 (cifar-10-batches-py/)")
+    image_size = side if side <= SMALL else 224
+    train_set.transform = v2.Compose(
+        [
+            v2.ToImage(),
+            v2.RandomResizedCrop(image_size, scale=(0.35, 1) if side <= SMALL else (0.08, 1), antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+    val_set.transform = v2.Compose(
+        [
+            v2.ToImage(),
+            v2.Resize(image_size if side <= SMALL else 256, antialias=True),
+            v2.CenterCrop(image_size),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+    info = dict(dataset=dataset, classes=train_set.classes, num_classes=len(train_set.classes))
+    info.update(image_size=image_size, train_size=len(train_set), val_size=len(val_set))
+    info.update(loader="torchvision", dali_version=None)
+    return train_set, val_set, info
+
+
+def build_loaders(args, batch_size, device, rank=0, world_size=1):
+    """Return (train_loader, val_loader, info) reading args.data, batch_size images per process.
+
+    With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
+    partial batch so every step has the same size; validation sees every image exactly once
+    over all ranks. Batches come as (images float32 NCHW normalised, labels int64) on the CPU.
+    """
+    train_set, val_set, info = open_datasets(args)
+    if batch_size * world_size > len(train_set):
+        die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
+    # with torchrun: each rank a different 1/world_size of the images, reshuffled by set_epoch()
+    train_sampler = (
+        DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True) if world_size > 1 else None
+    )
+    val_sampler = range(rank, len(val_set), world_size)  # no padding: no image counted twice
+    common = dict(num_workers=args.workers, pin_memory=device.type == "cuda", persistent_workers=args.workers > 0)
+    train_loader = Loader(
+        train_set, batch_size, shuffle=train_sampler is None, sampler=train_sampler, drop_last=True, **common
+    )
+    val_loader = Loader(val_set, batch_size, sampler=val_sampler, **common)
+    return train_loader, val_loader, info
+
+
+# -----------------------------------------------------------------------------
+# python loader.py: describe the data, or measure the input pipeline alone (--bench)
+
+
+def bench(args, device):
+    """Time args.steps batches after args.warmup_steps, each copied to the device; return images/s."""
+    train_loader, _, info = build_loaders(args, args.batch_size, device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    step, start = 0, None
+    while step < args.warmup_steps + args.steps:
+        for images, labels in train_loader:
+            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            step += 1
+            if step == args.warmup_steps:
+                sync()
+                start = time.perf_counter()
+            if step == args.warmup_steps + args.steps:
+                break
+    sync()
+    return args.steps * args.batch_size / (time.perf_counter() - start), info
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Describe a data folder, or measure its input pipeline (--bench).")
+    parser.add_argument("--data", default="data", help="image folder (train/, val/) or CIFAR-10 root")
+    parser.add_argument("--bench", action="store_true", help="measure images/s of the training pipeline")
+    parser.add_argument("--batch-size", type=int, default=256, help="images per batch")
+    parser.add_argument("--steps", type=int, default=50, help="batches timed")
+    parser.add_argument("--warmup-steps", type=int, default=5, help="batches read before timing starts")
+    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="loading processes")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where batches go")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
+    parser.add_argument("--metrics-out", default=None, help="write the --bench result here as JSON")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
+    if min(args.batch_size, args.steps, args.warmup_steps + 1, args.workers + 1) < 1:
+        die("--batch-size and --steps must be >= 1, --warmup-steps and --workers >= 0")
+    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    torch.manual_seed(args.seed)
+    script = os.path.basename(__file__)
+    if not args.bench:
+        _, _, info = open_datasets(args)
+        print(f"{args.data}: {info['dataset']}, {info['num_classes']} classes, {info['train_size']} train / ", end="")
+        print(f"{info['val_size']} val images, read at {info['image_size']} px by {info['loader']}")
+        return
+    rate, info = bench(args, device)
+    print(f"{script}: {rate:,.0f} images/s ({info['loader']}, {info['dataset']} {info['image_size']} px, ", end="")
+    print(f"batch {args.batch_size}, {args.workers} workers, to {device.type}, {args.steps} batches timed)")
+    if args.metrics_out:
+        result = dict(script=script, loader=info["loader"], images_per_s=rate, device=device.type)
+        result.update(dataset=info["dataset"], image_size=info["image_size"], batch_size=args.batch_size)
+        result.update(workers=args.workers, steps_timed=args.steps, dali_version=info["dali_version"])
+        result.update(torch_version=torch.__version__, argv=sys.argv)
+        with open(args.metrics_out + ".tmp", "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(args.metrics_out + ".tmp", args.metrics_out)
+
+
+if __name__ == "__main__":
+    main()
