@@ -123,6 +123,8 @@ def build_loaders(args, batch_size, device, rank=0, world_size=1):
     train_set, val_set, info = open_datasets(args)
     if batch_size * world_size > len(train_set):
         die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
+    if world_size > len(val_set):
+        die(f"{world_size} processes but only {len(val_set)} validation images: each needs one")
     # with torchrun: each rank a different 1/world_size of the images, reshuffled by set_epoch()
     train_sampler = (
         DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True) if world_size > 1 else None
@@ -170,10 +172,11 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
     parser.add_argument("--metrics-out", default=None, help="write the --bench result here as JSON")
+    parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
-    if min(args.batch_size, args.steps, args.warmup_steps + 1, args.workers + 1) < 1:
+    if args.batch_size < 1 or args.steps < 1 or args.warmup_steps < 0 or args.workers < 0:
         die("--batch-size and --steps must be >= 1, --warmup-steps and --workers >= 0")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)

@@ -33,7 +33,7 @@ parser.add_argument("--batch-size", type=int, default=128, help="global batch: i
 parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
 parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (overrides --epochs)")
 parser.add_argument("--warmup-steps", type=int, default=5, help="first steps, left out of the timing")
-parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate (SGD, cosine decay)")
+parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate (SGD, one-cycle schedule)")
 parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="data loading processes")
 parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda if present")
 parser.add_argument("--seed", type=int, default=0)
@@ -116,6 +116,7 @@ def check_writable(path):
 
 
 def main():
+    parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
     args = parser.parse_args()
     rank, local_rank, world_size = 0, 0, 1
     is_main = rank == 0
@@ -124,8 +125,10 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
     device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
-    if args.batch_size < 1 or args.epochs < 1 or (args.steps is not None and args.steps < 1) or args.warmup_steps < 0:
-        die("--batch-size, --epochs and --steps must be >= 1, --warmup-steps >= 0")
+    if args.batch_size < 1 or args.epochs < 1 or (args.steps is not None and args.steps < 1):
+        die("--batch-size, --epochs and --steps must be >= 1")
+    if args.warmup_steps < 0 or args.workers < 0:
+        die("--warmup-steps and --workers must be >= 0")
     if args.metrics_out and is_main:
         check_writable(args.metrics_out)
     torch.manual_seed(args.seed + rank)
@@ -141,7 +144,9 @@ def main():
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
     total_steps = args.steps or args.epochs * len(train_loader)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, total_steps)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, args.lr, total_steps, pct_start=0.25, cycle_momentum=False
+    )
     autocast = nullcontext()  # the mixed-precision variant puts torch.amp.autocast here
     if args.warmup_steps >= total_steps:
         die(f"--warmup-steps {args.warmup_steps} leaves none of the {total_steps} steps to time")
