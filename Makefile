@@ -12,7 +12,7 @@ ifeq ($(DATA),data)
 DEFAULT_DATA := data/generated.json
 endif
 
-.PHONY: train data test lint format clean
+.PHONY: train data diff test lint format clean
 
 $(VENV)/.installed: requirements.txt
 	@echo "installing requirements.txt into $(VENV) (once; about two minutes)"
@@ -29,6 +29,15 @@ data: $(SETUP)
 
 train: $(SETUP) $(DEFAULT_DATA)
 	$(PY) train.py --data $(DATA) $(ARGS)
+
+# the tutorial: a variant against its base, every added line marked `# new #`
+diff:
+	@case "$(V)" in \
+	  dp|ddp|amp) base=train.py; variant=train_$(V).py ;; \
+	  dali) base=loader.py; variant=loader_dali.py ;; \
+	  *) echo "usage: make diff V=dp|ddp|amp|dali" >&2; exit 2 ;; \
+	esac; \
+	diff -u $$base $$variant; test $$? -le 1
 
 test: $(SETUP) lint
 	@$(PY) -m pytest $(ARGS) tests; rc=$$?; \

@@ -44,6 +44,17 @@ def small_data(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("data") / "small", train=100, val=20, size=32)
 
 
+LEARN = ("--epochs", 3, "--batch-size", 32)  # on small_data: enough for accuracy far above chance
+
+
+@pytest.fixture(scope="session")
+def baseline_small(small_data, tmp_path_factory):
+    """The baseline's metrics after LEARN on small_data: what every variant is compared with."""
+    result, metrics = train("train.py", small_data, tmp_path_factory.mktemp("baseline") / "m.json", *LEARN)
+    assert result.returncode == 0, result.stderr
+    return metrics
+
+
 def train(script, data, metrics, *args, timeout=600, env=None):
     """Run a training script on data with the small model; return (CompletedProcess, metrics or None)."""
     cmd = [script, "--data", data, "--model", SMALL_MODEL, "--metrics-out", metrics, "--no-progress"]

@@ -106,3 +106,15 @@ def test_loader_bench_on_missing_data(tmp_path):
     result = run("loader.py", "--data", tmp_path / "nowhere", "--bench")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "does not exist" in result.stderr
+
+
+def test_amp_fp16_on_a_cpu(tiny_data, tmp_path):
+    metrics = tmp_path / "m.json"
+    result, _ = train("train_amp.py", tiny_data, metrics, "--amp-dtype", "fp16", "--device", "cpu")
+    check_clean_failure(result, metrics, "fp16", "CUDA")
+
+
+def test_amp_unknown_dtype(tiny_data, tmp_path):
+    metrics = tmp_path / "m.json"
+    result, _ = train("train_amp.py", tiny_data, metrics, "--amp-dtype", "fp8")
+    check_clean_failure(result, metrics, "--amp-dtype", "fp8")

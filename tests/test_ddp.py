@@ -1,0 +1,174 @@
+"""train_ddp.py on a CPU: 2 gloo processes under torchrun, two torchrun agents, Slurm, and faults."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import torch
+from conftest import PY, ROOT, SMALL_MODEL, train
+
+TORCHRUN = [PY, "-m", "torch.distributed.run"]
+FLAGS = ["--model", SMALL_MODEL, "--no-progress", "--workers", "0", "--batch-size", "16"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(*args, timeout=300, env=None):
+    cmd = [*TORCHRUN, *map(str, args)]
+    return subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def test_two_processes_stay_in_step(tiny_data, tmp_path):
+    metrics = tmp_path / "m.json"
+    result = torchrun(
+        "--standalone", "--nproc-per-node", 2, "tests/ddp_probe.py", tmp_path,
+        "--data", tiny_data, *FLAGS, "--epochs", 2, "--warmup-steps", 1, "--metrics-out", metrics,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    m = json.loads(metrics.read_text())
+    assert m["script"] == "train_ddp.py" and m["variant"] == "ddp" and m["world_size"] == 2
+    assert m["batch_size"] == 8 and m["global_batch_size"] == 16
+    assert m["val_samples"] == 40  # every validation image once, none twice
+    assert m["steps_timed"] == 2 * 7 - 1  # 120 images, 60 a rank, 7 batches of 8 an epoch
+    # only rank 0 prints: one summary line, one line per epoch
+    assert sum("samples/s" in line for line in result.stdout.splitlines()) == 1
+    assert sum(line.startswith("epoch ") for line in result.stdout.splitlines()) == 2
+
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+    for name, tensor in ranks[0]["state"].items():
+        assert torch.equal(tensor, ranks[1]["state"][name]), f"{name} differs between the ranks"
+    for epoch in (0, 1):
+        a, b = ranks[0]["epochs"][epoch], ranks[1]["epochs"][epoch]
+        assert len(a) == len(b) == 60 and not set(a) & set(b), "ranks must read disjoint shards"
+    assert ranks[0]["epochs"][0] != ranks[0]["epochs"][1], "set_epoch must reshuffle every epoch"
+
+
+def test_without_torchrun_it_trains_as_one_process(tiny_data, tmp_path):
+    result, m = train("train_ddp.py", tiny_data, tmp_path / "m.json", "--steps", 4, "--warmup-steps", 1)
+    assert result.returncode == 0, result.stderr
+    assert m["world_size"] == 1 and m["variant"] == "ddp" and m["val_samples"] == 40
+
+
+def test_sync_bn_on_one_process(tiny_data, tmp_path):
+    result, m = train("train_ddp.py", tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 1, "--sync-bn")
+    assert result.returncode == 0, result.stderr
+    assert m["sync_bn"] is True
+
+
+def test_sync_bn_on_cpu_processes_is_refused(tiny_data, tmp_path):
+    result = torchrun("--standalone", "--nproc-per-node", 2, "train_ddp.py", "--data", tiny_data, *FLAGS, "--sync-bn")
+    assert result.returncode != 0
+    assert "--sync-bn needs CUDA" in result.stderr
+    assert 'train_ddp.py", line' not in result.stderr, "no traceback from the script itself"
+
+
+def two_agents(tiny_data, tmp_path, port, nnodes=2, agents=2, extra=()):
+    cmd = [*TORCHRUN, "--nnodes", str(nnodes), "--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+    cmd += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test", *extra, "train_ddp.py"]
+    cmd += ["--data", str(tiny_data), *FLAGS, "--steps", "4", "--warmup-steps", "1"]
+    cmd += ["--metrics-out", str(tmp_path / "m.json")]
+    return [
+        subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(agents)
+    ]
+
+
+def test_two_nodes_with_c10d_rendezvous(tiny_data, tmp_path):
+    """Two torchrun agents on 127.0.0.1, as two machines would run them."""
+    agents = two_agents(tiny_data, tmp_path, free_port())
+    outputs = [agent.communicate(timeout=300) for agent in agents]
+    assert [agent.returncode for agent in agents] == [0, 0], outputs
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["world_size"] == 2 and m["val_samples"] == 40
+
+
+def test_slurm_script_runs_with_srun(tiny_data, tmp_path):
+    """slurm/train_ddp.sbatch, with stand-ins for srun (one task per node) and scontrol."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(
+        '#!/bin/bash\npids=()\nfor i in $(seq "$SLURM_JOB_NUM_NODES"); do "$@" & pids+=($!); done\n'
+        'rc=0\nfor p in "${pids[@]}"; do wait "$p" || rc=1; done\nexit $rc\n'
+    )
+    (bin_dir / "scontrol").write_text("#!/bin/bash\necho 127.0.0.1\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{Path(PY).parent}:{os.environ['PATH']}",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_JOB_ID": "42",
+        "GPUS_PER_NODE": "1",
+        "RDZV_PORT": str(free_port()),
+        "REPO": str(ROOT),
+    }
+    metrics = tmp_path / "m.json"
+    cmd = ["bash", ROOT / "slurm" / "train_ddp.sbatch", "--data", tiny_data, *FLAGS, "--steps", 3, "--warmup-steps", 1]
+    result = subprocess.run([*map(str, cmd), "--metrics-out", str(metrics)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(metrics.read_text())["world_size"] == 2
+
+
+def workers_of(process):
+    try:
+        return [
+            p for p in psutil.Process(process.pid).children(recursive=True) if "train_ddp.py" in " ".join(p.cmdline())
+        ]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_a_killed_rank_ends_the_whole_job(tiny_data, tmp_path):
+    cmd = [*TORCHRUN, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(tiny_data), *FLAGS]
+    job = subprocess.Popen([*cmd, "--epochs", "1000"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while len(workers_of(job)) < 2 and time.time() < deadline:
+            time.sleep(0.5)
+        workers = workers_of(job)
+        assert len(workers) == 2, "torchrun did not start two workers"
+        time.sleep(10)  # well into training
+        assert job.poll() is None, "the job ended before the fault"
+        workers[1].send_signal(signal.SIGKILL)
+        started = time.time()
+        job.wait(timeout=60)
+        assert job.returncode != 0
+        assert time.time() - started < 60
+        psutil.wait_procs(workers, timeout=10)
+        assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers), "orphan worker left"
+    finally:
+        if job.poll() is None:
+            for worker in workers_of(job):
+                worker.kill()
+            job.kill()
+
+
+def test_port_in_use_is_a_clear_error(tiny_data):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = torchrun("--nproc-per-node", 2, "--master-addr", "127.0.0.1", "--master-port", port,
+                          "train_ddp.py", "--data", tiny_data, *FLAGS, timeout=120)  # fmt: skip
+    assert result.returncode != 0
+    assert "address already in use" in result.stderr.strip().splitlines()[-1]
+
+
+def test_batch_that_does_not_split_over_the_processes(tiny_data):
+    result = torchrun("--standalone", "--nproc-per-node", 2, "train_ddp.py", "--data", tiny_data, *FLAGS,
+                      "--batch-size", 15)  # fmt: skip
+    assert result.returncode != 0
+    assert "--batch-size 15 does not split evenly over 2 processes" in result.stderr

@@ -1,0 +1,47 @@
+"""train_dp.py and train_amp.py on a CPU, and every variant against the baseline on the same seed and data."""
+
+import json
+import math
+import subprocess
+
+from conftest import LEARN, PY, ROOT, train
+
+
+def test_dp_on_a_cpu_is_a_passthrough_and_says_so(tiny_data, tmp_path):
+    result, m = train("train_dp.py", tiny_data, tmp_path / "m.json", "--steps", 4, "--warmup-steps", 1)
+    assert result.returncode == 0, result.stderr
+    assert m["variant"] == "dp" and m["dp_devices"] == 0 and m["world_size"] == 1 and m["val_samples"] == 40
+    summary = [line for line in result.stdout.splitlines() if "samples/s" in line]
+    assert len(summary) == 1 and "DataParallel with one device: a passthrough" in summary[0]
+
+
+def test_amp_records_bf16_on_a_cpu(tiny_data, tmp_path):
+    result, m = train("train_amp.py", tiny_data, tmp_path / "m.json", "--steps", 4, "--warmup-steps", 1)
+    assert result.returncode == 0, result.stderr
+    assert m["variant"] == "amp" and m["amp_dtype"] == "bf16"
+    assert math.isfinite(m["train_loss_final"]) and m["val_samples"] == 40
+
+
+def test_dp_and_single_process_ddp_are_exactly_the_baseline(baseline_small, small_data, tmp_path):
+    """With nothing to split over, both wrap the same computation: same loss, same accuracy."""
+    for script in "train_dp.py", "train_ddp.py":
+        result, m = train(script, small_data, tmp_path / f"{script}.json", *LEARN)
+        assert result.returncode == 0, result.stderr
+        assert m["train_loss_final"] == baseline_small["train_loss_final"], script
+        assert m["val_acc"] == baseline_small["val_acc"], script
+
+
+def test_amp_and_two_process_ddp_learn_like_the_baseline(baseline_small, small_data, tmp_path):
+    # workers 0: bf16 on a 2-core CPU slows down many times over when a loader process competes
+    result, amp = train("train_amp.py", small_data, tmp_path / "amp.json", *LEARN, "--workers", 0)
+    assert result.returncode == 0, result.stderr
+    metrics = tmp_path / "ddp.json"
+    cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "train_ddp.py"]
+    cmd += ["--data", small_data, "--model", "shufflenet_v2_x0_5", "--workers", "1", "--no-progress", *LEARN]
+    cmd += ["--metrics-out", metrics]
+    result = subprocess.run(list(map(str, cmd)), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ddp = json.loads(metrics.read_text())
+    for name, m in ("amp", amp), ("ddp x2", ddp):
+        assert m["val_samples"] == 200
+        assert abs(m["val_acc"] - baseline_small["val_acc"]) <= 0.15, (name, m["val_acc"], baseline_small["val_acc"])
