@@ -12,7 +12,19 @@ ifeq ($(DATA),data)
 DEFAULT_DATA := data/generated.json
 endif
 
-.PHONY: train data diff test lint format clean
+.PHONY: bench baseline plot train data diff test lint format clean
+
+# the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
+bench: $(SETUP) $(DEFAULT_DATA)
+	$(PY) -m bench --data $(DATA) $(ARGS)
+
+# keep results/ as the saved baseline for this class of machine (baseline/<machine class>/)
+baseline: $(SETUP)
+	$(PY) -m bench --save-baseline $(ARGS)
+
+# tables and plots again from the last bench in results/runs.csv
+plot: $(SETUP)
+	$(PY) -m bench --summarize $(ARGS)
 
 $(VENV)/.installed: requirements.txt
 	@echo "installing requirements.txt into $(VENV) (once; about two minutes)"
@@ -52,5 +64,5 @@ format: $(SETUP)
 	$(PY) -m ruff check --fix .
 
 clean:
-	rm -rf $(VENV) data results/*.tmp* .pytest_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

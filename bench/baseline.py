@@ -1,0 +1,51 @@
+"""Saved baselines: reference summaries that a new bench is compared with, one folder per machine class.
+
+`make baseline` (python -m bench --save-baseline) copies the latest summary, its plots and the
+machine's description to baseline/<machine class>/. A later bench on the same class of machine
+prints each variant's change against the saved one, where the work was the same.
+"""
+
+import json
+import shutil
+
+import pandas as pd
+
+from bench.machine import ROOT
+
+BASELINE_DIR = ROOT / "baseline"
+WORKLOAD = ["kind", "variant", "device", "model", "dataset", "image_size", "global_batch_size", "steps_timed"]
+OUTPUTS = ["summary.csv", "summary.md", "throughput.png", "memory.png"]
+
+
+def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
+    """Copy the summary in results_dir to baseline_dir/name; return that folder."""
+    folder = baseline_dir / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for output in OUTPUTS:
+        if (results_dir / output).exists():
+            shutil.copy2(results_dir / output, folder / output)
+    (folder / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
+    return folder
+
+
+def load(name, baseline_dir=BASELINE_DIR):
+    path = baseline_dir / name / "summary.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def compare(summary, saved):
+    """One line per variant found in both with the same work: rate and memory against the saved ones."""
+    matched = summary.merge(saved, on=WORKLOAD, suffixes=("", "_saved"))
+    lines = []
+    for _, row in matched.iterrows():
+        if not row.rate_median_saved or pd.isna(row.rate_median) or pd.isna(row.rate_median_saved):
+            continue
+        unit = "samples/s" if row.kind == "train" else "images/s"
+        change = row.rate_median / row.rate_median_saved - 1
+        line = f"{row.variant}: {row.rate_median:,.1f} {unit}, {change:+.1%} against {row.rate_median_saved:,.1f}"
+        for column, label in ("nvml_peak_mb", "GPU memory (NVML)"), ("peak_host_mem_mb", "host memory"):
+            if pd.notna(row.get(column)) and pd.notna(row.get(f"{column}_saved")):
+                line += f", {label} {row[column] / row[f'{column}_saved']:.2f}x"
+                break
+        lines.append(line)
+    return lines

@@ -1,0 +1,108 @@
+"""Launch one run as a subprocess with a time limit, sample its memory, and turn it into a row.
+
+A run that exits non-zero, outlives its limit, or writes metrics that do not hold up becomes a
+failed row with the reason; it never stops the bench. On Ctrl-C (or SIGTERM) the run's whole
+process tree is stopped and the interrupt goes on to the caller.
+"""
+
+import ctypes
+import json
+import math
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import psutil
+
+from bench.machine import ROOT
+from bench.memory import Sampler
+
+# what a run's metrics must hold, by kind, as positive finite numbers
+REQUIRED = {"train": ("samples_per_s", "compute_samples_per_s", "steps_timed"), "loader": ("images_per_s",)}
+
+
+def die_with_parent():
+    """In the child, on Linux: get SIGTERM if the bench itself dies, even by SIGKILL."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def stop_tree(process, grace=5):
+    """Terminate a process and all its descendants; kill what is left after `grace` seconds."""
+    try:
+        tree = [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in tree:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(tree, timeout=grace)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+
+
+def last_error(log_text):
+    """The line that says what went wrong: the script's own `error:` line, else the last line."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    errors = [line for line in lines if ": error: " in line]
+    return (errors or lines or ["no output"])[-1][:500]
+
+
+def check_metrics(metrics, kind):
+    """The reason metrics cannot be trusted, or None."""
+    if not isinstance(metrics, dict):
+        return "metrics are not a JSON object"
+    for key in REQUIRED[kind]:
+        value = metrics.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+            return f"metrics field {key} is {value!r}, not a positive number"
+    return None
+
+
+def launch(run, log_dir, timeout):
+    """Run `run` to the end (or its time limit); return its row for runs.csv."""
+    metrics_path, log_path = log_dir / f"{run.name}.json", log_dir / f"{run.name}.log"
+    cmd = [*run.cmd, "--metrics-out", str(metrics_path)]
+    row = dict(run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat, command=shlex.join(cmd))
+    row["time_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started, runner_cpu = time.perf_counter(), time.process_time()
+    with open(log_path, "w") as log:
+        popen = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
+        )
+        process = psutil.Process(popen.pid)
+        sampler = Sampler(popen.pid)
+        sampler.start()
+        try:
+            returncode, error = popen.wait(timeout=timeout), None
+        except subprocess.TimeoutExpired:
+            stop_tree(process)
+            returncode, error = popen.wait(), f"timed out after {timeout} s"
+        except BaseException:  # Ctrl-C or SIGTERM: leave nothing running behind
+            stop_tree(process)
+            sampler.stop()
+            raise
+        row.update(sampler.stop())
+    row.update(returncode=returncode, wall_s=time.perf_counter() - started)
+    row["runner_cpu_s"] = time.process_time() - runner_cpu
+    if error is None and returncode != 0:
+        error = last_error(log_path.read_text(errors="replace"))
+    if error is None:
+        try:
+            metrics = json.loads(metrics_path.read_text())
+            error = check_metrics(metrics, run.kind)
+        except (OSError, ValueError) as e:
+            error = f"no readable metrics: {e}"
+    if error is None:
+        row.update({k: v for k, v in metrics.items() if k not in ("argv", "variant")})
+    row.update(status="failed" if error else "ok", error=error)
+    return row

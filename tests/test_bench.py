@@ -1,0 +1,198 @@
+"""The bench runner: a tiny plan end to end, failed runs, interruption, and the baseline comparison."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from conftest import PY, ROOT, run
+
+from bench import baseline, tables
+from bench.launch import launch
+from bench.plan import Run
+
+TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
+
+
+def bench(data, out, *args, timeout=900):
+    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_bench(tiny_data, tmp_path_factory):
+    """One small bench: two training variants and one loader benchmark, twice each."""
+    out = tmp_path_factory.mktemp("bench") / "results"
+    result = bench(tiny_data, out, "--variants", "baseline,dp", "--loaders", "loader", "--repeats", 2)
+    return result, out
+
+
+def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
+    result, out = tiny_bench
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = pd.read_csv(out / "runs.csv")
+    assert list(runs.columns) == tables.RUN_COLUMNS
+    assert len(runs) == 6 and (runs["status"] == "ok").all()
+    assert sorted(runs["run"]) == ["baseline-1", "baseline-2", "dp-1", "dp-2", "loader-1", "loader-2"]
+    train = runs[runs["kind"] == "train"]
+    assert (train["samples_per_s"] > 0).all() and (train["global_batch_size"] == 16).all()
+    assert (train["steps_timed"] == 2).all() and (train["val_samples"] == 40).all()
+    assert (runs["peak_host_mem_mb"] > 0).all() and runs["nvml_peak_mb"].isna().all()  # a CPU-only machine
+    assert runs["git_commit"].notna().all() and runs["command"].str.contains("--metrics-out").all()
+    summary = pd.read_csv(out / "summary.csv")
+    by_variant = summary.set_index("variant")
+    assert by_variant.loc["baseline", "speedup"] == 1.0 and by_variant.loc["loader", "speedup"] == 1.0
+    assert by_variant.loc["dp", "speedup"] == pytest.approx(
+        by_variant.loc["dp", "rate_median"] / by_variant.loc["baseline", "rate_median"]
+    )
+    assert by_variant.loc["baseline", "runs_ok"] == 2
+    for plot in "throughput.png", "memory.png":
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| baseline |" in (out / "summary.md").read_text()
+
+
+def test_rerunning_appends(tiny_data, tiny_bench, tmp_path):
+    _, out = tiny_bench
+    copy = tmp_path / "results"
+    copy.mkdir()
+    (copy / "runs.csv").write_bytes((out / "runs.csv").read_bytes())
+    result = bench(tiny_data, copy, "--variants", "baseline", "--loaders", "none", "--repeats", 1)
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = pd.read_csv(copy / "runs.csv")
+    assert len(runs) == 7 and runs["bench_id"].nunique() == 2
+    assert list(pd.read_csv(copy / "summary.csv")["variant"]) == ["baseline"]  # the summary is of the last bench
+
+
+def test_a_failing_variant_is_a_row_and_the_others_run(tiny_data, tmp_path):
+    # 16 images do not split over 3 DDP processes: that variant fails, the rest goes on
+    out = tmp_path / "results"
+    result = bench(tiny_data, out, "--variants", "ddp,baseline", "--loaders", "none", "--repeats", 1, "--nproc", 3)
+    assert result.returncode == 1, result.stdout + result.stderr
+    runs = pd.read_csv(out / "runs.csv").set_index("variant")
+    assert runs.loc["ddp", "status"] == "failed" and "does not split evenly" in runs.loc["ddp", "error"]
+    assert runs.loc["baseline", "status"] == "ok"
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert summary.loc["ddp", "runs_failed"] == 1 and summary.loc["baseline", "runs_ok"] == 1
+
+
+def wait_for_rows(path, rows, deadline):
+    while time.time() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) > rows:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{path} did not get {rows} rows in time")
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_bench_keeps_every_finished_row(tiny_data, tmp_path, how):
+    out = tmp_path / "results"
+    cmd = [PY, "-m", "bench", "--data", tiny_data, "--out", out, *TINY, "--variants", "baseline", "--loaders", "none"]
+    job = subprocess.Popen([*map(str, cmd), "--repeats", "20"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_rows(out / "runs.csv", 1, time.time() + 300)
+        job.send_signal(how)
+        job.wait(timeout=60)
+    finally:
+        job.kill()
+    runs = pd.read_csv(out / "runs.csv")
+    assert 1 <= len(runs) < 20 and (runs["status"] == "ok").all() and runs["samples_per_s"].notna().all()
+    if how != signal.SIGKILL:  # a clean stop: the summary is written from the finished rows
+        assert job.returncode == 130
+        assert pd.read_csv(out / "summary.csv").loc[0, "runs_ok"] == len(runs)
+    time.sleep(3)
+    leftover = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
+    assert not leftover, "the interrupted run's processes are still there"
+
+
+def fake_run(tmp_path, code, kind="train"):
+    """A Run whose command is a Python snippet; it gets --metrics-out PATH like a real script."""
+    script = tmp_path / "fake.py"
+    script.write_text("import json, sys, time\npath = sys.argv[sys.argv.index('--metrics-out') + 1]\n" + code)
+    return Run("fake-1", "fake", kind, 1, 1, [sys.executable, str(script)])
+
+
+@pytest.mark.parametrize(
+    "code,error",
+    [
+        ("print('train.py: error: something named'); sys.exit(2)", "train.py: error: something named"),
+        ("raise RuntimeError('boom')", "RuntimeError: boom"),
+        ("time.sleep(60)", "timed out after 3 s"),
+        ("open(path, 'w').write('{not json')", "no readable metrics"),
+        ("json.dump({'samples_per_s': float('nan')}, open(path, 'w'))", "samples_per_s"),
+        ("json.dump({'samples_per_s': 5, 'steps_timed': 2}, open(path, 'w'))", "compute_samples_per_s"),
+        ("pass", "no readable metrics"),
+    ],
+)
+def test_a_bad_run_becomes_a_failed_row(tmp_path, code, error):
+    row = launch(fake_run(tmp_path, code), tmp_path, timeout=3)
+    assert row["status"] == "failed" and error in row["error"], row["error"]
+
+
+def test_a_good_run_becomes_a_row_with_its_metrics(tmp_path):
+    code = "json.dump({'images_per_s': 123.0, 'argv': ['x']}, open(path, 'w'))"
+    row = launch(fake_run(tmp_path, code, kind="loader"), tmp_path, timeout=30)
+    assert row["status"] == "ok" and row["images_per_s"] == 123.0 and row["error"] is None
+    assert row["wall_s"] > 0 and row["runner_cpu_s"] >= 0 and row["memory_samples"] >= 1
+
+
+def test_concurrent_writers_do_not_tear_rows(tmp_path):
+    path = tmp_path / "runs.csv"
+    code = (
+        "import sys; from bench import tables\n"
+        "for i in range(200): tables.append_row(sys.argv[1], {'run': f'{sys.argv[2]}-{i}', 'error': 'x' * 3000})\n"
+    )
+    writers = [subprocess.Popen([PY, "-c", code, str(path), f"w{k}"], cwd=ROOT) for k in range(4)]
+    assert [w.wait(timeout=120) for w in writers] == [0] * 4
+    runs = pd.read_csv(path)
+    assert len(runs) == 800 and runs["run"].nunique() == 800 and (runs["error"].str.len() == 3000).all()
+
+
+def test_runs_file_with_other_columns_is_refused(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(tables.RunsFileError):
+        tables.check_runs_file(path)
+
+
+def test_baseline_comparison_reports_the_right_ratios(tmp_path):
+    work = dict(
+        device="cuda", model="resnet18", dataset="generated", image_size=32, global_batch_size=256, steps_timed=100
+    )
+    saved = pd.DataFrame(
+        [
+            dict(kind="train", variant="baseline", rate_median=1000.0, nvml_peak_mb=2000.0, **work),
+            dict(kind="train", variant="amp", rate_median=2000.0, nvml_peak_mb=1500.0, **work),
+        ]
+    )
+    now = saved.copy()
+    now["rate_median"] = [1100.0, 1500.0]
+    now["nvml_peak_mb"] = [1000.0, 1500.0]
+    saved.to_csv(tmp_path / "summary.csv", index=False)
+    (tmp_path / "machine.json").write_text(json.dumps({}))
+    lines = baseline.compare(now, baseline.load(".", baseline_dir=tmp_path))
+    assert lines == [
+        "baseline: 1,100.0 samples/s, +10.0% against 1,000.0, GPU memory (NVML) 0.50x",
+        "amp: 1,500.0 samples/s, -25.0% against 2,000.0, GPU memory (NVML) 1.00x",
+    ]
+    other_work = now.assign(global_batch_size=512)
+    assert baseline.compare(other_work, saved) == []
+
+
+def test_save_baseline_then_bench_prints_the_comparison(tiny_data, tiny_bench, tmp_path):
+    _, out = tiny_bench
+    saved = tmp_path / "baselines"
+    result = run("-m", "bench", "--out", out, "--save-baseline", "--baseline-dir", saved)
+    assert result.returncode == 0, result.stderr
+    (folder,) = saved.iterdir()  # named for this machine's class
+    assert folder.name.startswith("cpu-") and {p.name for p in folder.iterdir()} >= {
+        "summary.csv", "summary.md", "throughput.png", "memory.png", "machine.json"
+    }  # fmt: skip
+    assert json.loads((folder / "machine.json").read_text())["cpu_cores"] == len(os.sched_getaffinity(0))
+    again = bench(tiny_data, tmp_path / "again", "--variants", "baseline", "--loaders", "loader", "--repeats", 1,
+                  "--baseline-dir", saved)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"against the saved {folder}:" in again.stdout
+    assert "  baseline: " in again.stdout and "  loader: " in again.stdout and "  dp: " not in again.stdout
