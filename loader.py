@@ -15,6 +15,7 @@ val/<class>/*.jpg; the generated default data is one), or CIFAR-10 as torchvisio
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -46,6 +47,14 @@ def read_image(path):
         raise UnreadableImage(f"cannot read image {path}: {e}") from None
 
 
+def image_side(path):
+    """The shorter side of an image."""
+    try:
+        return min(read_image(path).size)
+    except UnreadableImage as e:
+        die(str(e))
+
+
 class Loader(DataLoader):
     """A DataLoader that ends the run with a one-line error when an image cannot be read."""
 
@@ -73,8 +82,7 @@ def open_datasets(args):
             only_train = sorted(set(train_set.classes) - set(val_set.classes))
             only_val = sorted(set(val_set.classes) - set(train_set.classes))
             die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
-        with Image.open(train_set.samples[0][0]) as first:
-            side = min(first.size)
+        side = statistics.median_low(image_side(path) for path, _ in train_set.samples[:: len(train_set) // 25 + 1])
         generated = os.path.exists(os.path.join(root, "generated.json"))
         dataset = "generated" if generated else "imagefolder"
     elif os.path.isdir(os.path.join(root, "cifar-10-batches-py")) or args.download:
@@ -118,7 +126,8 @@ def build_loaders(args, batch_size, device, rank=0, world_size=1):
 
     With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
     partial batch so every step has the same size; validation sees every image exactly once
-    over all ranks. Batches come as (images float32 NCHW normalised, labels int64) on the CPU.
+    over all ranks. Batches come as (images float32 NCHW normalised, labels int64); train.py moves them
+    to the device, where they may be already.
     """
     train_set, val_set, info = open_datasets(args)
     if batch_size * world_size > len(train_set):

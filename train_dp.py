@@ -260,4 +260,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RuntimeError as e:  # a batch that does not fit in memory is bad input too: one line, exit code 2
+        if "out of memory" not in str(e) and "can't allocate memory" not in str(e):
+            raise
+        die(f"out of memory, try a smaller --batch-size: {str(e).splitlines()[0][:300]}")

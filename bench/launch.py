@@ -1,8 +1,8 @@
 """Launch one run as a subprocess with a time limit, sample its memory, and turn it into a row.
 
 A run that exits non-zero, outlives its limit, or writes metrics that do not hold up becomes a
-failed row with the reason; it never stops the bench. On Ctrl-C (or SIGTERM) the run's whole
-process tree is stopped and the interrupt goes on to the caller.
+failed row with the reason; it never stops the bench. When the caller's `stop` event is set (its
+Ctrl-C and SIGTERM handlers set it) the run's whole process tree is stopped and no row is made.
 """
 
 import ctypes
@@ -68,8 +68,8 @@ def check_metrics(metrics, kind):
     return None
 
 
-def launch(run, log_dir, timeout):
-    """Run `run` to the end (or its time limit); return its row for runs.csv."""
+def launch(run, log_dir, timeout, stop):
+    """Run `run` to the end or its time limit and return its row for runs.csv; None if `stop` was set."""
     metrics_path, log_path = log_dir / f"{run.name}.json", log_dir / f"{run.name}.log"
     cmd = [*run.cmd, "--metrics-out", str(metrics_path)]
     row = dict(run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat, command=shlex.join(cmd))
@@ -82,16 +82,16 @@ def launch(run, log_dir, timeout):
         process = psutil.Process(popen.pid)
         sampler = Sampler(popen.pid)
         sampler.start()
-        try:
-            returncode, error = popen.wait(timeout=timeout), None
-        except subprocess.TimeoutExpired:
-            stop_tree(process)
-            returncode, error = popen.wait(), f"timed out after {timeout} s"
-        except BaseException:  # Ctrl-C or SIGTERM: leave nothing running behind
-            stop_tree(process)
-            sampler.stop()
-            raise
+        error = None
+        while popen.poll() is None:
+            if stop.wait(0.05) or time.perf_counter() - started > timeout:
+                stop_tree(process)
+                error = f"timed out after {timeout} s"
+                break
+        returncode = popen.wait()
         row.update(sampler.stop())
+        if stop.is_set():
+            return None
     row.update(returncode=returncode, wall_s=time.perf_counter() - started)
     row["runner_cpu_s"] = time.process_time() - runner_cpu
     if error is None and returncode != 0:

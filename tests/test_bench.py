@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pandas as pd
@@ -127,13 +128,13 @@ def fake_run(tmp_path, code, kind="train"):
     ],
 )
 def test_a_bad_run_becomes_a_failed_row(tmp_path, code, error):
-    row = launch(fake_run(tmp_path, code), tmp_path, timeout=3)
+    row = launch(fake_run(tmp_path, code), tmp_path, timeout=3, stop=threading.Event())
     assert row["status"] == "failed" and error in row["error"], row["error"]
 
 
 def test_a_good_run_becomes_a_row_with_its_metrics(tmp_path):
     code = "json.dump({'images_per_s': 123.0, 'argv': ['x']}, open(path, 'w'))"
-    row = launch(fake_run(tmp_path, code, kind="loader"), tmp_path, timeout=30)
+    row = launch(fake_run(tmp_path, code, kind="loader"), tmp_path, timeout=30, stop=threading.Event())
     assert row["status"] == "ok" and row["images_per_s"] == 123.0 and row["error"] is None
     assert row["wall_s"] > 0 and row["runner_cpu_s"] >= 0 and row["memory_samples"] >= 1
 

@@ -1,6 +1,7 @@
 """train_ddp.py on a CPU: 2 gloo processes under torchrun, two torchrun agents, Slurm, and faults."""
 
 import json
+import shutil
 import os
 import signal
 import socket
@@ -172,3 +173,30 @@ def test_batch_that_does_not_split_over_the_processes(tiny_data):
                       "--batch-size", 15)  # fmt: skip
     assert result.returncode != 0
     assert "--batch-size 15 does not split evenly over 2 processes" in result.stderr
+
+
+def test_a_rank_that_raises_ends_every_rank(tiny_data, tmp_path):
+    """One rank meets a corrupt image and exits: the other, waiting in an all-reduce, must not hang."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    bad = data / "train" / "02_checks_warm" / "00001.jpg"
+    bad.write_bytes(b"not a jpeg")
+    cmd = [*TORCHRUN, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(data), *FLAGS]
+    job = subprocess.Popen(
+        [*cmd, "--epochs", "50"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _, stderr = job.communicate(timeout=180)
+    finally:
+        job.kill()
+    assert job.returncode != 0
+    assert f"train_ddp.py: error: cannot read image {bad}" in stderr
+    assert not subprocess.run(["pgrep", "-f", str(data)], capture_output=True).stdout, "orphan worker left"
+
+
+def test_an_agent_that_never_arrives_times_out(tiny_data, tmp_path):
+    started = time.time()
+    (agent,) = two_agents(tiny_data, tmp_path, free_port(), agents=1, extra=["--rdzv-conf", "join_timeout=10"])
+    _, stderr = agent.communicate(timeout=120)
+    assert agent.returncode != 0 and time.time() - started < 90
+    assert "RendezvousTimeoutError" in stderr

@@ -1,0 +1,324 @@
+"""loader.py with the input pipeline in NVIDIA DALI: read, decode (on the GPU when there is one), augment.
+
+train.py uses it with `--loader dali`; `diff loader.py loader_dali.py` shows the technique and nothing else.
+Run on its own, it describes a data folder or measures the DALI pipeline alone, as loader.py does:
+
+    python train.py --loader dali                 # train on batches from this pipeline
+    torchrun --standalone --nproc-per-node 2 train_ddp.py --loader dali    # each rank reads its own shard
+    python loader_dali.py --data data --bench     # images/s delivered to the device
+    python loader_dali.py --data data --bench --batch-size 512 --workers 4 --metrics-out loader.json
+
+Reads image folders only (train/<class>/*.jpg and val/<class>/*.jpg): for CIFAR-10 use loader.py.
+Needs `pip install nvidia-dali-cuda130` (or the nvidia-dali-cudaXXX for your CUDA); with no GPU it runs on the CPU.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader  # new #
+from torchvision import datasets
+from torchvision.transforms import v2
+
+# new # NVIDIA DALI, imported here but needed only when its loader is used: --help works without it
+try:
+    import nvidia.dali
+    from nvidia.dali import Pipeline, fn, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+except ImportError as e:
+    dali_missing = f"--loader dali needs NVIDIA DALI ({e}): pip install nvidia-dali-cuda130 (or the one for your CUDA)"
+else:
+    dali_missing = None
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics, 0-1 scale
+SMALL = 64  # images this small keep their size; larger ones are cropped to 224 px as for ImageNet
+
+
+def die(message):
+    """End the run with a one-line error naming the problem, exit code 2."""
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+class UnreadableImage(Exception):
+    """An image file that cannot be decoded; the message names the file."""
+
+
+def read_image(path):
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise UnreadableImage(f"cannot read image {path}: {e}") from None
+
+
+def image_side(path):
+    """The shorter side of an image."""
+    try:
+        return min(read_image(path).size)
+    except UnreadableImage as e:
+        die(str(e))
+
+
+class Loader(DataLoader):
+    """A DataLoader that ends the run with a one-line error when an image cannot be read."""
+
+    def __iter__(self):
+        try:
+            yield from super().__iter__()
+        except UnreadableImage as e:  # from a worker, the message ends with the original line
+            die(str(e).strip().splitlines()[-1].split("UnreadableImage: ")[-1])
+
+
+# new # DALI's iterator dressed as the Loader above: (images, labels) batches, len(), .sampler, one-line errors
+class DALILoader:
+    def __init__(self, pipe, dataset, workers, steps=None):
+        self.iterator = DALIGenericIterator(
+            pipe,
+            ["images", "labels"],
+            reader_name="reader",  # the iterator asks the reader for its shard size and padding
+            last_batch_policy=LastBatchPolicy.PARTIAL,  # the padding of a shard's last batch left out
+            auto_reset=True,  # ready for the next epoch when one ends
+            prepare_first_batch=False,  # nothing runs before the first batch is asked for
+        )
+        self.steps = steps  # training: this many full batches an epoch, the same on every rank
+        self.sampler = None  # no set_epoch() to call: the reader reshuffles by itself
+        self.dataset, self.workers = dataset, workers  # to find an image DALI cannot read
+
+    # new # batches per epoch for this rank, like len(DataLoader)
+    def __len__(self):
+        return len(self.iterator) if self.steps is None else self.steps
+
+    # new # read each epoch to its end (DROP would not: the next one would start with the last one's padding);
+    # yield the first `steps` batches in training, every non-empty one in validation; labels come as int32 [N, 1]
+    def __iter__(self):
+        try:
+            for i, (batch,) in enumerate(self.iterator):  # one dict per pipeline: here one
+                if i < len(self) and len(batch["labels"]) > 0:
+                    yield batch["images"], batch["labels"].view(-1).long()
+        except RuntimeError as e:
+            die(self.explain(str(e)))
+
+    # new # DALI names a file it cannot open, not one it cannot decode: then read them all as loader.py does
+    def explain(self, error):
+        """A one-line message for DALI's error, naming the image it could not read (minutes on ImageNet).
+        With num_threads > 1, DALI 2.4's CPU decoder sometimes crashes (SIGSEGV) on such an image instead."""
+        lines = [line.strip() for line in error.split("encountered:")[-1].splitlines() if line.strip()]
+        reason = lines[0] if lines else error
+        if "fn.readers.file" in error or "fn.decoders.image" in error:
+            for path, _ in self.dataset.samples:
+                if path in reason:
+                    return f"cannot read image {path}: {reason}"
+            for _ in Loader(self.dataset, 64, num_workers=self.workers):  # ends the run naming the first bad image
+                pass
+        return f"DALI failed: {reason}"
+
+
+def open_datasets(args):
+    """Return (train_set, val_set, info) for the data in args.data, detecting its format."""
+    root = args.data
+    train_dir, val_dir = os.path.join(root, "train"), os.path.join(root, "val")
+    if os.path.isdir(train_dir) or os.path.isdir(val_dir):
+        for folder in train_dir, val_dir:
+            if not os.path.isdir(folder):
+                die(f"{folder} is missing: an image folder needs both train/<class>/ and val/<class>/")
+        try:
+            train_set = datasets.ImageFolder(train_dir, loader=read_image)
+            val_set = datasets.ImageFolder(val_dir, loader=read_image)
+        except FileNotFoundError as e:
+            die(str(e).splitlines()[0])
+        if train_set.classes != val_set.classes:
+            only_train = sorted(set(train_set.classes) - set(val_set.classes))
+            only_val = sorted(set(val_set.classes) - set(train_set.classes))
+            die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
+        side = statistics.median_low(image_side(path) for path, _ in train_set.samples[:: len(train_set) // 25 + 1])
+        generated = os.path.exists(os.path.join(root, "generated.json"))
+        dataset = "generated" if generated else "imagefolder"
+    elif os.path.isdir(os.path.join(root, "cifar-10-batches-py")) or args.download:
+        try:
+            train_set = datasets.CIFAR10(root, train=True, download=args.download)
+            val_set = datasets.CIFAR10(root, train=False, download=args.download)
+        except (RuntimeError, OSError) as e:
+            die(f"CIFAR-10 in {root} cannot be used ({e}); pass --download to fetch it again")
+        side, dataset = 32, "cifar10"
+    elif not os.path.isdir(root):
+        die(f"data folder {root} does not exist (make data writes the default one)")
+    else:
+        die(f"{root} holds neither train/ and val/ image folders nor CIFAR-10 (cifar-10-batches-py/)")
+    image_size = side if side <= SMALL else 224
+    train_set.transform = v2.Compose(
+        [
+            v2.ToImage(),
+            v2.RandomResizedCrop(image_size, scale=(0.35, 1) if side <= SMALL else (0.08, 1), antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+    val_set.transform = v2.Compose(
+        [
+            v2.ToImage(),
+            v2.Resize(image_size if side <= SMALL else 256, antialias=True),
+            v2.CenterCrop(image_size),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+    info = dict(dataset=dataset, classes=train_set.classes, num_classes=len(train_set.classes))
+    info.update(image_size=image_size, train_size=len(train_set), val_size=len(val_set))
+    info.update(loader="dali", dali_version=None if dali_missing else nvidia.dali.__version__)  # new #
+    return train_set, val_set, info
+
+
+# new # DALI 2.4's CPU decoder can crash outright (SIGSEGV) on a truncated or non-image file, so look at the
+# ends of every file first (milliseconds per thousand): a JPEG starts with FFD8 and ends with FFD9, a PNG ends
+# with IEND. Any other file is read as loader.py reads it, which names it if it is indeed unreadable.
+def check_files(samples):
+    for path, _ in samples:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 16))
+            tail = f.read().rstrip(b"\0")
+        if not (head[:2] == b"\xff\xd8" and tail.endswith(b"\xff\xd9") or head == b"\x89PNG" and b"IEND" in tail):
+            image_side(path)
+
+
+# new # the transforms of open_datasets() as a DALI pipeline: DALI works on 0-255 pixels, on the GPU when it can
+def dali_pipeline(samples, image_size, training, args, batch_size, device, rank, world_size):
+    """A pipeline reading shard rank of world_size of samples [(path, label)] into (images, labels) batches."""
+    device_id = None  # CPU operators only
+    if device.type == "cuda":
+        device_id = device.index if device.index is not None else torch.cuda.current_device()
+    pipe = Pipeline(batch_size=batch_size, num_threads=max(args.workers, 1), device_id=device_id, seed=args.seed + rank)
+    with pipe:
+        encoded, labels = fn.readers.file(
+            files=[path for path, _ in samples],
+            labels=[label for _, label in samples],  # ImageFolder's class indices, as in loader.py
+            shard_id=rank,
+            num_shards=world_size,
+            shuffle_after_epoch=training,  # every epoch (the first too) one permutation of all, the same on all ranks
+            shuffle_after_epoch_seed=args.seed if training else None,
+            pad_last_batch=True,  # an epoch ends with the shard: its last batch padded, the padding dropped
+            name="reader",
+        )
+        images = fn.decoders.image(encoded, device="mixed" if device_id is not None else "cpu", output_type=types.RGB)
+        if training:
+            area = [0.35, 1] if image_size <= SMALL else [0.08, 1]
+            images = fn.random_resized_crop(images, size=[image_size, image_size], random_area=area)
+            mirror = fn.random.coin_flip(probability=0.5)
+        else:
+            images = fn.resize(images, resize_shorter=image_size if image_size <= SMALL else 256)
+            mirror = 0
+        images = fn.crop_mirror_normalize(
+            images,
+            crop=[image_size, image_size],  # the centre crop of validation
+            mirror=mirror,
+            mean=[255 * m for m in MEAN],
+            std=[255 * s for s in STD],
+            dtype=types.FLOAT,
+            output_layout="CHW",
+        )
+        pipe.set_outputs(images, labels if device_id is None else labels.gpu())
+    return pipe
+
+
+def build_loaders(args, batch_size, device, rank=0, world_size=1):
+    """Return (train_loader, val_loader, info) reading args.data, batch_size images per process.
+
+    With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
+    partial batch so every step has the same size; validation sees every image exactly once
+    over all ranks. Batches come as (images float32 NCHW normalised, labels int64); train.py moves them
+    to the device, where they may be already.
+    """
+    # new # DALI is needed from here on
+    if dali_missing:
+        die(dali_missing)
+
+    train_set, val_set, info = open_datasets(args)
+    # new # fn.readers.file reads image files: CIFAR-10's pickled batches need loader.py
+    if info["dataset"] == "cifar10":
+        die(f"--loader dali reads image folders, not CIFAR-10 in {args.data}: leave out --loader dali to use loader.py")
+    check_files(train_set.samples + val_set.samples)  # before DALI's decoder meets a broken one
+
+    if batch_size * world_size > len(train_set):
+        die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
+    if world_size > len(val_set):
+        die(f"{world_size} processes but only {len(val_set)} validation images: each needs one")
+    # new # with torchrun: each rank reads its shard of the images, reshuffled and moved on every epoch
+    common = dict(args=args, batch_size=batch_size, device=device, rank=rank, world_size=world_size)
+    train_pipe = dali_pipeline(train_set.samples, info["image_size"], training=True, **common)
+    val_pipe = dali_pipeline(val_set.samples, info["image_size"], training=False, **common)
+    steps = len(train_set) // world_size // batch_size  # full batches: every step the same size, on all ranks
+    train_loader = DALILoader(train_pipe, train_set, args.workers, steps)
+    val_loader = DALILoader(val_pipe, val_set, args.workers)  # every image once over all ranks, no padding
+    return train_loader, val_loader, info
+
+
+# -----------------------------------------------------------------------------
+# python loader.py: describe the data, or measure the input pipeline alone (--bench)
+
+
+def bench(args, device):
+    """Time args.steps batches after args.warmup_steps, each copied to the device; return images/s."""
+    train_loader, _, info = build_loaders(args, args.batch_size, device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    step, start = 0, None
+    while step < args.warmup_steps + args.steps:
+        for images, labels in train_loader:
+            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            step += 1
+            if step == args.warmup_steps:
+                sync()
+                start = time.perf_counter()
+            if step == args.warmup_steps + args.steps:
+                break
+    sync()
+    return args.steps * args.batch_size / (time.perf_counter() - start), info
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Describe a data folder, or measure its input pipeline (--bench).")
+    parser.add_argument("--data", default="data", help="image folder (train/, val/) or CIFAR-10 root")
+    parser.add_argument("--bench", action="store_true", help="measure images/s of the training pipeline")
+    parser.add_argument("--batch-size", type=int, default=256, help="images per batch")
+    parser.add_argument("--steps", type=int, default=50, help="batches timed")
+    parser.add_argument("--warmup-steps", type=int, default=5, help="batches read before timing starts")
+    parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="loading processes")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where batches go")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
+    parser.add_argument("--metrics-out", default=None, help="write the --bench result here as JSON")
+    parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
+    if args.batch_size < 1 or args.steps < 1 or args.warmup_steps < 0 or args.workers < 0:
+        die("--batch-size and --steps must be >= 1, --warmup-steps and --workers >= 0")
+    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    torch.manual_seed(args.seed)
+    script = os.path.basename(__file__)
+    if not args.bench:
+        _, _, info = open_datasets(args)
+        print(f"{args.data}: {info['dataset']}, {info['num_classes']} classes, {info['train_size']} train / ", end="")
+        print(f"{info['val_size']} val images, read at {info['image_size']} px by {info['loader']}")
+        return
+    rate, info = bench(args, device)
+    print(f"{script}: {rate:,.0f} images/s ({info['loader']}, {info['dataset']} {info['image_size']} px, ", end="")
+    print(f"batch {args.batch_size}, {args.workers} workers, to {device.type}, {args.steps} batches timed)")
+    if args.metrics_out:
+        result = dict(script=script, loader=info["loader"], images_per_s=rate, device=device.type)
+        result.update(dataset=info["dataset"], image_size=info["image_size"], batch_size=args.batch_size)
+        result.update(workers=args.workers, steps_timed=args.steps, dali_version=info["dali_version"])
+        result.update(torch_version=torch.__version__, argv=sys.argv)
+        with open(args.metrics_out + ".tmp", "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(args.metrics_out + ".tmp", args.metrics_out)
+
+
+if __name__ == "__main__":
+    main()
