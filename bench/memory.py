@@ -5,7 +5,9 @@ GPU, which includes the CUDA context, NCCL buffers and DALI's own allocations th
 counters never see. Where NVML cannot tell processes apart (a container with its own PID
 namespace), the rise of the devices' used memory over the run is taken instead, and labelled.
 Host memory is the proportional set size (PSS) of the tree: shared pages are split between the
-processes that share them, so forked loader workers are not counted many times over.
+processes that share them, so forked loader workers are not counted many times over. PSS costs
+tens of milliseconds to read for a process that maps CUDA's libraries, so it is read only when
+the tree's resident size (cheap to read) has grown past its last high, and at most once a second.
 """
 
 import threading
@@ -38,7 +40,8 @@ class Sampler(threading.Thread):
         self.root, self.interval = psutil.Process(pid), interval
         self.devices = nvml_devices()
         self.device_used_at_start = self.device_used()
-        self.peak_host, self.peak_tree_gpu, self.peak_device_rise = 0, 0, 0
+        self.peak_rss, self.peak_host, self.peak_tree_gpu, self.peak_device_rise = 0, 0, 0, 0
+        self.last_full_read, self.full_read_due = 0.0, False
         self.samples, self.cpu_s = 0, 0.0
         self.done = threading.Event()
 
@@ -51,16 +54,24 @@ class Sampler(threading.Thread):
         except psutil.NoSuchProcess:
             return []
 
-    def sample(self):
-        processes = self.tree()
-        host = 0
+    def host_memory(self, processes, full):
+        total = 0
         for p in processes:
             try:
-                info = p.memory_full_info()
-                host += getattr(info, "pss", info.rss)  # PSS on Linux, RSS elsewhere
+                info = p.memory_full_info() if full else p.memory_info()
+                total += getattr(info, "pss", info.rss)  # PSS on Linux, RSS elsewhere
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
-        self.peak_host = max(self.peak_host, host)
+        return total
+
+    def sample(self):
+        processes = self.tree()
+        rss = self.host_memory(processes, full=False)
+        if rss > self.peak_rss * 1.02:
+            self.peak_rss, self.full_read_due = rss, True
+        if self.full_read_due and time.monotonic() - self.last_full_read >= 1:
+            self.last_full_read, self.full_read_due = time.monotonic(), False
+            self.peak_host = max(self.peak_host, self.host_memory(processes, full=True))
         if self.devices:
             pids = {p.pid for p in processes}
             tree_gpu = 0
