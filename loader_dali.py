@@ -107,7 +107,7 @@ class DALILoader:
     # new # DALI names a file it cannot open, not one it cannot decode: then read them all as loader.py does
     def explain(self, error):
         """A one-line message for DALI's error, naming the image it could not read (minutes on ImageNet).
-        With num_threads > 1, DALI 2.4's CPU decoder sometimes crashes (SIGSEGV) on such an image instead."""
+        check_files() finds the truncated and non-image files first: DALI 2.4's CPU decoder can crash on them."""
         lines = [line.strip() for line in error.split("encountered:")[-1].splitlines() if line.strip()]
         reason = lines[0] if lines else error
         if "fn.readers.file" in error or "fn.decoders.image" in error:

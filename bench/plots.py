@@ -1,6 +1,7 @@
 """The plots: throughput.png (median samples/s with the spread of the repeats) and memory.png."""
 
 import matplotlib
+import pandas as pd
 
 matplotlib.use("Agg")  # files only, no screen needed
 import matplotlib.pyplot as plt  # noqa: E402
@@ -13,9 +14,7 @@ def plot_throughput(summary, path, title):
     low, high = train["rate_median"] - train["rate_min"], train["rate_max"] - train["rate_median"]
     ax.barh(y, train["rate_median"], xerr=[low, high], capsize=4, color="tab:blue", alpha=0.8)
     for i, (_, row) in enumerate(train.iterrows()):
-        label = f" {row.rate_median:,.1f}" + (
-            f"  ({row.speedup:.2f}x)" if row.get("speedup") == row.get("speedup") else ""
-        )
+        label = f" {row.rate_median:,.1f}" + (f"  ({row.speedup:.2f}x)" if pd.notna(row.get("speedup")) else "")
         ax.text(row.rate_max, i, label, va="center", fontsize=9)
     ax.set_yticks(list(y), train["variant"])
     ax.invert_yaxis()

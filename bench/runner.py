@@ -174,5 +174,6 @@ def report(summary, out, machine, baseline_dir):
         lines = baseline.compare(summary, saved)
         where = baseline_dir / machine["machine_class"]
         print(f"against the saved {where}:" if lines else f"{where} holds no run of the same work")
-        print("\n".join("  " + line for line in lines))
+        for line in lines:
+            print("  " + line)
     print(f"tables and plots: {out}/summary.csv, summary.md, throughput.png, memory.png; every run: {out}/runs.csv")
