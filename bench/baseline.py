@@ -1,8 +1,9 @@
 """Saved baselines: reference summaries that a new bench is compared with, one folder per machine class.
 
-`make baseline` (python -m bench --save-baseline) copies the latest summary, its plots and the
-machine's description to baseline/<machine class>/. A later bench on the same class of machine
-prints each variant's change against the saved one, where the work was the same.
+`make baseline` (python -m bench --save-baseline) copies the latest summary, its plots, its runs
+(commands, versions, every metric) and the machine's description to baseline/<machine class>/.
+A later bench on the same class of machine prints each variant's change against the saved one,
+where the work was the same.
 """
 
 import json
@@ -10,6 +11,7 @@ import shutil
 
 import pandas as pd
 
+from bench import tables
 from bench.machine import ROOT
 
 BASELINE_DIR = ROOT / "baseline"
@@ -24,6 +26,9 @@ def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
     for output in OUTPUTS:
         if (results_dir / output).exists():
             shutil.copy2(results_dir / output, folder / output)
+    if (results_dir / "runs.csv").exists():  # the rows of the bench summarized: the last one
+        runs = tables.read_runs(results_dir / "runs.csv")
+        runs[runs["bench_id"] == runs["bench_id"].iloc[-1]].to_csv(folder / "runs.csv", index=False)
     (folder / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
     return folder
 

@@ -1,5 +1,7 @@
 """The plots: throughput.png (median samples/s with the spread of the repeats) and memory.png."""
 
+import textwrap
+
 import matplotlib
 import pandas as pd
 
@@ -20,7 +22,7 @@ def plot_throughput(summary, path, title):
     ax.invert_yaxis()
     ax.set_xlabel("samples/s (median of repeats; bars: min to max)")
     ax.set_xlim(0, train["rate_max"].max() * 1.35)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(textwrap.fill(title, 100), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -46,7 +48,7 @@ def plot_memory(summary, path, title):
     ax.invert_yaxis()
     ax.set_xlabel("peak memory, MiB (median of repeats)")
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(textwrap.fill(title, 100), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -189,8 +189,11 @@ def test_save_baseline_then_bench_prints_the_comparison(tiny_data, tiny_bench, t
     assert result.returncode == 0, result.stderr
     (folder,) = saved.iterdir()  # named for this machine's class
     assert folder.name.startswith("cpu-") and {p.name for p in folder.iterdir()} >= {
-        "summary.csv", "summary.md", "throughput.png", "memory.png", "machine.json"
+        "summary.csv", "summary.md", "throughput.png", "memory.png", "machine.json", "runs.csv"
     }  # fmt: skip
+    last = tables.read_runs(out / "runs.csv").iloc[-1]
+    kept = pd.read_csv(folder / "runs.csv")
+    assert set(kept["bench_id"]) == {last["bench_id"]} and kept["command"].str.contains("train.py").any()
     assert json.loads((folder / "machine.json").read_text())["cpu_cores"] == len(os.sched_getaffinity(0))
     again = bench(tiny_data, tmp_path / "again", "--variants", "baseline", "--loaders", "loader", "--repeats", 1,
                   "--baseline-dir", saved)  # fmt: skip
