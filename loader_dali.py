@@ -116,6 +116,9 @@ class DALILoader:
                     return f"cannot read image {path}: {reason}"
             for _ in Loader(self.dataset, 64, num_workers=self.workers):  # ends the run naming the first bad image
                 pass
+            path = first_undecodable([path for path, _ in self.dataset.samples])  # one that only DALI refuses
+            if path is not None:
+                return f"cannot read image {path}: DALI's decoder refuses it ({reason})"
         return f"DALI failed: {reason}"
 
 
@@ -186,6 +189,22 @@ def check_files(samples):
             tail = f.read().rstrip(b"\0")
         if not (head[:2] == b"\xff\xd8" and tail.endswith(b"\xff\xd9") or head == b"\x89PNG" and b"IEND" in tail):
             image_side(path)
+
+
+# new # a JPEG that PIL reads and DALI does not (damage inside the data) is found by decoding one image at a
+# time, in order, on the CPU: the step that fails is the image's index, as DALI's authors advise
+def first_undecodable(paths):
+    pipe = Pipeline(batch_size=1, num_threads=1, device_id=None, exec_async=False, exec_pipelined=False)
+    with pipe:
+        encoded, _ = fn.readers.file(files=paths, random_shuffle=False)
+        pipe.set_outputs(fn.decoders.image(encoded, device="cpu", output_type=types.RGB))
+    pipe.build()
+    for path in paths:
+        try:
+            pipe.run()
+        except RuntimeError:
+            return path
+    return None
 
 
 # new # the transforms of open_datasets() as a DALI pipeline: DALI works on 0-255 pixels, on the GPU when it can

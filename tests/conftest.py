@@ -2,6 +2,7 @@
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +20,30 @@ torchvision_version cuda_version cudnn_version dali_version amp_dtype seed argv"
 SMALL_MODEL = "shufflenet_v2_x0_5"  # learns in seconds on a CPU; BN momentum 0.1, so eval works early
 
 
-def run(*args, timeout=600, env=None, cwd=ROOT):
-    """Run `python ARGS...` the way a user would, from the repository root; return CompletedProcess."""
+def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None):
+    """Run `python ARGS...` the way a user would, from the repository root; return CompletedProcess.
+    memory_limit: bytes of address space for it and the processes it starts (RLIMIT_AS)."""
     cmd = [PY, *map(str, args)]
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
+    preexec = limit if memory_limit else None
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env, preexec_fn=preexec
+    )
+
+
+def check_clean_failure(result, metrics, *words):
+    """Exit code 2, one line on stderr holding every word, no traceback, no metrics file (or its .tmp)."""
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert str(word) in lines[0], lines[0]
+    assert not metrics.exists() and not metrics.with_name(metrics.name + ".tmp").exists()
 
 
 def generate(out, train=12, val=4, size=16, seed=0):

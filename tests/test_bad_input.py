@@ -1,19 +1,35 @@
-"""Bad input ends with exit code 2, one line on stderr naming the problem, no traceback, nothing written."""
+"""Bad input ends with exit code 2, one line on stderr naming the problem, no traceback, nothing written.
+
+The checks of the data and the flags are tried on every training script (train_ddp.py as one process,
+without torchrun) and on the base with the DALI loader; the loaders' --bench on both loaders.
+"""
 
 import shutil
 
 import pytest
-from conftest import run, train
+from conftest import check_clean_failure, run, train
 
 
-def check_clean_failure(result, metrics, *words):
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2, result.stderr
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for word in words:
-        assert str(word) in lines[0], lines[0]
-    assert not metrics.exists() and not metrics.with_name(metrics.name + ".tmp").exists()
+SCRIPTS = {
+    "train": ("train.py",),
+    "dp": ("train_dp.py",),
+    "ddp": ("train_ddp.py",),
+    "amp": ("train_amp.py",),
+    "dali": ("train.py", "--loader", "dali"),
+}
+
+
+@pytest.fixture(params=SCRIPTS)
+def script(request):
+    """(script, its flags): every way of training, one after another."""
+    return SCRIPTS[request.param]
+
+
+def fail(script, data, metrics, *args, env=None):
+    """Run script on data; check it fails cleanly; return its one line of error."""
+    result, _ = train(script[0], data, metrics, *script[1:], *args, env=env)
+    check_clean_failure(result, metrics)
+    return result.stderr.strip()
 
 
 @pytest.fixture
@@ -22,39 +38,33 @@ def data(tiny_data, tmp_path):
     return shutil.copytree(tiny_data, tmp_path / "data")
 
 
-def test_missing_data_folder(tmp_path):
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", tmp_path / "nowhere", metrics)
-    check_clean_failure(result, metrics, "nowhere", "does not exist")
+def test_missing_data_folder(script, tmp_path):
+    error = fail(script, tmp_path / "nowhere", tmp_path / "m.json")
+    assert "nowhere" in error and "does not exist" in error
 
 
-def test_folder_with_no_images(tmp_path):
+def test_folder_with_no_images(script, tmp_path):
     (tmp_path / "empty").mkdir()
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", tmp_path / "empty", metrics)
-    check_clean_failure(result, metrics, "empty", "neither")
+    error = fail(script, tmp_path / "empty", tmp_path / "m.json")
+    assert "empty" in error and "neither" in error
 
 
-def test_class_folders_with_no_images(data, tmp_path):
+def test_class_folders_with_no_images(script, data, tmp_path):
     for image in (data / "train" / "03_rings_warm").iterdir():
         image.unlink()
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", data, metrics)
-    check_clean_failure(result, metrics, "03_rings_warm")
+    assert "03_rings_warm" in fail(script, data, tmp_path / "m.json")
 
 
-def test_val_folder_missing(data, tmp_path):
+def test_val_folder_missing(script, data, tmp_path):
     shutil.rmtree(data / "val")
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", data, metrics)
-    check_clean_failure(result, metrics, "val", "missing")
+    error = fail(script, data, tmp_path / "m.json")
+    assert "val" in error and "missing" in error
 
 
-def test_train_and_val_with_different_classes(data, tmp_path):
+def test_train_and_val_with_different_classes(script, data, tmp_path):
     (data / "val" / "09_dots_cool").rename(data / "val" / "10_other")
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", data, metrics)
-    check_clean_failure(result, metrics, "different classes", "09_dots_cool", "10_other")
+    error = fail(script, data, tmp_path / "m.json")
+    assert "different classes" in error and "09_dots_cool" in error and "10_other" in error
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -66,28 +76,25 @@ def test_corrupt_image_is_named(data, tmp_path, workers):
     check_clean_failure(result, metrics, bad, "cannot read image")
 
 
-def test_unknown_model(tiny_data, tmp_path):
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", tiny_data, metrics, "--model", "resnet19")
-    check_clean_failure(result, metrics, "resnet19", "unknown model")
+def test_unknown_model(script, tiny_data, tmp_path):
+    error = fail(script, tiny_data, tmp_path / "m.json", "--model", "resnet19")
+    assert "resnet19" in error and "unknown model" in error
 
 
-def test_cuda_asked_for_where_none_exists(tiny_data, tmp_path):
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", tiny_data, metrics, "--device", "cuda", env={"CUDA_VISIBLE_DEVICES": ""})
-    check_clean_failure(result, metrics, "--device cuda", "no CUDA GPU")
+def test_cuda_asked_for_where_none_exists(script, tiny_data, tmp_path):
+    error = fail(script, tiny_data, tmp_path / "m.json", "--device", "cuda", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert "--device cuda" in error and "no CUDA GPU" in error
 
 
-def test_batch_larger_than_the_training_set(tiny_data, tmp_path):
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", tiny_data, metrics, "--batch-size", 121)
-    check_clean_failure(result, metrics, "--batch-size 121", "120 images")
+def test_batch_larger_than_the_training_set(script, tiny_data, tmp_path):
+    error = fail(script, tiny_data, tmp_path / "m.json", "--batch-size", 121)
+    assert "--batch-size 121" in error and "120 images" in error
 
 
-def test_metrics_path_that_cannot_be_written(tiny_data, tmp_path):
+def test_metrics_path_that_cannot_be_written(script, tiny_data, tmp_path):
     metrics = tmp_path / "no" / "such" / "folder" / "m.json"
-    result, _ = train("train.py", tiny_data, metrics)
-    check_clean_failure(result, metrics, metrics, "cannot write metrics")
+    error = fail(script, tiny_data, metrics)
+    assert str(metrics) in error and "cannot write metrics" in error
 
 
 def test_unknown_loader(tiny_data, tmp_path):
@@ -96,16 +103,29 @@ def test_unknown_loader(tiny_data, tmp_path):
     check_clean_failure(result, metrics, "--loader nosuch")
 
 
-def test_warmup_longer_than_the_run(tiny_data, tmp_path):
-    metrics = tmp_path / "m.json"
-    result, _ = train("train.py", tiny_data, metrics, "--steps", 3, "--warmup-steps", 3)
-    check_clean_failure(result, metrics, "--warmup-steps 3")
+def test_warmup_longer_than_the_run(script, tiny_data, tmp_path):
+    assert "--warmup-steps 3" in fail(script, tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 3)
 
 
-def test_loader_bench_on_missing_data(tmp_path):
-    result = run("loader.py", "--data", tmp_path / "nowhere", "--bench")
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "does not exist" in result.stderr
+@pytest.mark.parametrize("loader", ["loader.py", "loader_dali.py"])
+@pytest.mark.parametrize("problem", ["missing", "empty", "batch too large", "corrupt image"])
+def test_loader_bench_on_bad_data(loader, problem, data, tmp_path):
+    bad = data / "train" / "05_hstripes_cool" / "00003.jpg"
+    args = ["--data", data, "--bench", "--batch-size", 16, "--steps", 8, "--workers", 1]
+    if problem == "missing":
+        args[1] = tmp_path / "nowhere"
+    elif problem == "empty":
+        args[1] = tmp_path / "empty"
+        args[1].mkdir()
+    elif problem == "batch too large":
+        args[args.index("--batch-size") + 1] = 121
+    else:
+        bad.write_bytes(b"")
+    metrics = tmp_path / "loader.json"
+    result = run(loader, *args, "--metrics-out", metrics)
+    check_clean_failure(result, metrics)
+    expected = {"missing": "does not exist", "empty": "neither", "batch too large": "--batch-size 121"}
+    assert expected.get(problem, str(bad)) in result.stderr
 
 
 def test_amp_fp16_on_a_cpu(tiny_data, tmp_path):

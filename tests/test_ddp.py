@@ -23,6 +23,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def assert_no_orphans(marker):
+    """No process whose command line holds marker (a path unique to the test) is left running."""
+    left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout.split()
+    assert not left, f"orphan processes left: {left}"
+
+
 def torchrun(*args, timeout=300, env=None):
     cmd = [*TORCHRUN, *map(str, args)]
     return subprocess.run(
@@ -157,15 +163,17 @@ def test_a_killed_rank_ends_the_whole_job(tiny_data, tmp_path):
             job.kill()
 
 
-def test_port_in_use_is_a_clear_error(tiny_data):
+def test_port_in_use_is_a_clear_error(tiny_data, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         result = torchrun("--nproc-per-node", 2, "--master-addr", "127.0.0.1", "--master-port", port,
-                          "train_ddp.py", "--data", tiny_data, *FLAGS, timeout=120)  # fmt: skip
+                          "train_ddp.py", "--data", tiny_data, *FLAGS, "--metrics-out", tmp_path / "m.json",
+                          timeout=120)  # fmt: skip
     assert result.returncode != 0
     assert "address already in use" in result.stderr.strip().splitlines()[-1]
+    assert_no_orphans(tmp_path)
 
 
 def test_batch_that_does_not_split_over_the_processes(tiny_data):
@@ -191,7 +199,7 @@ def test_a_rank_that_raises_ends_every_rank(tiny_data, tmp_path):
         job.kill()
     assert job.returncode != 0
     assert f"train_ddp.py: error: cannot read image {bad}" in stderr
-    assert not subprocess.run(["pgrep", "-f", str(data)], capture_output=True).stdout, "orphan worker left"
+    assert_no_orphans(data)
 
 
 def test_an_agent_that_never_arrives_times_out(tiny_data, tmp_path):
@@ -200,3 +208,4 @@ def test_an_agent_that_never_arrives_times_out(tiny_data, tmp_path):
     _, stderr = agent.communicate(timeout=120)
     assert agent.returncode != 0 and time.time() - started < 90
     assert "RendezvousTimeoutError" in stderr
+    assert_no_orphans(tmp_path)
