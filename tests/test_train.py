@@ -1,8 +1,9 @@
-"""train.py and loader.py run as a user runs them, on tiny generated data."""
+"""train.py and the loaders run as a user runs them, on tiny generated data."""
 
 import json
 import math
 
+import pytest
 from conftest import SCHEMA, SMALL_MODEL, run, train
 
 
@@ -51,14 +52,16 @@ def test_same_seed_same_result(tiny_data, tmp_path):
     assert a["train_loss_final"] == b["train_loss_final"] and a["val_acc"] == b["val_acc"]
 
 
-def test_loader_bench_reports_a_rate(tiny_data, tmp_path):
+@pytest.mark.parametrize("script,loader", [("loader.py", "torchvision"), ("loader_dali.py", "dali")])
+def test_loader_bench_reports_a_rate(tiny_data, tmp_path, script, loader):
     out = tmp_path / "loader.json"
-    cmd = ("loader.py", "--data", tiny_data, "--bench", "--batch-size", 16, "--steps", 10, "--workers", 1)
+    cmd = (script, "--data", tiny_data, "--bench", "--batch-size", 16, "--steps", 10, "--workers", 1)
     result = run(*cmd, "--metrics-out", out)
     assert result.returncode == 0, result.stderr
-    assert "images/s" in result.stdout
+    assert f"images/s ({loader}, generated 16 px" in result.stdout
     m = json.loads(out.read_text())
-    assert m["images_per_s"] > 0 and m["loader"] == "torchvision" and m["steps_timed"] == 10
+    assert m["images_per_s"] > 0 and m["loader"] == loader and m["steps_timed"] == 10
+    assert bool(m["dali_version"]) == (loader == "dali")
 
 
 def test_loader_describes_the_data(tiny_data):
