@@ -13,6 +13,7 @@ import pytest
 from conftest import PY, ROOT, run
 
 from bench import baseline, tables
+from bench.memory import Sampler
 from bench.launch import launch
 from bench.plan import Run
 
@@ -200,3 +201,29 @@ def test_save_baseline_then_bench_prints_the_comparison(tiny_data, tiny_bench, t
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"against the saved {folder}:" in again.stdout
     assert "  baseline: " in again.stdout and "  loader: " in again.stdout and "  dp: " not in again.stdout
+
+
+COPY_ON_WRITE = """
+import os, time
+block = bytearray(200 * 2**20)  # resident: written as zeros
+for i in range(0, len(block), 4096):
+    block[i] = 1
+if os.fork() == 0:  # the child shares the block until it writes to it: RSS stays, PSS grows
+    for i in range(0, len(block), 4096):
+        block[i] = 2
+        if i % (20 * 2**20) == 0:
+            time.sleep(0.2)
+    time.sleep(1.5)
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
+    """A forked worker that writes to what it shares: the tree's PSS doubles while its RSS does not move."""
+    job = subprocess.Popen([PY, "-c", COPY_ON_WRITE])
+    sampler = Sampler(job.pid)
+    sampler.start()
+    job.wait(timeout=60)
+    peak = sampler.stop()["peak_host_mem_mb"]
+    assert peak > 380, f"peak PSS {peak:.0f} MiB: the child's 200 MiB of copied pages were missed"
