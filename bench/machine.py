@@ -1,9 +1,11 @@
 """What a bench ran on and from which code: CPU, GPUs, driver, versions, git commit and dirty flag."""
 
+import json
 import os
 import platform
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -21,11 +23,23 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def gpus():
-    """(names of the GPUs torch can see, NVIDIA driver version or None)."""
-    import torch
+GPU_NAMES = (
+    "import json, torch; print(json.dumps([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]))"
+)
 
-    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+def gpus():
+    """(names of the GPUs torch can see, NVIDIA driver version or None).
+
+    torch is asked in a process of its own: imported by the runner, its libraries' pages would be
+    shared with every run, and a run's host memory (PSS) would be charged only half of them.
+    """
+    probe = subprocess.run([sys.executable, "-c", GPU_NAMES], capture_output=True, text=True)
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or ["no output"]
+        print(f"bench: error: torch does not import in {sys.executable}: {lines[-1]}", file=sys.stderr)
+        raise SystemExit(2)
+    names = json.loads(probe.stdout.strip().splitlines()[-1])
     driver = None
     try:
         import pynvml

@@ -227,3 +227,11 @@ def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
     job.wait(timeout=60)
     peak = sampler.stop()["peak_host_mem_mb"]
     assert peak > 380, f"peak PSS {peak:.0f} MiB: the child's 200 MiB of copied pages were missed"
+
+
+def test_the_runner_does_not_import_torch():
+    """Its libraries would be shared with every run, which would then be charged only half of them (PSS)."""
+    probe = "import sys; from bench import runner, machine; machine.machine_info(); print('torch' in sys.modules)"
+    result = run("-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
