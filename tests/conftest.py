@@ -35,6 +35,12 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None):
     )
 
 
+def assert_no_orphans(marker):
+    """No process whose command line holds marker (a path unique to the test) is left running."""
+    left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout.split()
+    assert not left, f"orphan processes left: {left}"
+
+
 def check_clean_failure(result, metrics, *words):
     """Exit code 2, one line on stderr holding every word, no traceback, no metrics file (or its .tmp)."""
     lines = result.stderr.strip().splitlines()

@@ -10,7 +10,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import PY, ROOT, run
+from conftest import PY, ROOT, assert_no_orphans, run
 
 from bench import baseline, tables
 from bench.memory import Sampler
@@ -105,8 +105,7 @@ def test_a_stopped_bench_keeps_every_finished_row(tiny_data, tmp_path, how):
         assert job.returncode == 130
         assert pd.read_csv(out / "summary.csv").loc[0, "runs_ok"] == len(runs)
     time.sleep(3)
-    leftover = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
-    assert not leftover, "the interrupted run's processes are still there"
+    assert_no_orphans(out)  # the interrupted run's processes
 
 
 def fake_run(tmp_path, code, kind="train"):

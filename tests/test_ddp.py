@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import torch
-from conftest import PY, ROOT, SMALL_MODEL, train
+from conftest import PY, ROOT, SMALL_MODEL, assert_no_orphans, run, train
 
 TORCHRUN = [PY, "-m", "torch.distributed.run"]
 FLAGS = ["--model", SMALL_MODEL, "--no-progress", "--workers", "0", "--batch-size", "16"]
@@ -23,17 +23,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def assert_no_orphans(marker):
-    """No process whose command line holds marker (a path unique to the test) is left running."""
-    left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout.split()
-    assert not left, f"orphan processes left: {left}"
-
-
 def torchrun(*args, timeout=300, env=None):
-    cmd = [*TORCHRUN, *map(str, args)]
-    return subprocess.run(
-        cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
+    return run("-m", "torch.distributed.run", *args, timeout=timeout, env=env)
 
 
 def test_two_processes_stay_in_step(tiny_data, tmp_path):

@@ -2,9 +2,8 @@
 
 import json
 import math
-import subprocess
 
-from conftest import LEARN, PY, ROOT, train
+from conftest import LEARN, SMALL_MODEL, run, train
 
 
 def test_dp_on_a_cpu_is_a_passthrough_and_says_so(tiny_data, tmp_path):
@@ -36,10 +35,9 @@ def test_amp_and_two_process_ddp_learn_like_the_baseline(baseline_small, small_d
     result, amp = train("train_amp.py", small_data, tmp_path / "amp.json", *LEARN, "--workers", 0)
     assert result.returncode == 0, result.stderr
     metrics = tmp_path / "ddp.json"
-    cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "train_ddp.py"]
-    cmd += ["--data", small_data, "--model", "shufflenet_v2_x0_5", "--workers", "1", "--no-progress", *LEARN]
-    cmd += ["--metrics-out", metrics]
-    result = subprocess.run(list(map(str, cmd)), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2, "train_ddp.py"]
+    cmd += ["--data", small_data, "--model", SMALL_MODEL, "--workers", 1, "--no-progress", *LEARN]
+    result = run(*cmd, "--metrics-out", metrics)
     assert result.returncode == 0, result.stderr[-3000:]
     ddp = json.loads(metrics.read_text())
     for name, m in ("amp", amp), ("ddp x2", ddp):
