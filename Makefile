@@ -12,7 +12,7 @@ ifeq ($(DATA),data)
 DEFAULT_DATA := data/generated.json
 endif
 
-.PHONY: bench baseline plot train data diff test lint format clean
+.PHONY: bench baseline plot train data diff test test-fast lint format clean
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
 bench: $(SETUP) $(DEFAULT_DATA)
@@ -51,9 +51,14 @@ diff:
 	esac; \
 	diff -u $$base $$variant; test $$? -le 1
 
+# every test (CI runs this); test-fast leaves out the slow ones (torchrun, whole benches, memory limits)
 test: $(SETUP) lint
 	@$(PY) -m pytest $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; exit $$rc
+
+test-fast: $(SETUP) lint
+	@$(PY) -m pytest -m "not slow" $(ARGS) tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests: that is a failure here"; fi; exit $$rc
 
 lint: $(SETUP)
 	$(PY) -m ruff format --check .

@@ -1,6 +1,6 @@
 """Baseline data loading: torchvision datasets and transforms in a DataLoader.
 
-train.py calls build_loaders(); `python train.py --loader NAME` uses loader_NAME.py instead.
+train.py calls build_loaders(); `python train.py --loader dali` uses loader_dali.py's instead.
 Run on its own, it describes a data folder or measures the input pipeline alone:
 
     python loader.py --data data                  # what is in the folder
@@ -9,7 +9,9 @@ Run on its own, it describes a data folder or measures the input pipeline alone:
 
 Formats, detected from the folder: an ImageNet-style folder (train/<class>/*.jpg and
 val/<class>/*.jpg; the generated default data is one), or CIFAR-10 as torchvision reads it
-(cifar-10-batches-py/, fetched only with --download).
+(cifar-10-batches-py/, fetched only with --download). `--data synthetic[:PX[:N]]` needs no
+folder: one batch of PX-pixel images of N classes (32 and 10 if not given) is made on the device
+and given again at every step, the speed limit of the model with no data loading at all.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import os
 import statistics
 import sys
 import time
+from typing import NamedTuple, Optional
 
 import torch
 from PIL import Image
@@ -25,8 +28,27 @@ from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
+from datacheck import check_files
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics, 0-1 scale
 SMALL = 64  # images this small keep their size; larger ones are cropped to 224 px as for ImageNet
+SYNTHETIC_STEPS = 1000  # batches in an epoch of synthetic data
+
+
+class DataInfo(NamedTuple):
+    """What build_loaders() found; the same fields from every loader."""
+
+    dataset: str  # generated, imagefolder, cifar10 or synthetic
+    classes: list  # class names, in label order
+    image_size: int  # side of the square images in a batch
+    train_size: int  # images in the training set
+    val_size: int  # images in the validation set
+    loader: str  # torchvision, dali or synthetic
+    dali_version: Optional[str] = None
+
+    @property
+    def num_classes(self):
+        return len(self.classes)
 
 
 def die(message):
@@ -65,9 +87,40 @@ class Loader(DataLoader):
             die(str(e).strip().splitlines()[-1].split("UnreadableImage: ")[-1])
 
 
-def open_datasets(args):
-    """Return (train_set, val_set, info) for the data in args.data, detecting its format."""
-    root = args.data
+class Repeat:
+    """The same batch, `steps` times an epoch: synthetic data, already on the device."""
+
+    def __init__(self, images, labels, steps):
+        self.batch, self.steps, self.sampler = (images, labels), steps, None
+
+    def __len__(self):
+        return self.steps
+
+    def __iter__(self):
+        for _ in range(self.steps):
+            yield self.batch
+
+
+def synthetic_loaders(spec, batch_size, device, seed, rank):
+    """Loaders for --data synthetic[:PX[:N]]: one random batch made on the device, for training and validation."""
+    try:
+        size, classes = ([int(part) for part in spec.split(":")[1:]] + [32, 10][spec.count(":") :])[:3]
+    except ValueError:
+        size = classes = 0
+    if spec.count(":") > 2 or size < 1 or classes < 2:
+        die(f"--data {spec}: write synthetic[:PX[:N]] with PX pixels >= 1 and N classes >= 2, e.g. synthetic:224:1000")
+    generator = torch.Generator().manual_seed(seed + rank)
+    images = torch.randn(batch_size, 3, size, size, generator=generator).to(device)
+    labels = torch.randint(classes, (batch_size,), generator=generator).to(device)
+    info = DataInfo(
+        "synthetic", [str(k) for k in range(classes)], size, SYNTHETIC_STEPS * batch_size, batch_size, "synthetic"
+    )
+    return Repeat(images, labels, SYNTHETIC_STEPS), Repeat(images, labels, 1), info
+
+
+def open_datasets(data_dir, download=False):
+    """Return (train_set, val_set, info) for the data in data_dir, detecting its format."""
+    root = data_dir
     train_dir, val_dir = os.path.join(root, "train"), os.path.join(root, "val")
     if os.path.isdir(train_dir) or os.path.isdir(val_dir):
         for folder in train_dir, val_dir:
@@ -82,13 +135,14 @@ def open_datasets(args):
             only_train = sorted(set(train_set.classes) - set(val_set.classes))
             only_val = sorted(set(val_set.classes) - set(train_set.classes))
             die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
+        check_files([path for path, _ in train_set.samples + val_set.samples], image_side)  # a broken file, named now
         side = statistics.median_low(image_side(path) for path, _ in train_set.samples[:: len(train_set) // 25 + 1])
         generated = os.path.exists(os.path.join(root, "generated.json"))
         dataset = "generated" if generated else "imagefolder"
-    elif os.path.isdir(os.path.join(root, "cifar-10-batches-py")) or args.download:
+    elif os.path.isdir(os.path.join(root, "cifar-10-batches-py")) or download:
         try:
-            train_set = datasets.CIFAR10(root, train=True, download=args.download)
-            val_set = datasets.CIFAR10(root, train=False, download=args.download)
+            train_set = datasets.CIFAR10(root, train=True, download=download)
+            val_set = datasets.CIFAR10(root, train=False, download=download)
         except (RuntimeError, OSError) as e:
             die(f"CIFAR-10 in {root} cannot be used ({e}); pass --download to fetch it again")
         side, dataset = 32, "cifar10"
@@ -115,31 +169,31 @@ def open_datasets(args):
             v2.Normalize(MEAN, STD),
         ]
     )
-    info = dict(dataset=dataset, classes=train_set.classes, num_classes=len(train_set.classes))
-    info.update(image_size=image_size, train_size=len(train_set), val_size=len(val_set))
-    info.update(loader="torchvision", dali_version=None)
+    info = DataInfo(dataset, train_set.classes, image_size, len(train_set), len(val_set), loader="torchvision")
     return train_set, val_set, info
 
 
-def build_loaders(args, batch_size, device, rank=0, world_size=1):
-    """Return (train_loader, val_loader, info) reading args.data, batch_size images per process.
+def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_size=1, download=False):
+    """Return (train_loader, val_loader, info: DataInfo) reading data_dir, batch_size images per process.
 
     With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
     partial batch so every step has the same size; validation sees every image exactly once
     over all ranks. Batches come as (images float32 NCHW normalised, labels int64); train.py moves them
     to the device, where they may be already.
     """
-    train_set, val_set, info = open_datasets(args)
+    if str(data_dir).split(":")[0] == "synthetic":
+        return synthetic_loaders(str(data_dir), batch_size, device, seed, rank)
+    train_set, val_set, info = open_datasets(data_dir, download)
     if batch_size * world_size > len(train_set):
         die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
     if world_size > len(val_set):
         die(f"{world_size} processes but only {len(val_set)} validation images: each needs one")
     # with torchrun: each rank a different 1/world_size of the images, reshuffled by set_epoch()
     train_sampler = (
-        DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True) if world_size > 1 else None
+        DistributedSampler(train_set, world_size, rank, seed=seed, drop_last=True) if world_size > 1 else None
     )
     val_sampler = range(rank, len(val_set), world_size)  # no padding: no image counted twice
-    common = dict(num_workers=args.workers, pin_memory=device.type == "cuda", persistent_workers=args.workers > 0)
+    common = dict(num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=workers > 0)
     train_loader = Loader(
         train_set, batch_size, shuffle=train_sampler is None, sampler=train_sampler, drop_last=True, **common
     )
@@ -152,26 +206,39 @@ def build_loaders(args, batch_size, device, rank=0, world_size=1):
 
 
 def bench(args, device):
-    """Time args.steps batches after args.warmup_steps, each copied to the device; return images/s."""
-    train_loader, _, info = build_loaders(args, args.batch_size, device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
-    step, start = 0, None
+    """Time args.steps batches after args.warmup_steps, each copied to the device, the way train.py
+    times its steps; return (seconds, seconds blocked in next(), epoch starts timed, info)."""
+    train_loader, _, info = build_loaders(
+        args.data, args.batch_size, device, args.workers, args.seed, 0, 1, args.download
+    )
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    step, waited, epoch_starts = 0, 0.0, 0
+    started = sync() if args.warmup_steps == 0 else None
     while step < args.warmup_steps + args.steps:
-        for images, labels in train_loader:
+        waiting = time.perf_counter()
+        for i, (images, labels) in enumerate(train_loader):
+            if started is not None:  # a batch inside the window
+                waited, epoch_starts = waited + time.perf_counter() - waiting, epoch_starts + (i == 0)
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
             step += 1
             if step == args.warmup_steps:
-                sync()
-                start = time.perf_counter()
+                started = sync()
             if step == args.warmup_steps + args.steps:
                 break
-    sync()
-    return args.steps * args.batch_size / (time.perf_counter() - start), info
+            waiting = time.perf_counter()
+    return sync() - started, waited, epoch_starts, info
 
 
 def main():
     parser = argparse.ArgumentParser(description="Describe a data folder, or measure its input pipeline (--bench).")
-    parser.add_argument("--data", default="data", help="image folder (train/, val/) or CIFAR-10 root")
+    parser.add_argument(
+        "--data", default="data", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
+    )
     parser.add_argument("--bench", action="store_true", help="measure images/s of the training pipeline")
     parser.add_argument("--batch-size", type=int, default=256, help="images per batch")
     parser.add_argument("--steps", type=int, default=50, help="batches timed")
@@ -180,7 +247,7 @@ def main():
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where batches go")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
-    parser.add_argument("--metrics-out", default=None, help="write the --bench result here as JSON")
+    parser.add_argument("--metrics-out", default=None, help="write the --bench result (else what was found) as JSON")
     parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -191,18 +258,24 @@ def main():
     torch.manual_seed(args.seed)
     script = os.path.basename(__file__)
     if not args.bench:
-        _, _, info = open_datasets(args)
-        print(f"{args.data}: {info['dataset']}, {info['num_classes']} classes, {info['train_size']} train / ", end="")
-        print(f"{info['val_size']} val images, read at {info['image_size']} px by {info['loader']}")
-        return
-    rate, info = bench(args, device)
-    print(f"{script}: {rate:,.0f} images/s ({info['loader']}, {info['dataset']} {info['image_size']} px, ", end="")
-    print(f"batch {args.batch_size}, {args.workers} workers, to {device.type}, {args.steps} batches timed)")
+        info = build_loaders(args.data, 1, torch.device("cpu"), 0, args.seed, download=args.download)[2]
+        print(f"{args.data}: {info.dataset}, {info.num_classes} classes, {info.train_size} train / ", end="")
+        print(f"{info.val_size} val images, read at {info.image_size} px by {info.loader}")
+        result = info._asdict()
+    else:
+        seconds, waited, epoch_starts, info = bench(args, device)
+        rate = args.steps * args.batch_size / seconds
+        print(f"{script}: {rate:,.0f} images/s ({info.loader}, {info.dataset} {info.image_size} px, ", end="")
+        print(
+            f"batch {args.batch_size}, {args.workers} workers, to {device.type}, {args.steps} batches timed, ", end=""
+        )
+        print(f"{epoch_starts} epoch starts)")
+        result = dict(script=script, variant=os.path.splitext(script)[0], loader=info.loader, device=device.type)
+        result.update(dataset=info.dataset, image_size=info.image_size, num_classes=info.num_classes)
+        result.update(batch_size=args.batch_size, workers=args.workers, steps_timed=args.steps, window_s=seconds)
+        result.update(samples_per_s=rate, data_wait_frac=waited / seconds, epoch_starts_timed=epoch_starts)
+        result.update(seed=args.seed, argv=sys.argv, torch_version=torch.__version__, dali_version=info.dali_version)
     if args.metrics_out:
-        result = dict(script=script, loader=info["loader"], images_per_s=rate, device=device.type)
-        result.update(dataset=info["dataset"], image_size=info["image_size"], batch_size=args.batch_size)
-        result.update(workers=args.workers, steps_timed=args.steps, dali_version=info["dali_version"])
-        result.update(torch_version=torch.__version__, argv=sys.argv)
         with open(args.metrics_out + ".tmp", "w") as f:
             json.dump(result, f, indent=1)
         os.replace(args.metrics_out + ".tmp", args.metrics_out)

@@ -13,7 +13,6 @@ it trains as a single process.
 """
 
 import argparse
-import importlib
 import json
 import math
 import os
@@ -35,7 +34,7 @@ from torch.utils.data import DistributedSampler
 # arguments: the same in every train*.py; a variant's own flags come last
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--data", default="data", help="image folder (train/, val/) or CIFAR-10 root")
+parser.add_argument("--data", default="data", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]")
 parser.add_argument("--model", default="resnet18", help="any torchvision classification model")
 parser.add_argument("--batch-size", type=int, default=128, help="global batch: images per step over all processes")
 parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
@@ -45,11 +44,12 @@ parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate (S
 parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="data loading processes")
 parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda if present")
 parser.add_argument("--seed", type=int, default=0)
-parser.add_argument("--loader", default=None, help="read data with loader_LOADER.py (e.g. dali) instead of loader.py")
+parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py) or dali (loader_dali.py)")
 parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
 parser.add_argument("--metrics-out", default=None, help="write the run's metrics here as JSON")
 parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 parser.add_argument("--sync-bn", action="store_true", help="batch-norm statistics over all GPUs")  # new #
+parser.add_argument("--backend", choices=["nccl", "gloo"], help="default: nccl on GPUs, gloo on CPUs")  # new #
 
 # -----------------------------------------------------------------------------
 # helpers
@@ -108,7 +108,7 @@ def evaluate(model, val_loader, device, autocast):
     return correct.item() / total.item(), total.item()
 
 
-def peak_memory_mb(device):
+def peak_memory_mib(device):
     """(allocated, reserved) peak since the last reset, in MiB; None on a CPU."""
     if device.type != "cuda":
         return None, None
@@ -125,15 +125,75 @@ def check_writable(path):
         die(f"cannot write metrics to {path}: {e.strerror}")
 
 
+class Window:
+    """The timed window: opened and closed by a synchronize, and nothing inside it waits for the device.
+
+    Each step leaves two marks on the compute stream, its batch ready and its update done: CUDA events,
+    read only once the window has closed (host clocks on a CPU, where work is done when a call returns).
+    From the previous step's end to this step's batch ready, the device was starved for data (the copy
+    included); from the previous end to this end is the step's time. The host's time blocked in the
+    loader's next() is counted apart: a host running ahead of the device can wait without starving it.
+    Evaluation pauses the window; the time paused is left out.
+    """
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.steps, self.wait_s, self.epoch_starts, self.paused_s, self.pauses = [], 0.0, 0, 0.0, 0
+        self.opened = self.closed = self.paused = self.last = None
+
+    def mark(self):
+        """Now, on the compute stream."""
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def sync(self):
+        """Wait for the device; return the host clock."""
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def open(self):
+        self.opened, self.last = self.sync(), self.mark()
+
+    def step(self, waited, ready, done, epoch_start):
+        """Book a step: the host's wait for its batch, its two marks, whether it began an epoch."""
+        if self.opened is not None and self.closed is None:
+            self.steps.append((self.last, ready, done))
+            self.wait_s += waited
+            self.epoch_starts += epoch_start
+        self.last = done
+
+    def pause(self):
+        if self.opened is not None and self.closed is None:
+            self.paused = self.sync()
+
+    def resume(self):
+        if self.paused is not None and self.closed is None:
+            self.paused_s, self.pauses = self.paused_s + self.sync() - self.paused, self.pauses + 1
+            self.paused, self.last = None, self.mark()
+
+    def close(self):
+        """Close the window; return (its seconds less the pauses, each step's milliseconds, seconds starved)."""
+        self.closed = self.sync()
+        ms = (lambda a, b: a.elapsed_time(b)) if self.cuda else (lambda a, b: (b - a) * 1e3)
+        step_ms = [ms(last, done) for last, _, done in self.steps]
+        starved_s = sum(ms(last, ready) for last, ready, _ in self.steps) / 1e3
+        return self.closed - self.opened - self.paused_s, step_ms, starved_s
+
+
 # -----------------------------------------------------------------------------
 
 
 def main():
     parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
     args = parser.parse_args()
-    rank, local_rank, world_size = 0, 0, 1
-    # new # under torchrun, the environment says which process this is
-    if "RANK" in os.environ:
+    rank, local_rank, world_size = 0, 0, 1  # one process; train_ddp.py reads torchrun's
+    # new # under torchrun, the environment says which process this is (one process alone: no DDP)
+    distributed = "RANK" in os.environ
+    if distributed:
         rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
         world_size = int(os.environ["WORLD_SIZE"])
 
@@ -142,37 +202,48 @@ def main():
         die(f"unknown model {args.model!r}: see torchvision.models.list_models(module=torchvision.models)")
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
-    device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    # new # one GPU per process: local rank N takes GPU N (or, with one visible GPU per process, that one)
+    gpu = local_rank % max(1, torch.cuda.device_count())
+    device = torch.device(f"cuda:{gpu}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     if args.batch_size < 1 or args.epochs < 1 or (args.steps is not None and args.steps < 1):
         die("--batch-size, --epochs and --steps must be >= 1")
     if args.warmup_steps < 0 or args.workers < 0:
         die("--warmup-steps and --workers must be >= 0")
+    if args.loader not in ("torchvision", "dali"):
+        die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
     # new # join the other processes: NCCL between GPUs, gloo between CPU processes
     if args.batch_size % world_size:
         die(f"--batch-size {args.batch_size} does not split evenly over {world_size} processes")
-    if args.sync_bn and world_size > 1 and device.type != "cuda":
+    if args.sync_bn and distributed and device.type != "cuda":
         die("--sync-bn needs CUDA: SyncBatchNorm has no CPU implementation")
-    if world_size > 1:
+    if args.backend == "nccl" and device.type != "cuda":
+        die("--backend nccl needs CUDA GPUs: on a CPU use gloo")
+    backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
+    if distributed:
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
+
     if args.metrics_out and is_main:
         check_writable(args.metrics_out)
     torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.benchmark = True
 
-    try:
-        loader = importlib.import_module(f"loader_{args.loader}" if args.loader else "loader")
-    except ModuleNotFoundError as e:
-        die(f"--loader {args.loader}: {e}")
+    # the data: loader.py builds it, or loader_dali.py with --loader dali (the same build_loaders)
+    if args.loader == "dali":
+        from loader_dali import build_loaders
+    else:
+        from loader import build_loaders
     batch_size = args.batch_size // world_size  # per process
-    train_loader, val_loader, data = loader.build_loaders(args, batch_size, device, rank, world_size)
-    model = build_model(args.model, data["num_classes"], data["image_size"]).to(device)
+    train_loader, val_loader, info = build_loaders(
+        args.data, batch_size, device, args.workers, args.seed, rank, world_size, download=args.download
+    )
+    model = build_model(args.model, info.num_classes, info.image_size).to(device)
     # new # a replica per process, kept in step: DDP all-reduces the gradients during backward
     if args.sync_bn:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    if world_size > 1:
-        model = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    if distributed:  # under torchrun, also as one process: then its row shows what DDP costs
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
@@ -184,118 +255,130 @@ def main():
     autocast = torch.amp.autocast(device.type, enabled=False)  # full precision; train_amp.py turns it on
     if args.warmup_steps >= total_steps:
         die(f"--warmup-steps {args.warmup_steps} leaves none of the {total_steps} steps to time")
-    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
 
     # -----------------------------------------------------------------------------
-    # training: each step is timed from the end of the previous one, in two parts:
-    # waiting for the batch (data), and forward + backward + update (compute)
+    # training: the timed window (see Window) opens after the warm-up and closes after the last step;
+    # the loss stays on the device, read after the window or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
-    step, step_times, data_times, losses = 0, [], [], []
+    window, losses, step = Window(device), [], 0
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
+    if args.warmup_steps == 0:
+        window.open()
     for epoch in range(epochs):
         # new # a new shuffle of every process's shard each epoch (DALI's reader reshuffles itself)
         if isinstance(train_loader.sampler, DistributedSampler):
             train_loader.sampler.set_epoch(epoch)
 
         model.train()
-        t0 = time.perf_counter()
-        for images, labels in train_loader:
+        waiting = time.perf_counter()
+        for i, (images, labels) in enumerate(train_loader):
+            waited = time.perf_counter() - waiting
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            sync()
-            t1 = time.perf_counter()
+            ready = window.mark()
             with autocast:
                 loss = criterion(model(images), labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             scheduler.step()
-            losses.append(loss.item())
-            sync()
-            t2 = time.perf_counter()
+            window.step(waited, ready, window.mark(), epoch_start=i == 0)
+            losses.append(loss.detach())
             step += 1
-            if step > args.warmup_steps:
-                step_times.append(t2 - t0)
-                data_times.append(t1 - t0)
-            elif step == args.warmup_steps and device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
+            if step == args.warmup_steps:  # the warm-up is over: the memory peaks and the clock start now
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(device)
+                window.open()
             progress.update()
-            progress.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+            if step % 50 == 0 and not progress.disable:  # the one sync in the window, and only with a bar
+                progress.set_postfix(loss=f"{losses[-1].item():.3f}", refresh=False)
             if step == total_steps:
                 break
-            t0 = time.perf_counter()
+            waiting = time.perf_counter()
+        # evaluation, outside the window: it pauses for it, or closes after the last step
+        if step == total_steps:
+            seconds, step_ms, starved_s = window.close()
+        window.pause()
         val_acc, val_samples = evaluate(model, val_loader, device, autocast)
+        window.resume()
+        losses = losses[-10:]
+        train_loss = torch.stack(losses).float().mean().item()
         if is_main:
-            progress.write(f"epoch {epoch + 1}/{epochs}: train loss {losses[-1]:.3f}, val acc {val_acc:.3f}")
+            progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
     progress.close()
 
     # -----------------------------------------------------------------------------
-    # metrics: throughput = all images timed / all time timed; memory from every process
-    memory = [peak_memory_mb(device)]
+    # metrics: throughput = images in the window / its wall time; memory from every process
+    memory = [peak_memory_mib(device)]
     # new # every process's peak, gathered on all of them
-    if world_size > 1:
+    if distributed:
         memory = [None] * world_size
-        dist.all_gather_object(memory, peak_memory_mb(device))
+        dist.all_gather_object(memory, peak_memory_mib(device))
 
     allocated = [m[0] for m in memory if m[0] is not None]
     reserved = [m[1] for m in memory if m[1] is not None]
-    images_timed = len(step_times) * batch_size * world_size
-    train_time, data_time = sum(step_times), sum(data_times)
-    times = torch.tensor(step_times, dtype=torch.float64)
+    images_timed = len(step_ms) * batch_size * world_size
+    times = torch.tensor(step_ms, dtype=torch.float64)
     median, p90 = times.quantile(times.new_tensor([0.5, 0.9])).tolist()
     cuda = device.type == "cuda"
     metrics = dict(
         script=os.path.basename(__file__),
-        variant=f"ddp+{args.loader}" if args.loader else "ddp",  # new #
+        variant="ddp" if args.loader == "torchvision" else f"ddp+{args.loader}",  # new #
         world_size=world_size,
         device=device.type,
         device_name=torch.cuda.get_device_name(device) if cuda else platform.processor() or platform.machine(),
         model=args.model,
-        dataset=data["dataset"],
-        image_size=data["image_size"],
+        dataset=info.dataset,
+        image_size=info.image_size,
+        num_classes=info.num_classes,
         batch_size=batch_size,
         global_batch_size=batch_size * world_size,
-        steps_timed=len(step_times),
-        samples_per_s=images_timed / train_time,
-        compute_samples_per_s=images_timed / (train_time - data_time),
-        step_time_ms_median=median * 1e3,
-        step_time_ms_p90=p90 * 1e3,
-        data_wait_frac=data_time / train_time,
-        epoch_time_s=data["train_size"] * train_time / images_timed,
-        train_loss_final=sum(losses[-10:]) / len(losses[-10:]),
+        loader=info.loader,
+        workers=args.workers,
+        steps_timed=len(step_ms),
+        window_s=seconds,
+        samples_per_s=images_timed / seconds,
+        compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
+        step_time_median_ms=median,
+        step_time_p90_ms=p90,
+        data_wait_frac=window.wait_s / seconds,
+        starved_frac=min(starved_s / seconds, 1.0),
+        epoch_starts_timed=window.epoch_starts,
+        eval_pauses=window.pauses,
+        epoch_time_s=info.train_size * seconds / images_timed,
+        train_loss_final=train_loss,
         val_acc=val_acc,
         val_samples=val_samples,
-        peak_mem_allocated_mb=max(allocated, default=None),
-        peak_mem_reserved_mb=max(reserved, default=None),
-        peak_mem_allocated_mb_sum=sum(allocated) if allocated else None,
+        peak_mem_allocated_mib=max(allocated, default=None),
+        peak_mem_reserved_mib=max(reserved, default=None),
+        peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
+        amp_dtype=None,
+        tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
+        tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
+        sync_bn=args.sync_bn,  # new #
+        seed=args.seed,
+        argv=sys.argv,
         torch_version=torch.__version__,
         torchvision_version=torchvision.__version__,
         cuda_version=torch.version.cuda if cuda else None,
         cudnn_version=torch.backends.cudnn.version() if cuda else None,
-        dali_version=data["dali_version"],
-        amp_dtype=None,
-        seed=args.seed,
-        argv=sys.argv,
-        loader=data["loader"],
-        workers=args.workers,
-        tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
-        tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
-        sync_bn=args.sync_bn,  # new #
+        dali_version=info.dali_version,
     )
     if is_main:
         if args.metrics_out:
             with open(args.metrics_out + ".tmp", "w") as f:
                 json.dump(metrics, f, indent=1)
             os.replace(args.metrics_out + ".tmp", args.metrics_out)
-        memory_text = f"{metrics['peak_mem_allocated_mb']:.0f} MiB allocated" if allocated else "no GPU memory"
+        memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
         print(
-            f"{metrics['script']}: {args.model} on {data['dataset']} ({data['image_size']} px),"
+            f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"
             f" {device.type} x{world_size}, batch {batch_size * world_size}: {metrics['samples_per_s']:.1f} samples/s"
-            f" (compute {metrics['compute_samples_per_s']:.1f}), step {median * 1e3:.1f} ms median,"
-            f" data wait {metrics['data_wait_frac']:.1%}, loss {metrics['train_loss_final']:.3f},"
+            f" (compute {metrics['compute_samples_per_s']:.1f}), step {median:.1f} ms median,"
+            f" data wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
+            f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
             f" val acc {val_acc:.3f} on {val_samples} images, {memory_text}"
         )
     # new # leave the process group cleanly
-    if world_size > 1:
+    if distributed:
         dist.destroy_process_group()
 
 

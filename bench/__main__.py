@@ -2,6 +2,7 @@
 
 The packages every run needs are checked first, so that an environment of one's own
 (make bench PY=python3) that lacks one gets a line naming it rather than a traceback.
+Every error the bench finds in its input is a BenchError, printed here once, as one line.
 """
 
 import importlib.util
@@ -17,6 +18,11 @@ if missing:
     )
     raise SystemExit(2)
 
+from bench import BenchError  # noqa: E402
 from bench.runner import main  # noqa: E402
 
-main()
+try:
+    main()
+except BenchError as e:
+    print(f"bench: error: {e}", file=sys.stderr)
+    raise SystemExit(2) from None

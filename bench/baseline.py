@@ -3,7 +3,8 @@
 `make baseline` (python -m bench --save-baseline) copies the latest summary, its plots, its runs
 (commands, versions, every metric) and the machine's description to baseline/<machine class>/.
 A later bench on the same class of machine prints each variant's change against the saved one,
-where the work was the same.
+where the work was the same (the schema's workload fields). A baseline saved by an older version
+is read with its columns renamed (bench/schema.py).
 """
 
 import json
@@ -11,11 +12,10 @@ import shutil
 
 import pandas as pd
 
-from bench import tables
+from bench import BenchError, schema, tables
 from bench.machine import ROOT
 
 BASELINE_DIR = ROOT / "baseline"
-WORKLOAD = ["kind", "variant", "device", "model", "dataset", "image_size", "global_batch_size", "steps_timed"]
 OUTPUTS = ["summary.csv", "summary.md", "throughput.png", "memory.png"]
 
 
@@ -35,12 +35,18 @@ def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
 
 def load(name, baseline_dir=BASELINE_DIR):
     path = baseline_dir / name / "summary.csv"
-    return pd.read_csv(path) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        return schema.upgrade(pd.read_csv(path))
+    except schema.VersionError as e:
+        raise BenchError(f"{path}: {e}") from None
 
 
 def compare(summary, saved):
     """One line per variant found in both with the same work: rate and memory against the saved ones."""
-    matched = summary.merge(saved, on=WORKLOAD, suffixes=("", "_saved"))
+    workload = [c for c in schema.WORKLOAD if c in summary and c in saved]
+    matched = summary.merge(saved, on=workload, suffixes=("", "_saved"))
     lines = []
     for _, row in matched.iterrows():
         if not row.rate_median_saved or pd.isna(row.rate_median) or pd.isna(row.rate_median_saved):
@@ -48,7 +54,7 @@ def compare(summary, saved):
         unit = "samples/s" if row.kind == "train" else "images/s"
         change = row.rate_median / row.rate_median_saved - 1
         line = f"{row.variant}: {row.rate_median:,.1f} {unit}, {change:+.1%} against {row.rate_median_saved:,.1f}"
-        for column, label in ("nvml_peak_mb", "GPU memory (NVML)"), ("peak_host_mem_mb", "host memory"):
+        for column, label in ("nvml_peak_mib", "GPU memory (NVML)"), ("peak_host_mem_mib", "host memory"):
             if pd.notna(row.get(column)) and pd.notna(row.get(f"{column}_saved")):
                 line += f", {label} {row[column] / row[f'{column}_saved']:.2f}x"
                 break

@@ -17,11 +17,9 @@ from datetime import datetime, timezone
 
 import psutil
 
+from bench import schema
 from bench.machine import ROOT
 from bench.memory import Sampler
-
-# what a run's metrics must hold, by kind, as positive finite numbers
-REQUIRED = {"train": ("samples_per_s", "compute_samples_per_s", "steps_timed"), "loader": ("images_per_s",)}
 
 
 def die_with_parent():
@@ -61,7 +59,7 @@ def check_metrics(metrics, kind):
     """The reason metrics cannot be trusted, or None."""
     if not isinstance(metrics, dict):
         return "metrics are not a JSON object"
-    for key in REQUIRED[kind]:
+    for key in schema.required(kind):
         value = metrics.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
             return f"metrics field {key} is {value!r}, not a positive number"
@@ -72,7 +70,8 @@ def launch(run, log_dir, timeout, stop):
     """Run `run` to the end or its time limit and return its row for runs.csv; None if `stop` was set."""
     metrics_path, log_path = log_dir / f"{run.name}.json", log_dir / f"{run.name}.log"
     cmd = [*run.cmd, "--metrics-out", str(metrics_path)]
-    row = dict(run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat, command=shlex.join(cmd))
+    row = dict(schema_version=schema.VERSION, run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat)
+    row["command"] = shlex.join(cmd)
     row["time_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started, runner_cpu = time.perf_counter(), time.process_time()
     with open(log_path, "w") as log:
@@ -80,7 +79,7 @@ def launch(run, log_dir, timeout, stop):
             cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
         )
         process = psutil.Process(popen.pid)
-        sampler = Sampler(popen.pid)
+        sampler = Sampler(popen.pid, gpu="cuda" in run.cmd)
         sampler.start()
         error = None
         while popen.poll() is None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import psutil
 
+from bench import BenchError, nvml
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,18 +39,13 @@ def gpus():
     probe = subprocess.run([sys.executable, "-c", GPU_NAMES], capture_output=True, text=True)
     if probe.returncode != 0:
         lines = probe.stderr.strip().splitlines() or ["no output"]
-        print(f"bench: error: torch does not import in {sys.executable}: {lines[-1]}", file=sys.stderr)
-        raise SystemExit(2)
+        raise BenchError(f"torch does not import in {sys.executable}: {lines[-1]}")
     names = json.loads(probe.stdout.strip().splitlines()[-1])
-    driver = None
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else driver
-    except Exception:  # no NVML library or no driver: a CPU-only machine
-        pass
+        nvml.call("nvmlInit")
+        driver = nvml.text(nvml.call("nvmlSystemGetDriverVersion"))
+    except nvml.Unavailable:  # no NVML library or no driver: a CPU-only machine
+        driver = None
     return names, driver
 
 

@@ -1,9 +1,11 @@
-"""Sample the memory of a run's whole process tree while it runs.
+"""Sample the memory of a run's whole process tree while it runs, and the machine's load beside it.
 
-GPU memory comes from NVML (nvidia-ml-py): the memory every process of the tree holds on every
-GPU, which includes the CUDA context, NCCL buffers and DALI's own allocations that torch's
-counters never see. Where NVML cannot tell processes apart (a container with its own PID
-namespace), the rise of the devices' used memory over the run is taken instead, and labelled.
+GPU memory comes from NVML (nvidia-ml-py): the memory every process of the tree holds on the GPUs
+the run can see (bench/nvml.py), which includes the CUDA context, NCCL buffers and DALI's own
+allocations that torch's counters never see. Where NVML cannot tell processes apart (a container
+with its own PID namespace), the rise of those devices' used memory over the run is taken instead,
+and labelled. NVML's peak covers the whole run, start-up and evaluation included, where torch's
+peaks start after the warm-up. An NVML error leaves the GPU fields unavailable, never 0.
 Host memory is the proportional set size (PSS) of the tree: shared pages are split between the
 processes that share them, so forked loader workers are not counted many times over. PSS costs
 about 16 ms of CPU to read for a tree that maps CUDA's libraries, where the resident size (RSS)
@@ -17,40 +19,33 @@ import time
 
 import psutil
 
-try:
-    import pynvml
-except ImportError:  # a CPU-only environment without nvidia-ml-py
-    pynvml = None
+from bench import nvml
+from bench.busy import Load
 
 PSS_BUDGET = 0.05  # share of one core the sampler may spend reading PSS
 
 
-def nvml_devices():
-    """NVML handles of all GPUs, or [] where there is no NVIDIA driver."""
-    if pynvml is None:
-        return []
-    try:
-        pynvml.nvmlInit()
-        return [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    except pynvml.NVMLError:
-        return []
-
-
 class Sampler(threading.Thread):
-    """Polls the tree under `pid` every `interval` seconds until stop(); keeps the peaks."""
+    """Polls the tree under `pid` every `interval` seconds until stop(); keeps the peaks.
+    gpu: the run uses CUDA, so NVML not answering makes its GPU fields unavailable (else there is no GPU)."""
 
-    def __init__(self, pid, interval=0.2):
+    def __init__(self, pid, interval=0.2, gpu=False):
         super().__init__(daemon=True)
         self.root, self.interval = psutil.Process(pid), interval
-        self.devices = nvml_devices()
-        self.device_used_at_start = self.device_used()
+        self.devices, self.nvml_error = [], None
+        try:
+            self.devices = nvml.visible_handles()
+            self.device_used_at_start = self.device_used()
+        except nvml.Unavailable as e:
+            self.devices, self.nvml_error = [], str(e) if gpu else None
+        self.load = Load(self.devices)
         self.peak_rss, self.peak_host, self.peak_tree_gpu, self.peak_device_rise = 0, 0, 0, 0
         self.last_full_read, self.full_interval = 0.0, interval
         self.samples, self.cpu_s = 0, 0.0
         self.done = threading.Event()
 
     def device_used(self):
-        return sum(pynvml.nvmlDeviceGetMemoryInfo(h).used for h in self.devices)
+        return sum(nvml.call("nvmlDeviceGetMemoryInfo", h).used for h in self.devices)
 
     def tree(self):
         try:
@@ -77,15 +72,19 @@ class Sampler(threading.Thread):
             self.peak_host = max(self.peak_host, self.host_memory(processes, full=True))
             cost = time.thread_time() - started
             self.last_full_read, self.full_interval = now, min(1.0, max(self.interval, cost / PSS_BUDGET))
-        if self.devices:
-            pids = {p.pid for p in processes}
-            tree_gpu = 0
-            for handle in self.devices:
-                for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                    if proc.pid in pids and proc.usedGpuMemory:
-                        tree_gpu += proc.usedGpuMemory
-            self.peak_tree_gpu = max(self.peak_tree_gpu, tree_gpu)
-            self.peak_device_rise = max(self.peak_device_rise, self.device_used() - self.device_used_at_start)
+        pids = {p.pid for p in processes}
+        if self.devices and not self.nvml_error:
+            try:
+                tree_gpu = 0
+                for handle in self.devices:
+                    for proc in nvml.call("nvmlDeviceGetComputeRunningProcesses", handle):
+                        if proc.pid in pids and proc.usedGpuMemory:
+                            tree_gpu += proc.usedGpuMemory
+                self.peak_tree_gpu = max(self.peak_tree_gpu, tree_gpu)
+                self.peak_device_rise = max(self.peak_device_rise, self.device_used() - self.device_used_at_start)
+            except nvml.Unavailable as e:
+                self.nvml_error = str(e)
+        self.load.sample(pids)
         self.samples += 1
 
     def run(self):
@@ -96,19 +95,22 @@ class Sampler(threading.Thread):
         self.cpu_s = time.thread_time() - start
 
     def stop(self):
-        """Stop sampling; return the peaks in MiB (GPU fields None without NVML)."""
+        """Stop sampling (call it once the run has been reaped); return the row's memory and load fields."""
         self.done.set()
         self.join()
         gpu, method = None, None
-        if self.devices:
+        if self.nvml_error:
+            method = f"unavailable: {self.nvml_error}"[:200]
+        elif self.devices:
             if self.peak_tree_gpu:
                 gpu, method = self.peak_tree_gpu, "process tree"
             else:
                 gpu, method = self.peak_device_rise, "device rise"
-        return dict(
-            peak_host_mem_mb=self.peak_host / 2**20 if self.peak_host else None,
-            nvml_peak_mb=gpu / 2**20 if gpu is not None else None,
+        row = dict(
+            peak_host_mem_mib=self.peak_host / 2**20 if self.peak_host else None,
+            nvml_peak_mib=gpu / 2**20 if gpu is not None else None,
             nvml_method=method,
             memory_samples=self.samples,
             sampler_cpu_s=self.cpu_s,
         )
+        return {**row, **self.load.result()}

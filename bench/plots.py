@@ -30,15 +30,15 @@ def plot_throughput(summary, path, title):
 
 def plot_memory(summary, path, title):
     train = summary[(summary["kind"] == "train") & (summary["runs_ok"] > 0)]
-    gpu = train["nvml_peak_mb"].notna().any() or train["peak_mem_allocated_mb"].notna().any()
+    gpu = train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any()
     if gpu:
         series = [
-            ("peak_mem_allocated_mb", "torch max_memory_allocated (max over processes)"),
-            ("peak_mem_reserved_mb", "torch max_memory_reserved (max over processes)"),
-            ("nvml_peak_mb", "NVML, whole process tree (all GPUs)"),
+            ("peak_mem_allocated_mib", "torch max_memory_allocated (max over processes)"),
+            ("peak_mem_reserved_mib", "torch max_memory_reserved (max over processes)"),
+            ("nvml_peak_mib", "NVML, whole process tree (all GPUs)"),
         ]
     else:
-        series = [("peak_host_mem_mb", "host memory, whole process tree (PSS)")]
+        series = [("peak_host_mem_mib", "host memory, whole process tree (PSS)")]
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(train) * len(series) / 2 + 2))
     height = 0.8 / len(series)
     for k, (column, label) in enumerate(series):

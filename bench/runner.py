@@ -9,63 +9,69 @@
 
 Writes results/runs.csv (one row per run, appended), results/summary.csv, results/summary.md,
 results/throughput.png, results/memory.png, and each run's output under results/logs/.
+Three modes, one function each: run (the default), summarize, save_baseline. The arguments are
+parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
 """
 
 import argparse
 import secrets
 import signal
-import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import baseline, plan, tables
+from bench import BenchError, baseline, plan, tables
 from bench.data import generate
 from bench.launch import launch
 from bench.machine import machine_class, machine_info
 from bench.plots import plot_memory, plot_throughput
 
 
-def die(message):
-    print(f"bench: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def fail(message):
+    raise BenchError(message)
 
 
-def parse_args(gpu_count):
-    defaults = plan.GPU_DEFAULTS if gpu_count else plan.CPU_DEFAULTS
+def parse_args(argv=None):
+    """The flags; those whose default depends on the machine stay None until plan.fill_defaults()."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     p.add_argument("--data", default="data", help="data folder for every run (data/ is generated when missing)")
     p.add_argument("--out", default="results", help="folder for the tables, plots and logs")
     p.add_argument("--variants", default=",".join(plan.TRAIN), help="training variants, comma-separated")
     p.add_argument("--loaders", default=",".join(plan.LOADERS), help="loader-only benchmarks, or 'none'")
-    p.add_argument("--model", default=defaults["model"], help="torchvision model for every run")
-    p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="global batch of every run")
-    p.add_argument("--steps", type=int, default=defaults["steps"], help="training steps of every run, warm-up included")
-    p.add_argument("--warmup-steps", type=int, default=defaults["warmup_steps"], help="steps left out of the timing")
-    p.add_argument("--loader-steps", type=int, default=defaults["loader_steps"], help="batches timed by --bench")
+    p.add_argument("--model", help="torchvision model for every run (CPU: shufflenet_v2_x0_5, GPU: resnet18)")
+    p.add_argument("--batch-size", type=int, help="global batch of every run (CPU: 64, GPU: 256)")
+    p.add_argument("--steps", type=int, help="training steps of every run, warm-up included (CPU: 25, GPU: 110)")
+    p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (CPU: 5, GPU: 10)")
+    p.add_argument("--loader-steps", type=int, help="batches timed by --bench (CPU: 50, GPU: 100)")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
     p.add_argument("--workers", type=int, default=None, help="loader processes per training process")
     p.add_argument("--nproc", type=int, default=None, help="DDP processes (default: the GPUs, or 2 on a CPU)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=int, default=defaults["timeout"], help="seconds before a run is stopped")
+    p.add_argument("--timeout", type=int, help="seconds before a run is stopped (CPU: 300, GPU: 600)")
     p.add_argument("--dry-run", action="store_true", help="print the plan's command lines and stop")
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
-    p.error = die
-    args = p.parse_args()
+    p.error = fail
+    args = p.parse_args(argv)
     args.variants = [v for v in args.variants.split(",") if v]
     args.loaders = [v for v in args.loaders.split(",") if v and v != "none"]
     for name in args.variants:
         if name not in plan.TRAIN:
-            die(f"unknown variant {name!r}: choose from {', '.join(plan.TRAIN)}")
+            fail(f"unknown variant {name!r}: choose from {', '.join(plan.TRAIN)}")
     for name in args.loaders:
         if name not in plan.LOADERS:
-            die(f"unknown loader benchmark {name!r}: choose from {', '.join(plan.LOADERS)} or none")
-    if min(args.batch_size, args.steps, args.repeats, args.loader_steps, args.timeout) < 1:
-        die("--batch-size, --steps, --repeats, --loader-steps and --timeout must be >= 1")
-    if args.warmup_steps >= args.steps:
-        die(f"--warmup-steps {args.warmup_steps} leaves none of the {args.steps} steps to time")
+            fail(f"unknown loader benchmark {name!r}: choose from {', '.join(plan.LOADERS)} or none")
+    counts = dict(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats)
+    counts.update(loader_steps=args.loader_steps, timeout=args.timeout, nproc=args.nproc)
+    for name, value in counts.items():
+        if value is not None and value < 1:
+            fail(f"--{name.replace('_', '-')} must be >= 1")
+    for name, value in dict(warmup_steps=args.warmup_steps, workers=args.workers).items():
+        if value is not None and value < 0:
+            fail(f"--{name.replace('_', '-')} must be >= 0")
+    args.mode = "save_baseline" if args.save_baseline is not None else "summarize" if args.summarize else "run"
+    args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
     return args
 
 
@@ -101,68 +107,6 @@ def write_outputs(out, bench_id, machine):
     return summary
 
 
-def main():
-    machine = machine_info()
-    args = parse_args(machine["gpu_count"])
-    machine["machine_class"] = machine_class(machine)
-    out = Path(args.out)
-    if args.save_baseline is not None:
-        if not (out / "summary.csv").exists():
-            die(f"no {out}/summary.csv to save: run the bench first")
-        folder = baseline.save(out, args.save_baseline or machine["machine_class"], machine, Path(args.baseline_dir))
-        print(f"saved {out}/summary.* as {folder}")
-        return
-    if args.summarize:
-        if not (out / "runs.csv").exists():
-            die(f"no {out}/runs.csv: run the bench first")
-        bench_id = tables.read_runs(out / "runs.csv")["bench_id"].iloc[-1]
-        report(write_outputs(out, bench_id, machine), out, machine, Path(args.baseline_dir))
-        return
-
-    data = Path(args.data).resolve()
-    if not data.exists():
-        if args.data != "data":
-            die(f"data folder {args.data} does not exist")
-        print("generating the default data in data/ (python -m bench.data)")
-        generate(str(data))
-    args.data = str(data)
-    runs = plan.make_plan(args, machine["gpu_count"], machine["cpu_cores"])
-    if args.dry_run:
-        print("\n".join(" ".join(run.cmd) for run in runs))
-        return
-    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
-    logs = out / "logs" / bench_id
-    logs.mkdir(parents=True, exist_ok=True)
-    try:
-        tables.check_runs_file(out / "runs.csv")
-    except tables.RunsFileError as e:
-        die(str(e))
-    stop = threading.Event()  # Ctrl-C and SIGTERM: stop the run in progress, keep the finished ones
-    for signum in signal.SIGINT, signal.SIGTERM:
-        signal.signal(signum, lambda *_: stop.set())
-    print(f"bench {bench_id}: {len(runs)} runs on {machine['machine_class']}, logs in {logs}/")
-    failed = 0
-    for i, run in enumerate(runs, 1):
-        row = None if stop.is_set() else launch(run, logs, args.timeout, stop)
-        if row is None:
-            print(f"interrupted during {run.name}: the {i - 1} finished runs are in {out}/runs.csv")
-            break
-        row.update(bench_id=bench_id, **machine)
-        tables.append_row(out / "runs.csv", row)
-        failed += row["status"] != "ok"
-        rate = row.get("samples_per_s") or row.get("images_per_s")
-        result = (
-            f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
-        )
-        print(f"[{i}/{len(runs)}] {run.name}: {result} ({row['wall_s']:.1f} s)", flush=True)
-    report(write_outputs(out, bench_id, machine), out, machine, Path(args.baseline_dir))
-    if stop.is_set():
-        raise SystemExit(130)
-    if failed:
-        print(f"{failed} of {len(runs)} runs failed: see the error column of {out}/runs.csv and {logs}/")
-        raise SystemExit(1)
-
-
 def report(summary, out, machine, baseline_dir):
     if summary is None:
         print("no finished runs: nothing to summarize")
@@ -177,3 +121,84 @@ def report(summary, out, machine, baseline_dir):
         for line in lines:
             print("  " + line)
     print(f"tables and plots: {out}/summary.csv, summary.md, throughput.png, memory.png; every run: {out}/runs.csv")
+
+
+def machine():
+    info = machine_info()
+    info["machine_class"] = machine_class(info)
+    return info
+
+
+def save_baseline(args):
+    """Keep results/ as the saved baseline of this machine's class (or of the name given)."""
+    if not (args.out / "summary.csv").exists():
+        fail(f"no {args.out}/summary.csv to save: run the bench first")
+    info = machine()
+    folder = baseline.save(args.out, args.save_baseline or info["machine_class"], info, args.baseline_dir)
+    print(f"saved {args.out}/summary.* as {folder}")
+
+
+def summarize(args):
+    """Tables and plots again from the last bench in runs.csv."""
+    if not (args.out / "runs.csv").exists():
+        fail(f"no {args.out}/runs.csv: run the bench first")
+    info = machine()
+    bench_id = tables.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1]
+    report(write_outputs(args.out, bench_id, info), args.out, info, args.baseline_dir)
+
+
+def run(args):
+    """Run every planned run, appending a row for each; then the tables, plots and the baseline comparison."""
+    info = machine()
+    plan.fill_defaults(args, info["gpu_count"])
+    data = Path(args.data).resolve()
+    if not data.exists() and not args.data.startswith("synthetic"):
+        if args.data != "data":
+            fail(f"data folder {args.data} does not exist")
+        print("generating the default data in data/ (python -m bench.data)")
+        generate(str(data))
+    args.data = str(data) if data.exists() else args.data
+    runs = plan.make_plan(args, info["gpu_count"], info["cpu_cores"], plan.describe(args.data))
+    if args.dry_run:
+        print("\n".join(" ".join(run.cmd) for run in runs))
+        return
+    out = args.out
+    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    logs = out / "logs" / bench_id
+    logs.mkdir(parents=True, exist_ok=True)
+    upgraded = tables.prepare_runs_file(out / "runs.csv")
+    if upgraded:
+        print(upgraded)
+    stop = threading.Event()  # Ctrl-C and SIGTERM: stop the run in progress, keep the finished ones
+    for signum in signal.SIGINT, signal.SIGTERM:
+        signal.signal(signum, lambda *_: stop.set())
+    print(f"bench {bench_id}: {len(runs)} runs on {info['machine_class']}, logs in {logs}/")
+    failed = 0
+    for i, run in enumerate(runs, 1):
+        row = None if stop.is_set() else launch(run, logs, args.timeout, stop)
+        if row is None:
+            print(f"interrupted during {run.name}: the {i - 1} finished runs are in {out}/runs.csv")
+            break
+        row.update(bench_id=bench_id, **info)
+        tables.append_row(out / "runs.csv", row)
+        failed += row["status"] != "ok"
+        rate = row.get("samples_per_s")
+        result = (
+            f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
+        )
+        busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
+        print(f"[{i}/{len(runs)}] {run.name}: {result} ({row['wall_s']:.1f} s{busy})", flush=True)
+    report(write_outputs(out, bench_id, info), out, info, args.baseline_dir)
+    if stop.is_set():
+        raise SystemExit(130)
+    if failed:
+        print(f"{failed} of {len(runs)} runs failed: see the error column of {out}/runs.csv and {logs}/")
+        raise SystemExit(1)
+
+
+MODES = dict(run=run, summarize=summarize, save_baseline=save_baseline)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    MODES[args.mode](args)

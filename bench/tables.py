@@ -1,44 +1,56 @@
 """The tables: runs.csv (one row per run, appended), summary.csv and summary.md (one row per variant).
 
-runs.csv is written a whole row at a time, under an exclusive lock, in one write and flushed to
-disk: a bench killed at any moment leaves every finished row readable, and two benches writing
-to the same folder do not interleave their rows. Its columns are fixed, so rows from any run
-line up; a field that does not apply is left empty.
+Every column is a field of bench/schema.py. runs.csv is written a whole row at a time, under an
+exclusive lock, in one write and flushed to disk: a bench killed at any moment leaves every
+finished row readable, and two benches writing to the same folder do not interleave their rows.
+A runs.csv written by an older version is upgraded in place (its columns renamed and completed),
+its old form kept beside it as runs.csv.v<N>; one from a newer version is refused.
 """
 
 import csv
 import io
 import os
+import shutil
 
 import pandas as pd
+
+from bench import BenchError, schema
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks, rows are still written whole
     fcntl = None
 
-RUN_COLUMNS = """bench_id time_utc run variant kind repeat status returncode error wall_s runner_cpu_s
-script world_size device device_name model dataset image_size batch_size global_batch_size steps_timed
-samples_per_s compute_samples_per_s step_time_ms_median step_time_ms_p90 data_wait_frac epoch_time_s
-train_loss_final val_acc val_samples images_per_s
-peak_mem_allocated_mb peak_mem_reserved_mb peak_mem_allocated_mb_sum nvml_peak_mb nvml_method peak_host_mem_mb
-memory_samples sampler_cpu_s amp_dtype loader workers seed dp_devices sync_bn tf32_matmul tf32_cudnn
-torch_version torchvision_version cuda_version cudnn_version dali_version
-machine_class cpu_model cpu_cores ram_gb gpu_count gpu_name driver_version python_version platform
-git_commit git_dirty command""".split()
+RUN_COLUMNS = schema.RUN_COLUMNS
 
 
-class RunsFileError(Exception):
-    """runs.csv exists with other columns than this version writes."""
+def read_runs(path):
+    """All rows of runs.csv as a DataFrame with this version's columns (a torn last line is skipped)."""
+    try:
+        return schema.upgrade(pd.read_csv(path, on_bad_lines="skip"))
+    except schema.VersionError as e:
+        raise BenchError(f"{path}: {e}") from None
 
 
-def check_runs_file(path):
-    """Fail before the bench starts if rows could not be appended to path."""
-    if os.path.exists(path) and os.path.getsize(path) > 0:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
-        if header != RUN_COLUMNS:
-            raise RunsFileError(f"{path} has other columns (an older version?): move it away and run again")
+def prepare_runs_file(path):
+    """Before the bench starts: make sure rows can be appended to path; upgrade an older file first."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    with open(path, newline="") as f:
+        header = next(csv.reader(f), [])
+    if header == RUN_COLUMNS:
+        return None
+    runs = pd.read_csv(path, on_bad_lines="skip")
+    version = schema.version_of(runs)
+    runs = read_runs(path)
+    unknown = sorted(set(runs.columns) - set(RUN_COLUMNS))
+    if unknown:
+        raise BenchError(f"{path} has columns this version does not know ({', '.join(unknown[:5])}): move it away")
+    kept = f"{path}.v{version}"
+    shutil.copy2(path, kept)
+    runs.reindex(columns=RUN_COLUMNS).to_csv(f"{path}.tmp", index=False)
+    os.replace(f"{path}.tmp", path)
+    return f"upgraded {path} to schema version {schema.VERSION} (the file as it was: {kept})"
 
 
 def append_row(path, row):
@@ -58,36 +70,27 @@ def append_row(path, row):
         os.fsync(f.fileno())
 
 
-def read_runs(path):
-    """All rows of runs.csv as a DataFrame (a torn last line, should one exist, is skipped)."""
-    return pd.read_csv(path, on_bad_lines="skip")
-
-
-RATIOS = dict(  # memory columns compared with the baseline, and the name of the ratio
-    peak_mem_allocated_mb="allocated_vs_baseline",
-    peak_mem_reserved_mb="reserved_vs_baseline",
-    nvml_peak_mb="nvml_vs_baseline",
-    peak_host_mem_mb="host_mem_vs_baseline",
-)
-MEDIANS = """compute_samples_per_s data_wait_frac step_time_ms_median peak_mem_allocated_mb peak_mem_allocated_mb_sum
-peak_mem_reserved_mb nvml_peak_mb peak_host_mem_mb val_acc wall_s runner_cpu_s""".split()
-FIRSTS = "world_size device device_name model dataset image_size global_batch_size steps_timed amp_dtype".split()
+CEILINGS = {"full": "synthetic", "mixed": "amp-synthetic"}  # the synthetic row each precision is compared with
 
 
 def summarize(runs):
-    """Per variant, in plan order: median and spread of the rate, speed-up and memory against the baseline.
+    """Per variant, in plan order: median and spread of the rate, speed-up and memory against the reference,
+    the share of the ceiling of its precision, and how many of its runs were taken on a busy machine.
 
     Training runs are compared with the `baseline` variant, loader-only runs with `loader`.
     """
     rows = []
     for (kind, variant), group in runs.groupby(["kind", "variant"], sort=False):
         ok = group[group["status"] == "ok"]
-        rate = ok["samples_per_s" if kind == "train" else "images_per_s"]
+        rate = ok["samples_per_s"]
         row = dict(kind=kind, variant=variant, runs_ok=len(ok), runs_failed=len(group) - len(ok))
+        row["runs_busy"] = int(ok["busy"].astype(str).str.lower().eq("true").sum())
         row.update(rate_median=rate.median(), rate_min=rate.min(), rate_max=rate.max())
         row["spread_pct"] = 100 * (row["rate_max"] - row["rate_min"]) / row["rate_median"]
-        row.update({column: ok[column].median() for column in MEDIANS})
-        row.update({column: ok[column].dropna().iloc[0] if ok[column].notna().any() else None for column in FIRSTS})
+        row.update({column: ok[column].median() for column in schema.MEDIANS})
+        row.update(
+            {column: ok[column].dropna().iloc[0] if ok[column].notna().any() else None for column in schema.FIRSTS}
+        )
         row["error"] = group.loc[group["status"] != "ok", "error"].iloc[-1] if len(ok) < len(group) else None
         rows.append(row)
     summary = pd.DataFrame(rows)
@@ -96,9 +99,25 @@ def summarize(runs):
         base = summary[mine & (summary["variant"] == reference)]
         if not base.empty:
             summary.loc[mine, "speedup"] = summary.loc[mine, "rate_median"] / base["rate_median"].iloc[0]
-            for column, ratio in RATIOS.items():
+            for column, ratio in schema.RATIOS.items():
                 summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
-    return summary
+    rates = dict(zip(summary["variant"], summary["rate_median"]))
+    for i, row in summary.iterrows():
+        ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
+        if row["kind"] == "train" and row["dataset"] != "synthetic" and pd.notna(rates.get(ceiling)):
+            summary.loc[i, "ceiling"] = ceiling
+            summary.loc[i, "ceiling_pct"] = 100 * row["rate_median"] / rates[ceiling]
+    return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
+
+
+def busy_note(summary):
+    """A sentence on the runs taken while something else competed, or None."""
+    busy, total = int(summary["runs_busy"].sum()), int(summary["runs_ok"].sum())
+    if not busy:
+        return None
+    return (
+        f"The machine was busy during {busy} of {total} runs: read these numbers with care (busy_reason in runs.csv)."
+    )
 
 
 def fmt(value, pattern="{:,.0f}"):
@@ -114,7 +133,12 @@ def table(frame, columns):
 
 
 def runs_cell(row):
-    return f"{row.runs_ok}" + (f" ({row.runs_failed} failed)" if row.runs_failed else "")
+    cell = f"{row.runs_ok}" + (f" ({row.runs_failed} failed)" if row.runs_failed else "")
+    return cell + (f", {row.runs_busy} busy" if row.get("runs_busy") else "")
+
+
+def variant_cell(row):
+    return f"{row.variant} (ceiling)" if row.get("dataset") == "synthetic" else row.variant
 
 
 def markdown(summary, title):
@@ -123,24 +147,27 @@ def markdown(summary, title):
     train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
     if not train.empty:
         columns = [
-            ("variant", lambda r: r.variant),
+            ("variant", variant_cell),
             ("samples/s (median)", lambda r: fmt(r.rate_median, "{:,.1f}")),
             ("spread", lambda r: fmt(r.spread_pct, "{:.1f}%")),
             ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+            ("of ceiling", lambda r: fmt(r.get("ceiling_pct"), "{:.0f}%")),
             ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
-            ("step ms", lambda r: fmt(r.step_time_ms_median, "{:.1f}")),
+            ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
+            ("step ms", lambda r: fmt(r.step_time_median_ms, "{:.1f}")),
+            ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
         ]
-        if train["nvml_peak_mb"].notna().any() or train["peak_mem_allocated_mb"].notna().any():
+        if train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any():
             columns += [
-                ("torch allocated MiB", lambda r: fmt(r.peak_mem_allocated_mb)),
-                ("torch reserved MiB", lambda r: fmt(r.peak_mem_reserved_mb)),
-                ("NVML MiB (process tree)", lambda r: fmt(r.nvml_peak_mb)),
-                ("NVML vs baseline", lambda r: fmt(r.get("nvml_vs_baseline"), "{:.2f}x")),
+                ("torch allocated MiB", lambda r: fmt(r.peak_mem_allocated_mib)),
+                ("torch reserved MiB", lambda r: fmt(r.peak_mem_reserved_mib)),
+                ("NVML MiB (process tree)", lambda r: fmt(r.nvml_peak_mib)),
+                ("NVML vs baseline", lambda r: fmt(r.get("nvml_peak_vs_baseline"), "{:.2f}x")),
             ]
         else:
             columns += [
-                ("host memory MiB (PSS)", lambda r: fmt(r.peak_host_mem_mb)),
-                ("vs baseline", lambda r: fmt(r.get("host_mem_vs_baseline"), "{:.2f}x")),
+                ("host memory MiB (PSS)", lambda r: fmt(r.peak_host_mem_mib)),
+                ("vs baseline", lambda r: fmt(r.get("peak_host_mem_vs_baseline"), "{:.2f}x")),
             ]
         columns += [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
         lines += table(train, columns)
@@ -151,7 +178,11 @@ def markdown(summary, title):
             ("images/s (median)", lambda r: fmt(r.rate_median)),
             ("spread", lambda r: fmt(r.spread_pct, "{:.1f}%")),
             ("vs loader.py", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+            ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
             ("runs", runs_cell),
         ]
         lines += table(loaders, columns)
+    note = busy_note(summary)
+    if note:
+        lines += ["", f"**{note}**"]
     return "\n".join(lines) + "\n"

@@ -7,8 +7,8 @@ without torchrun) and on the base with the DALI loader; the loaders' --bench on 
 import shutil
 
 import pytest
-from conftest import check_clean_failure, run, train
 
+from helpers import check_clean_failure, run, train
 
 SCRIPTS = {
     "train": ("train.py",),
@@ -19,9 +19,9 @@ SCRIPTS = {
 }
 
 
-@pytest.fixture(params=SCRIPTS)
+@pytest.fixture(params=[name if name == "train" else pytest.param(name, marks=pytest.mark.slow) for name in SCRIPTS])
 def script(request):
-    """(script, its flags): every way of training, one after another."""
+    """(script, its flags): every way of training, one after another (the base alone in make test-fast)."""
     return SCRIPTS[request.param]
 
 

@@ -10,12 +10,12 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import PY, ROOT, assert_no_orphans, run
 
-from bench import baseline, tables
-from bench.memory import Sampler
+from bench import BenchError, baseline, runner, tables
 from bench.launch import launch
+from bench.memory import Sampler
 from bench.plan import Run
+from helpers import PY, ROOT, assert_no_orphans, run
 
 TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
 
@@ -32,6 +32,7 @@ def tiny_bench(tiny_data, tmp_path_factory):
     return result, out
 
 
+@pytest.mark.slow
 def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     result, out = tiny_bench
     assert result.returncode == 0, result.stdout + result.stderr
@@ -42,7 +43,7 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     train = runs[runs["kind"] == "train"]
     assert (train["samples_per_s"] > 0).all() and (train["global_batch_size"] == 16).all()
     assert (train["steps_timed"] == 2).all() and (train["val_samples"] == 40).all()
-    assert (runs["peak_host_mem_mb"] > 0).all() and runs["nvml_peak_mb"].isna().all()  # a CPU-only machine
+    assert (runs["peak_host_mem_mib"] > 0).all() and runs["nvml_peak_mib"].isna().all()  # a CPU-only machine
     assert runs["git_commit"].notna().all() and runs["command"].str.contains("--metrics-out").all()
     summary = pd.read_csv(out / "summary.csv")
     by_variant = summary.set_index("variant")
@@ -56,6 +57,7 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     assert "| baseline |" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_rerunning_appends(tiny_data, tiny_bench, tmp_path):
     _, out = tiny_bench
     copy = tmp_path / "results"
@@ -68,6 +70,7 @@ def test_rerunning_appends(tiny_data, tiny_bench, tmp_path):
     assert list(pd.read_csv(copy / "summary.csv")["variant"]) == ["baseline"]  # the summary is of the last bench
 
 
+@pytest.mark.slow
 def test_a_failing_variant_is_a_row_and_the_others_run(tiny_data, tmp_path):
     # 16 images do not split over 3 DDP processes: that variant fails, the rest goes on
     out = tmp_path / "results"
@@ -88,6 +91,7 @@ def wait_for_rows(path, rows, deadline):
     raise AssertionError(f"{path} did not get {rows} rows in time")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_stopped_bench_keeps_every_finished_row(tiny_data, tmp_path, how):
     out = tmp_path / "results"
@@ -133,9 +137,9 @@ def test_a_bad_run_becomes_a_failed_row(tmp_path, code, error):
 
 
 def test_a_good_run_becomes_a_row_with_its_metrics(tmp_path):
-    code = "json.dump({'images_per_s': 123.0, 'argv': ['x']}, open(path, 'w'))"
+    code = "json.dump({'samples_per_s': 123.0, 'argv': ['x']}, open(path, 'w'))"
     row = launch(fake_run(tmp_path, code, kind="loader"), tmp_path, timeout=30, stop=threading.Event())
-    assert row["status"] == "ok" and row["images_per_s"] == 123.0 and row["error"] is None
+    assert row["status"] == "ok" and row["samples_per_s"] == 123.0 and row["error"] is None
     assert row["wall_s"] > 0 and row["runner_cpu_s"] >= 0 and row["memory_samples"] >= 1
 
 
@@ -154,8 +158,8 @@ def test_concurrent_writers_do_not_tear_rows(tmp_path):
 def test_runs_file_with_other_columns_is_refused(tmp_path):
     path = tmp_path / "runs.csv"
     path.write_text("a,b\n1,2\n")
-    with pytest.raises(tables.RunsFileError):
-        tables.check_runs_file(path)
+    with pytest.raises(BenchError, match="columns this version does not know"):
+        tables.prepare_runs_file(path)
 
 
 def test_baseline_comparison_reports_the_right_ratios(tmp_path):
@@ -164,13 +168,13 @@ def test_baseline_comparison_reports_the_right_ratios(tmp_path):
     )
     saved = pd.DataFrame(
         [
-            dict(kind="train", variant="baseline", rate_median=1000.0, nvml_peak_mb=2000.0, **work),
-            dict(kind="train", variant="amp", rate_median=2000.0, nvml_peak_mb=1500.0, **work),
+            dict(kind="train", variant="baseline", rate_median=1000.0, nvml_peak_mib=2000.0, **work),
+            dict(kind="train", variant="amp", rate_median=2000.0, nvml_peak_mib=1500.0, **work),
         ]
     )
     now = saved.copy()
     now["rate_median"] = [1100.0, 1500.0]
-    now["nvml_peak_mb"] = [1000.0, 1500.0]
+    now["nvml_peak_mib"] = [1000.0, 1500.0]
     saved.to_csv(tmp_path / "summary.csv", index=False)
     (tmp_path / "machine.json").write_text(json.dumps({}))
     lines = baseline.compare(now, baseline.load(".", baseline_dir=tmp_path))
@@ -182,6 +186,7 @@ def test_baseline_comparison_reports_the_right_ratios(tmp_path):
     assert baseline.compare(other_work, saved) == []
 
 
+@pytest.mark.slow
 def test_save_baseline_then_bench_prints_the_comparison(tiny_data, tiny_bench, tmp_path):
     _, out = tiny_bench
     saved = tmp_path / "baselines"
@@ -224,7 +229,7 @@ def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
     sampler = Sampler(job.pid)
     sampler.start()
     job.wait(timeout=60)
-    peak = sampler.stop()["peak_host_mem_mb"]
+    peak = sampler.stop()["peak_host_mem_mib"]
     assert peak > 380, f"peak PSS {peak:.0f} MiB: the child's 200 MiB of copied pages were missed"
 
 
@@ -234,3 +239,43 @@ def test_the_runner_does_not_import_torch():
     result = run("-c", probe)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
+    """--help and a bad flag cost no torch import: the machine (torch, NVML, git) is looked at only to run."""
+
+    def probe():
+        raise AssertionError("the machine was probed")
+
+    monkeypatch.setattr(runner, "machine_info", probe)
+    with pytest.raises(SystemExit) as done:
+        runner.main(["--help"])
+    assert done.value.code == 0 and "--variants" in capsys.readouterr().out
+    with pytest.raises(BenchError, match="unknown variant 'nosuch'"):
+        runner.main(["--variants", "nosuch"])
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--variants", "nosuch"], "unknown variant 'nosuch'"),
+        (["--loaders", "nosuch"], "unknown loader benchmark 'nosuch'"),
+        (["--repeats", "0"], "--repeats must be >= 1"),
+        (["--steps", "5", "--warmup-steps", "5"], "--warmup-steps 5 leaves none of the 5 steps"),
+        (["--batch-size", "two"], "--batch-size: invalid int value"),
+        (["--data", "/no/such/folder"], "data folder /no/such/folder does not exist"),
+        (["--summarize", "--out", "/no/such/results"], "no /no/such/results/runs.csv"),
+    ],
+)
+def test_bad_bench_input_is_one_line(args, words):
+    result = run("-m", "bench", *args)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("bench: error: ") and words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_bad_data_is_found_before_the_first_run(tiny_data, tmp_path):
+    data = tmp_path / "data"
+    (data / "train" / "a").mkdir(parents=True)
+    result = run("-m", "bench", "--data", data, "--out", tmp_path / "out")
+    assert result.returncode == 2 and "the data cannot be used" in result.stderr and "val" in result.stderr
+    assert not (tmp_path / "out" / "runs.csv").exists()

@@ -3,8 +3,9 @@
 import hashlib
 import json
 
-from conftest import generate
 from PIL import Image
+
+from helpers import generate
 
 
 def digest(folder):

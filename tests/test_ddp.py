@@ -1,8 +1,8 @@
 """train_ddp.py on a CPU: 2 gloo processes under torchrun, two torchrun agents, Slurm, and faults."""
 
 import json
-import shutil
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import torch
-from conftest import PY, ROOT, SMALL_MODEL, assert_no_orphans, run, train
+
+from helpers import PY, ROOT, SMALL_MODEL, assert_no_orphans, run, train
 
 TORCHRUN = [PY, "-m", "torch.distributed.run"]
 FLAGS = ["--model", SMALL_MODEL, "--no-progress", "--workers", "0", "--batch-size", "16"]
@@ -27,6 +29,7 @@ def torchrun(*args, timeout=300, env=None):
     return run("-m", "torch.distributed.run", *args, timeout=timeout, env=env)
 
 
+@pytest.mark.slow
 def test_two_processes_stay_in_step(tiny_data, tmp_path):
     metrics = tmp_path / "m.json"
     result = torchrun(
@@ -64,6 +67,7 @@ def test_sync_bn_on_one_process(tiny_data, tmp_path):
     assert m["sync_bn"] is True
 
 
+@pytest.mark.slow
 def test_sync_bn_on_cpu_processes_is_refused(tiny_data, tmp_path):
     result = torchrun("--standalone", "--nproc-per-node", 2, "train_ddp.py", "--data", tiny_data, *FLAGS, "--sync-bn")
     assert result.returncode != 0
@@ -82,6 +86,7 @@ def two_agents(tiny_data, tmp_path, port, nnodes=2, agents=2, extra=()):
     ]
 
 
+@pytest.mark.slow
 def test_two_nodes_with_c10d_rendezvous(tiny_data, tmp_path):
     """Two torchrun agents on 127.0.0.1, as two machines would run them."""
     agents = two_agents(tiny_data, tmp_path, free_port())
@@ -91,6 +96,7 @@ def test_two_nodes_with_c10d_rendezvous(tiny_data, tmp_path):
     assert m["world_size"] == 2 and m["val_samples"] == 40
 
 
+@pytest.mark.slow
 def test_slurm_script_runs_with_srun(tiny_data, tmp_path):
     """slurm/train_ddp.sbatch, with stand-ins for srun (one task per node) and scontrol."""
     bin_dir = tmp_path / "bin"
@@ -129,6 +135,7 @@ def workers_of(process):
         return []
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_the_whole_job(tiny_data, tmp_path):
     cmd = [*TORCHRUN, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(tiny_data), *FLAGS]
     job = subprocess.Popen([*cmd, "--epochs", "1000"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -154,6 +161,7 @@ def test_a_killed_rank_ends_the_whole_job(tiny_data, tmp_path):
             job.kill()
 
 
+@pytest.mark.slow
 def test_port_in_use_is_a_clear_error(tiny_data, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -167,6 +175,7 @@ def test_port_in_use_is_a_clear_error(tiny_data, tmp_path):
     assert_no_orphans(tmp_path)
 
 
+@pytest.mark.slow
 def test_batch_that_does_not_split_over_the_processes(tiny_data):
     result = torchrun("--standalone", "--nproc-per-node", 2, "train_ddp.py", "--data", tiny_data, *FLAGS,
                       "--batch-size", 15)  # fmt: skip
@@ -174,6 +183,7 @@ def test_batch_that_does_not_split_over_the_processes(tiny_data):
     assert "--batch-size 15 does not split evenly over 2 processes" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_rank_that_raises_ends_every_rank(tiny_data, tmp_path):
     """One rank meets a corrupt image and exits: the other, waiting in an all-reduce, must not hang."""
     data = tmp_path / "data"
@@ -193,6 +203,7 @@ def test_a_rank_that_raises_ends_every_rank(tiny_data, tmp_path):
     assert_no_orphans(data)
 
 
+@pytest.mark.slow
 def test_an_agent_that_never_arrives_times_out(tiny_data, tmp_path):
     started = time.time()
     (agent,) = two_agents(tiny_data, tmp_path, free_port(), agents=1, extra=["--rdzv-conf", "join_timeout=10"])

@@ -11,7 +11,8 @@ import ast
 import difflib
 
 import pytest
-from conftest import ROOT
+
+from helpers import ROOT
 
 VARIANTS = [
     ("train_dp.py", "train.py"),

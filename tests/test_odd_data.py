@@ -3,15 +3,15 @@
 Damaged files (truncated, empty, not an image) are tried in test_bad_input.py and test_dali.py.
 """
 
-import argparse
 import importlib
 import shutil
 import sys
 
 import pytest
 import torch
-from conftest import ROOT, train
 from PIL import Image
+
+from helpers import ROOT, train
 
 CLASS = "05_hstripes_cool"
 
@@ -49,8 +49,7 @@ def loaders():
 
 def read(module, data):
     """(train labels in a full epoch, val images, val labels) as the training scripts would get them."""
-    args = argparse.Namespace(data=str(data), workers=1, seed=0, download=False)
-    train_loader, val_loader, info = module.build_loaders(args, 4, torch.device("cpu"), 0, 1)
+    train_loader, val_loader, info = module.build_loaders(data, 4, torch.device("cpu"), 1, 0)
     train_labels = torch.cat([labels for _, labels in train_loader])
     val = list(val_loader)
     return train_labels, torch.cat([images for images, _ in val]), torch.cat([labels for _, labels in val]), info
@@ -65,8 +64,8 @@ def test_odd_images_are_read_alike_by_both_loaders(loaders, tiny_data, tmp_path,
     train_base, images_base, labels_base, info = read(base, data)
     train_dali, images_dali, labels_dali, _ = read(dali, data)
     expected = 40 if odd == "files that are not images" else 41  # tiny_data: 10 classes x 4 val images
-    assert info["val_size"] == len(labels_base) == expected and info["image_size"] == 16
-    assert len(train_dali) == len(train_base) == info["train_size"] // 4 * 4
+    assert info.val_size == len(labels_base) == expected and info.image_size == 16
+    assert len(train_dali) == len(train_base) == info.train_size // 4 * 4
     assert torch.equal(labels_dali, labels_base)
     assert torch.allclose(images_dali, images_base, atol=1e-3), (images_dali - images_base).abs().max()
 
@@ -78,7 +77,7 @@ def test_class_folder_named_with_spaces_and_non_ascii(loaders, tiny_data, tmp_pa
     base, dali = loaders
     _, images_base, labels_base, info = read(base, data)
     _, images_dali, labels_dali, _ = read(dali, data)
-    assert info["classes"][-1] == "Zürich street (2)" and info["num_classes"] == 10
+    assert info.classes[-1] == "Zürich street (2)" and info.num_classes == 10
     assert torch.equal(labels_dali, labels_base) and torch.allclose(images_dali, images_base, atol=1e-3)
 
 

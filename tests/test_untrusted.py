@@ -4,7 +4,7 @@ import ast
 import os
 import pickle
 
-from conftest import ROOT, train
+from helpers import ROOT, train
 
 
 def python_files():

@@ -3,7 +3,9 @@
 import json
 import math
 
-from conftest import LEARN, SMALL_MODEL, run, train
+import pytest
+
+from helpers import LEARN, SMALL_MODEL, run, train
 
 
 def test_dp_on_a_cpu_is_a_passthrough_and_says_so(tiny_data, tmp_path):
@@ -21,6 +23,7 @@ def test_amp_records_bf16_on_a_cpu(tiny_data, tmp_path):
     assert math.isfinite(m["train_loss_final"]) and m["val_samples"] == 40
 
 
+@pytest.mark.slow
 def test_dp_and_single_process_ddp_are_exactly_the_baseline(baseline_small, small_data, tmp_path):
     """With nothing to split over, both wrap the same computation: same loss, same accuracy."""
     for script in "train_dp.py", "train_ddp.py":
@@ -30,6 +33,7 @@ def test_dp_and_single_process_ddp_are_exactly_the_baseline(baseline_small, smal
         assert m["val_acc"] == baseline_small["val_acc"], script
 
 
+@pytest.mark.slow
 def test_amp_and_two_process_ddp_learn_like_the_baseline(baseline_small, small_data, tmp_path):
     # workers 0: bf16 on a 2-core CPU slows down many times over when a loader process competes
     result, amp = train("train_amp.py", small_data, tmp_path / "amp.json", *LEARN, "--workers", 0)

@@ -1,0 +1,97 @@
+"""Was the machine busy during a run? CPU used outside the run, steal time, other work on its GPUs.
+
+CPU: the machine's busy time over the run, less what the run's whole process tree used (the
+runner's reaped children: every process of the tree, once the run is over) and less the runner's
+own; the rest was used by something else. Steal: time the hypervisor gave to other guests. GPU
+(NVML, sampled with memory): memory held by processes outside the tree on the run's GPUs, the
+GPUs' utilisation and SM clock, and every clock throttle reason reported. A run is busy when
+another process took more than BUSY_CPU of the machine, the hypervisor more than BUSY_STEAL, or
+another process held memory on its GPUs: its numbers are not to be trusted silently.
+"""
+
+import resource
+import statistics
+import time
+
+import psutil
+
+from bench import nvml
+
+BUSY_CPU = 0.10  # share of all cores used by other processes that makes a run busy
+BUSY_STEAL = 0.05  # share of all cores stolen by the hypervisor that makes a run busy
+
+# NVML's clock throttle reasons (nvmlClocksEventReason*): those that slow a GPU under load
+THROTTLE = {0x4: "power cap", 0x8: "hardware slowdown", 0x20: "thermal (software)", 0x40: "thermal (hardware)",
+            0x80: "power brake", 0x10: "sync boost", 0x100: "display clock"}  # fmt: skip
+
+
+def cpu_clock():
+    """(busy seconds of all cores, steal seconds, seconds used by this process and its reaped children)."""
+    t = psutil.cpu_times()
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0), getattr(t, "steal", 0), used
+
+
+class Load:
+    """Start it before the run, sample() with the tree's pids while it runs, result() after it was reaped."""
+
+    def __init__(self, handles):
+        self.handles, self.cores = handles, psutil.cpu_count() or 1
+        self.start_wall, self.start = time.monotonic(), cpu_clock()
+        self.other_gpu, self.others, self.util, self.clock, self.throttle = 0, set(), [], [], set()
+        self.gpu_error = None
+
+    def sample(self, pids):
+        """One look at the GPUs: who else is on them, how busy, how fast."""
+        if self.gpu_error or not self.handles:
+            return
+        try:
+            other = 0
+            for handle in self.handles:
+                for proc in nvml.call("nvmlDeviceGetComputeRunningProcesses", handle):
+                    if proc.pid not in pids:
+                        other += proc.usedGpuMemory or 0
+                        self.others.add(proc.pid)
+                rates = optional("nvmlDeviceGetUtilizationRates", handle)
+                self.util.append(rates.gpu if rates is not None else None)
+                self.clock.append(optional("nvmlDeviceGetClockInfo", handle, 1))  # 1 = NVML_CLOCK_SM
+                reasons = optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
+                if reasons is None:  # the older name of the same reading
+                    reasons = optional("nvmlDeviceGetCurrentClocksThrottleReasons", handle) or 0
+                self.throttle |= {name for bit, name in THROTTLE.items() if reasons & bit}
+            self.other_gpu = max(self.other_gpu, other)
+        except nvml.Unavailable as e:
+            self.gpu_error = str(e)
+
+    def result(self):
+        """The fields of the run's row: shares of the machine, GPU readings, and whether it was busy."""
+        wall = max(time.monotonic() - self.start_wall, 1e-9)
+        busy, steal, used = (end - start for start, end in zip(self.start, cpu_clock()))
+        other = max(0.0, busy - used) / (wall * self.cores)
+        stolen = steal / (wall * self.cores)
+        util = [u for u in self.util if u is not None]
+        clock = [c for c in self.clock if c is not None]
+        gpu = self.handles and not self.gpu_error
+        row = dict(other_cpu_frac=other, steal_frac=stolen, gpu_other_mib=self.other_gpu / 2**20 if gpu else None)
+        row.update(gpu_util_pct=statistics.median(util) if util else None)
+        row.update(gpu_sm_clock_mhz=statistics.median(clock) if clock else None)
+        row["gpu_throttle"] = ", ".join(sorted(self.throttle)) or None
+        reasons = []
+        if other > BUSY_CPU:
+            reasons.append(f"other processes used {other:.0%} of the CPUs")
+        if stolen > BUSY_STEAL:
+            reasons.append(f"the hypervisor took {stolen:.0%} of the CPUs (steal)")
+        if gpu and self.others:
+            reasons.append(f"{len(self.others)} other processes held {self.other_gpu / 2**20:,.0f} MiB on its GPUs")
+        row.update(busy=bool(reasons), busy_reason="; ".join(reasons) or None)
+        return row
+
+
+def optional(function, *args):
+    """An NVML reading that some devices (MIG instances, old GPUs) or versions do not give: None then."""
+    try:
+        return nvml.call(function, *args)
+    except (nvml.Unavailable, AttributeError):
+        return None

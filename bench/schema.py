@@ -1,0 +1,225 @@
+"""The metric schema: every field a run, the runner or the summary writes, defined once.
+
+One line per field: its name (the unit last: `_mib`, `_s`, `_ms`, `_per_s`, `_frac`, `_pct`), its
+unit, who writes it, how the summary treats it, flags, and its meaning (a line that starts with
+spaces goes on with the meaning above it). runs.csv's columns, the checks of a run's metrics, the
+summary's medians, the baseline comparison, the tests of every script's metrics and the README's
+field table all come from this table: a new field is one line here (and the code that measures it).
+
+    python -m bench.schema          # the README's field table, as markdown
+
+Who writes it: `train` (every train*.py), `loader` (loader*.py --bench), `script` (both), `runner`
+(the bench, per run), `machine` (the bench, per machine), `summary` (summary.csv, per variant).
+Summary: `median` over the ok runs, `first` (the same in every run), `-` not summarized.
+Flags: `required` (a positive finite number in every ok run; `required=train`: in every ok training
+run), `workload` (part of "the same work" when a bench is compared with a saved baseline), `ratio`
+(the summary adds <stem>_vs_baseline), `only=SCRIPT` (written by that script alone).
+
+VERSION counts changes of name or meaning. A file of an older version is read by renaming its
+columns (RENAMED); runs.csv is upgraded in place, its old form kept beside it.
+"""
+
+import re
+from typing import NamedTuple
+
+VERSION = 2
+
+TABLE = """
+schema_version          -     runner  -       -          version of this schema the row was written with
+bench_id                -     runner  -       -          the bench: its UTC start time and a random suffix
+time_utc                -     runner  -       -          when the run started (UTC)
+run                     -     runner  -       -          the run's name in its bench: variant-repeat
+variant                 -     script  -       workload   the technique: baseline, amp, ... (a name of the bench plan)
+kind                    -     runner  -       workload   train (a training script) or loader (an input pipeline alone)
+repeat                  -     runner  -       -          1, 2, ...: the repeats are interleaved
+status                  -     runner  -       -          ok or failed
+returncode              -     runner  -       -          the run's exit code
+error                   -     runner  -       -          why it failed: the script's error line, or `timed out ...`
+wall_s                  s     runner  median  -          the whole process: start-up, warm-up and evaluation included
+runner_cpu_s            s     runner  median  -          CPU the runner spent on the run (launching, sampling)
+command                 -     runner  -       -          the command line, to run it again
+script                  -     script  -       -          the script that ran
+world_size              -     train   first   -          training processes
+device                  -     script  first   workload   cuda or cpu
+device_name             -     train   first   -          the GPU's name, or the CPU's
+model                   -     train   first   workload   the model trained
+dataset                 -     script  first   workload   generated, imagefolder, cifar10 or synthetic
+image_size              px    script  first   workload   side of the square images the model sees
+num_classes             -     script  first   -          classes in the data
+batch_size              -     script  -       -          images per step in each process
+global_batch_size       -     train   first   workload   images per step over all processes
+loader                  -     script  -       -          torchvision (loader.py), dali (loader_dali.py) or synthetic
+workers                 -     script  -       -          loader processes (DALI: threads) per training process
+window_s                s     script  median  -          wall time of the timed window, less its pauses for evaluation
+samples_per_s           1/s   script  -       required   images trained (loaders: delivered) per second: images in the
+                                                           window / its wall time
+compute_samples_per_s   1/s   train   median  required   the same with the starved time left out: the rate if the
+                                                           device never waited for data
+steps_timed             -     script  first   required=train,workload  steps (batches) inside the timed window
+step_time_median_ms     ms    train   median  -          one step, from the end of the step before to its own end
+step_time_p90_ms        ms    train   median  -          the 90th percentile of the step time
+data_wait_frac          share script  median  -          share of the window the host was blocked in the loader's next()
+starved_frac            share train   median  -          share of the window the device waited for its next batch, the
+                                                           copy included (on a CPU, the host's wait)
+epoch_starts_timed      -     script  median  -          epochs whose first batch fell inside the window
+eval_pauses             -     train   -       -          evaluations that paused the window (epochs ended inside it)
+epoch_time_s            s     train   -       -          training images / samples_per_s: an epoch at the measured rate
+train_loss_final        -     train   median  -          mean training loss of the last 10 steps
+val_acc                 share train   median  -          validation accuracy after the last step
+val_samples             -     train   first   -          validation images counted, each once over all processes
+peak_mem_allocated_mib  MiB   train   median  ratio      torch.cuda.max_memory_allocated after the warm-up, max over
+                                                           processes (null on a CPU)
+peak_mem_reserved_mib   MiB   train   median  ratio      torch.cuda.max_memory_reserved after the warm-up, max over
+                                                           processes (null on a CPU)
+peak_mem_allocated_sum_mib  MiB  train  median  -        the allocated peaks summed over processes
+amp_dtype               -     train   first   -          the autocast dtype (bf16, fp16); null in full precision
+tf32_matmul             -     train   -       -          torch.backends.cuda.matmul.allow_tf32 (GPU runs)
+tf32_cudnn              -     train   -       -          torch.backends.cudnn.allow_tf32 (GPU runs)
+dp_devices              -     train   -       only=train_dp.py   GPUs DataParallel splits each batch over
+sync_bn                 -     train   -       only=train_ddp.py  SyncBatchNorm on
+seed                    -     script  -       -          the seed
+argv                    -     script  -       -          the script's command line (runs.csv keeps `command` instead)
+torch_version           -     script  -       -          torch
+torchvision_version     -     train   -       -          torchvision
+cuda_version            -     train   -       -          the CUDA torch was built with (GPU runs)
+cudnn_version           -     train   -       -          cuDNN (GPU runs)
+dali_version            -     script  -       -          NVIDIA DALI, when loader_dali.py read the data
+nvml_peak_mib           MiB   runner  median  ratio      GPU memory of the run's process tree on the GPUs it sees
+                                                           (NVML): the CUDA context, NCCL and DALI included
+nvml_method             -     runner  -       -          process tree, or device rise (NVML sees no processes)
+peak_host_mem_mib       MiB   runner  median  ratio      host memory of the run's process tree (PSS, sampled)
+memory_samples          -     runner  -       -          memory samples taken
+sampler_cpu_s           s     runner  -       -          CPU the memory sampler spent
+other_cpu_frac          share runner  median  -          share of all cores used by processes outside the run and the
+                                                           runner
+steal_frac              share runner  median  -          share of all cores taken by the hypervisor (steal time)
+gpu_other_mib           MiB   runner  -       -          peak GPU memory of other processes on the run's GPUs
+gpu_util_pct            %     runner  -       -          median GPU utilisation while the run ran (NVML)
+gpu_sm_clock_mhz        MHz   runner  median  -          median SM clock while the run ran (NVML)
+gpu_throttle            -     runner  -       -          clock throttle reasons NVML reported while the run ran
+busy                    -     runner  -       -          something competed with the run: see busy_reason
+busy_reason             -     runner  -       -          what competed: other processes' CPU, steal time, other GPU work
+machine_class           -     machine -       -          the hardware class: names the saved baseline to compare with
+cpu_model               -     machine -       -          the CPU
+cpu_cores               -     machine -       -          cores the bench may use
+ram_gb                  GB    machine -       -          host memory
+gpu_count               -     machine -       -          GPUs torch sees
+gpu_name                -     machine -       -          the first GPU's name
+driver_version          -     machine -       -          NVIDIA driver
+python_version          -     machine -       -          Python
+platform                -     machine -       -          operating system
+git_commit              -     machine -       -          the commit measured
+git_dirty               -     machine -       -          uncommitted changes in the tree
+runs_ok                 -     summary -       -          runs that finished
+runs_failed             -     summary -       -          runs that failed (the last error is in `error`)
+runs_busy               -     summary -       -          ok runs during which the machine was busy
+rate_median             1/s   summary -       -          median samples_per_s of the ok runs
+rate_min                1/s   summary -       -          the slowest ok run
+rate_max                1/s   summary -       -          the fastest ok run
+spread_pct              %     summary -       -          (max - min) / median of the repeats
+speedup                 x     summary -       -          rate_median / the reference's (baseline; loaders: loader)
+ceiling                 -     summary -       -          the synthetic row of this row's precision
+ceiling_pct             %     summary -       -          rate_median as a share of its ceiling's (above 100 is possible)
+"""
+
+
+class Field(NamedTuple):
+    name: str
+    unit: str
+    source: str
+    summary: str
+    flags: tuple
+    meaning: str
+
+    @property
+    def only(self):
+        return next((flag.split("=")[1] for flag in self.flags if flag.startswith("only=")), "")
+
+
+def parse(table):
+    fields = []
+    for line in table.strip("\n").splitlines():
+        if line.startswith(" "):  # the meaning goes on
+            fields[-1] = fields[-1]._replace(meaning=fields[-1].meaning + " " + line.strip())
+            continue
+        name, unit, source, summary, flags, meaning = line.split(maxsplit=5)
+        unit, summary = ("" if unit == "-" else unit), ("" if summary == "-" else summary)
+        fields.append(Field(name, unit, source, summary, tuple(flags.split(",")) if flags != "-" else (), meaning))
+    return fields
+
+
+FIELDS = parse(TABLE)
+BY_NAME = {f.name: f for f in FIELDS}
+RUN_COLUMNS = [f.name for f in FIELDS if f.source != "summary" and f.name != "argv"]
+SUMMARY_COLUMNS = ["kind", "variant"] + [f.name for f in FIELDS if f.source == "summary" or f.summary]
+WORKLOAD = [f.name for f in FIELDS if "workload" in f.flags]
+MEDIANS = [f.name for f in FIELDS if f.summary == "median"]
+FIRSTS = [f.name for f in FIELDS if f.summary == "first"]
+RATIOS = {f.name: re.sub("_mib$", "", f.name) + "_vs_baseline" for f in FIELDS if "ratio" in f.flags}
+
+
+def required(kind):
+    """The fields every ok run of this kind (train or loader) holds as positive finite numbers."""
+    return [f.name for f in FIELDS if f.source in (kind, "script") and {"required", f"required={kind}"} & set(f.flags)]
+
+
+def written_by(script):
+    """The fields in the metrics JSON of a script: train*.py, or loader*.py --bench."""
+    kind = "loader" if script.startswith("loader") else "train"
+    return {f.name for f in FIELDS if f.source in (kind, "script") and f.only in ("", script)}
+
+
+# the names of older versions, {version: {old name: new name}}; a file without schema_version is version 1
+RENAMED = {
+    1: {
+        "images_per_s": "samples_per_s",  # the loaders' throughput, named as training's
+        "step_time_ms_median": "step_time_median_ms",
+        "step_time_ms_p90": "step_time_p90_ms",
+        "peak_mem_allocated_mb": "peak_mem_allocated_mib",
+        "peak_mem_reserved_mb": "peak_mem_reserved_mib",
+        "peak_mem_allocated_mb_sum": "peak_mem_allocated_sum_mib",
+        "nvml_peak_mb": "nvml_peak_mib",
+        "peak_host_mem_mb": "peak_host_mem_mib",
+        "allocated_vs_baseline": "peak_mem_allocated_vs_baseline",
+        "reserved_vs_baseline": "peak_mem_reserved_vs_baseline",
+        "nvml_vs_baseline": "nvml_peak_vs_baseline",
+        "host_mem_vs_baseline": "peak_host_mem_vs_baseline",
+    }
+}
+
+
+class VersionError(ValueError):
+    """A file written by a newer version of this schema than the code knows."""
+
+
+def version_of(frame):
+    if "schema_version" not in frame or frame["schema_version"].isna().all():
+        return 1
+    return int(frame["schema_version"].max())
+
+
+def upgrade(frame):
+    """A table (pandas DataFrame) read from a file of any version, with this version's names."""
+    version = version_of(frame)
+    if version > VERSION:
+        raise VersionError(f"written by schema version {version}, newer than this code's {VERSION}: update the code")
+    for old in range(version, VERSION):
+        for before, after in RENAMED.get(old, {}).items():
+            if before in frame:
+                frame[after] = frame[after].combine_first(frame[before]) if after in frame else frame[before]
+                frame = frame.drop(columns=before)
+    return frame.assign(schema_version=VERSION)
+
+
+def markdown():
+    """The README's table of the fields: runs.csv's columns, the metrics JSON's, summary.csv's."""
+    who = {"script": "train, loader", "train": "train", "loader": "loader"}
+    lines = ["| field | unit | written by | summary | meaning |", "|---|---|---|---|---|"]
+    for f in FIELDS:
+        writer = f.only or who.get(f.source, f.source)
+        lines.append(f"| `{f.name}` | {f.unit} | {writer} | {f.summary} | {f.meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
