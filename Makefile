@@ -2,21 +2,20 @@
 # With PY=python3 (any interpreter) they use that environment as it is and install nothing.
 VENV := .venv
 PY ?= $(VENV)/bin/python
-DATA ?= data
+WORKLOAD ?=
+DATA ?=
 ARGS ?=
 
 ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 endif
-ifeq ($(DATA),data)
-DEFAULT_DATA := data/generated.json
-endif
 
 .PHONY: bench baseline plot train data diff test test-fast lint format clean
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
-bench: $(SETUP) $(DEFAULT_DATA)
-	$(PY) -m bench --data $(DATA) $(ARGS)
+# WORKLOAD=small|imagenet|all (generated in data/ when missing), or DATA=folder of your own
+bench: $(SETUP)
+	$(PY) -m bench $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
 
 # keep results/ as the saved baseline for this class of machine (baseline/<machine class>/)
 baseline: $(SETUP)
@@ -33,14 +32,13 @@ $(VENV)/.installed: requirements.txt
 	$(VENV)/bin/pip install -qq -r requirements.txt
 	touch $@
 
-data/generated.json: | $(SETUP)
-	$(PY) -m bench.data data
-
+# the generated data of a workload (small by default), made when missing or made with other parameters
 data: $(SETUP)
-	$(PY) -m bench.data $(DATA)
+	$(PY) -m bench.data --workload $(or $(WORKLOAD),small)
 
-train: $(SETUP) $(DEFAULT_DATA)
-	$(PY) train.py --data $(DATA) $(ARGS)
+train: $(SETUP)
+	$(if $(DATA),,$(PY) -m bench.data --workload small)
+	$(PY) train.py --data $(or $(DATA),data/small) $(ARGS)
 
 # the tutorial: a variant against its base, every added line marked `# new #`
 diff:

@@ -1,7 +1,8 @@
-"""Plumbing for the loaders, kept out of their tutorial diffs: finding the image files that cannot be read.
+"""Plumbing for the loaders, kept out of their tutorial diffs: image files that cannot be read, DALI's versions.
 
     check_files(paths, read)                  before training: every file's ends, a suspect one read in full
     explain_dali_error(error, paths, read)    a one-line message for a DALI failure, naming the image
+    known_arguments(operator, **arguments)    those of the arguments the installed DALI's operator takes
 
 loader.py and loader_dali.py import it; it is not a variant.
 """
@@ -19,13 +20,19 @@ def looks_whole(path):
     return head[:2] == b"\xff\xd8" and tail.endswith(b"\xff\xd9") or head == b"\x89PNG" and b"IEND" in tail
 
 
-def check_files(paths, read, threads=16):
-    """Look at the ends of every file (about a second per 100,000, in threads); read each one that does not
-    look whole with `read`, which ends the run naming it if it is truly unreadable. Truncated, empty and
-    non-image files are so found before training starts, not when an epoch happens to reach them (and
-    before DALI 2.4's CPU decoder, which can crash on them, sees them)."""
+def ends_whole(paths):
+    return [looks_whole(path) for path in paths]
+
+
+def check_files(paths, read, threads=8, chunk=2048):
+    """Look at the ends of every file; read each one that does not look whole with `read`, which ends the
+    run naming it if it is truly unreadable. Truncated, empty and non-image files are so found before
+    training starts, not when an epoch happens to reach them (and before DALI 2.4's CPU decoder, which
+    can crash on them, sees them). Threads, in chunks, for a cold disk or a network file system: 60,000
+    files in the page cache took 1.3 s on 2 cores (0.8 s one by one), so a million take 10 to 25 s."""
     with ThreadPoolExecutor(threads) as pool:
-        whole = list(pool.map(looks_whole, paths, chunksize=256))
+        whole = [ok for part in pool.map(ends_whole, [paths[i : i + chunk] for i in range(0, len(paths), chunk)])
+                 for ok in part]  # fmt: skip
     for path, ok in zip(paths, whole):
         if not ok:
             read(path)
@@ -70,3 +77,12 @@ def explain_dali_error(error, paths, read):
         if path is not None:
             return f"cannot read image {path}: DALI's decoder refuses it ({reason})"
     return f"DALI failed: {reason}"
+
+
+def known_arguments(operator, **arguments):
+    """The arguments that the installed DALI's operator (its schema name, e.g. readers__File) accepts: an
+    optional argument newer or older than the DALI at hand is left out rather than failing the pipeline."""
+    from nvidia.dali import backend
+
+    schema = backend.GetSchema(operator)
+    return {name: value for name, value in arguments.items() if schema.HasArgument(name)}

@@ -3,9 +3,9 @@
 train.py calls build_loaders(); `python train.py --loader dali` uses loader_dali.py's instead.
 Run on its own, it describes a data folder or measures the input pipeline alone:
 
-    python loader.py --data data                  # what is in the folder
-    python loader.py --data data --bench          # images/s delivered to the device
-    python loader.py --data data --bench --batch-size 512 --workers 4 --metrics-out loader.json
+    python loader.py --data data/small            # what is in the folder
+    python loader.py --data data/small --bench    # images/s delivered to the device
+    python loader.py --data data/imagenet --bench --batch-size 512 --workers 4 --metrics-out loader.json
 
 Formats, detected from the folder: an ImageNet-style folder (train/<class>/*.jpg and
 val/<class>/*.jpg; the generated default data is one), or CIFAR-10 as torchvision reads it
@@ -173,26 +173,30 @@ def open_datasets(data_dir, download=False):
     return train_set, val_set, info
 
 
-def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_size=1, download=False):
+def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_size=1, download=False, eval_samples=None):
     """Return (train_loader, val_loader, info: DataInfo) reading data_dir, batch_size images per process.
 
     With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
     partial batch so every step has the same size; validation sees every image exactly once
-    over all ranks. Batches come as (images float32 NCHW normalised, labels int64); train.py moves them
-    to the device, where they may be already.
+    over all ranks, or a fixed sample of eval_samples of them, spread over the whole set. Batches come
+    as (images float32 NCHW normalised, labels int64); train.py moves them to the device, where they
+    may be already.
     """
     if str(data_dir).split(":")[0] == "synthetic":
         return synthetic_loaders(str(data_dir), batch_size, device, seed, rank)
     train_set, val_set, info = open_datasets(data_dir, download)
     if batch_size * world_size > len(train_set):
         die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
-    if world_size > len(val_set):
-        die(f"{world_size} processes but only {len(val_set)} validation images: each needs one")
+    keep = range(len(val_set))  # the validation images evaluated: all, or a fixed sample (the same every run)
+    if eval_samples and eval_samples < len(val_set):
+        keep = [i * len(val_set) // eval_samples for i in range(eval_samples)]
+    if world_size > len(keep):
+        die(f"{world_size} processes but only {len(keep)} validation images: each needs one")
     # with torchrun: each rank a different 1/world_size of the images, reshuffled by set_epoch()
     train_sampler = (
         DistributedSampler(train_set, world_size, rank, seed=seed, drop_last=True) if world_size > 1 else None
     )
-    val_sampler = range(rank, len(val_set), world_size)  # no padding: no image counted twice
+    val_sampler = keep[rank::world_size]  # no padding: no image counted twice
     common = dict(num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=workers > 0)
     train_loader = Loader(
         train_set, batch_size, shuffle=train_sampler is None, sampler=train_sampler, drop_last=True, **common
@@ -217,7 +221,7 @@ def bench(args, device):
             torch.cuda.synchronize()
         return time.perf_counter()
 
-    step, waited, epoch_starts = 0, 0.0, 0
+    step, waited, epoch_starts, unused = 0, 0.0, 0, 0.0
     started = sync() if args.warmup_steps == 0 else None
     while step < args.warmup_steps + args.steps:
         waiting = time.perf_counter()
@@ -228,16 +232,18 @@ def bench(args, device):
             step += 1
             if step == args.warmup_steps:
                 started = sync()
+                unused = getattr(train_loader, "unused_s", 0.0)  # loader_dali.py: time on batches it did not give
             if step == args.warmup_steps + args.steps:
                 break
             waiting = time.perf_counter()
-    return sync() - started, waited, epoch_starts, info
+    unused = getattr(train_loader, "unused_s", 0.0) - unused  # not timed: a shard's padded last batch (DALI)
+    return sync() - started - unused, waited - unused, epoch_starts, info
 
 
 def main():
     parser = argparse.ArgumentParser(description="Describe a data folder, or measure its input pipeline (--bench).")
     parser.add_argument(
-        "--data", default="data", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
+        "--data", default="data/small", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
     )
     parser.add_argument("--bench", action="store_true", help="measure images/s of the training pipeline")
     parser.add_argument("--batch-size", type=int, default=256, help="images per batch")

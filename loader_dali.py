@@ -5,8 +5,8 @@ Run on its own, it describes a data folder or measures the DALI pipeline alone, 
 
     python train.py --loader dali                 # train on batches from this pipeline
     torchrun --standalone --nproc-per-node 2 train_ddp.py --loader dali    # each rank reads its own shard
-    python loader_dali.py --data data --bench     # images/s delivered to the device
-    python loader_dali.py --data data --bench --batch-size 512 --workers 4 --metrics-out loader.json
+    python loader_dali.py --data data/small --bench   # images/s delivered to the device
+    python loader_dali.py --data data/imagenet --bench --batch-size 512 --workers 4 --metrics-out loader.json
 
 Reads image folders only (train/<class>/*.jpg and val/<class>/*.jpg): for CIFAR-10 use loader.py.
 Needs `pip install nvidia-dali-cuda130` (or the nvidia-dali-cudaXXX for your CUDA); with no GPU it runs on the CPU.
@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader  # new #
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from datacheck import check_files, explain_dali_error  # new #
+from datacheck import check_files, explain_dali_error, known_arguments  # new #
 
 # new # NVIDIA DALI, imported here but needed only when its loader is used: --help works without it
 try:
@@ -98,17 +98,12 @@ class Loader(DataLoader):
 # new # DALI's iterator dressed as the Loader above: (images, labels) batches, len(), .sampler, one-line errors
 class DALILoader:
     def __init__(self, pipe, samples, steps=None):
-        self.iterator = DALIGenericIterator(
-            pipe,
-            ["images", "labels"],
-            reader_name="reader",  # the iterator asks the reader for its shard size and padding
-            last_batch_policy=LastBatchPolicy.PARTIAL,  # the padding of a shard's last batch left out
-            auto_reset=True,  # ready for the next epoch when one ends
-            prepare_first_batch=False,  # nothing runs before the first batch is asked for
-        )
-        self.steps = steps  # training: this many full batches an epoch, the same on every rank
-        self.sampler = None  # no set_epoch() to call: the reader reshuffles by itself
-        self.paths = [path for path, _ in samples]  # to name an image DALI cannot read
+        # the reader tells the iterator its shard's size and padding, PARTIAL leaves a shard's padding out of its
+        # last batch, the next epoch is made ready when one ends, and nothing runs before a batch is asked for
+        policy = dict(reader_name="reader", last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+        self.iterator = DALIGenericIterator(pipe, ["images", "labels"], prepare_first_batch=False, **policy)
+        self.steps, self.sampler = steps, None  # training: full batches an epoch, the same on all ranks; no set_epoch()
+        self.paths, self.unused_s = [path for path, _ in samples], 0.0  # to name an image DALI cannot read
 
     # new # batches per epoch for this rank, like len(DataLoader)
     def __len__(self):
@@ -118,9 +113,13 @@ class DALILoader:
     # yield the first `steps` batches in training, every non-empty one in validation; labels come as int32 [N, 1]
     def __iter__(self):
         try:
+            fetched = time.perf_counter()
             for i, (batch,) in enumerate(self.iterator):  # one dict per pipeline: here one
                 if i < len(self) and len(batch["labels"]) > 0:
                     yield batch["images"], batch["labels"].view(-1).long()
+                else:  # a shard's padded last batch, read and not used: --bench leaves its time out
+                    self.unused_s += time.perf_counter() - fetched
+                fetched = time.perf_counter()
         except RuntimeError as e:  # DALI names a file it cannot open, not one it cannot decode: find it
             die(explain_dali_error(str(e), self.paths, image_side))
 
@@ -214,9 +213,7 @@ def open_datasets(data_dir, download=False):
 # new # the transforms of open_datasets() as a DALI pipeline: DALI works on 0-255 pixels, on the GPU when it can
 def dali_pipeline(samples, image_size, training, batch_size, device, workers, seed, rank, world_size):
     """A pipeline reading shard rank of world_size of samples [(path, label)] into (images, labels) batches."""
-    device_id = None  # CPU operators only
-    if device.type == "cuda":
-        device_id = device.index if device.index is not None else torch.cuda.current_device()
+    device_id = torch.cuda.current_device() if device.type == "cuda" else None  # None: CPU operators only
     pipe = Pipeline(batch_size=batch_size, num_threads=max(workers, 1), device_id=device_id, seed=seed + rank)
     with pipe:
         encoded, labels = fn.readers.file(
@@ -225,9 +222,9 @@ def dali_pipeline(samples, image_size, training, batch_size, device, workers, se
             shard_id=rank,
             num_shards=world_size,
             shuffle_after_epoch=training,  # every epoch (the first too) one permutation of all, the same on all ranks
-            shuffle_after_epoch_seed=seed if training else None,
             pad_last_batch=True,  # an epoch ends with the shard: its last batch padded, the padding dropped
             name="reader",
+            **known_arguments("readers__File", shuffle_after_epoch_seed=seed if training else None),
         )
         images = fn.decoders.image(encoded, device="mixed" if device_id is not None else "cpu", output_type=types.RGB)
         if training:
@@ -250,13 +247,14 @@ def dali_pipeline(samples, image_size, training, batch_size, device, workers, se
     return pipe
 
 
-def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_size=1, download=False):
+def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_size=1, download=False, eval_samples=None):
     """Return (train_loader, val_loader, info: DataInfo) reading data_dir, batch_size images per process.
 
     With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
     partial batch so every step has the same size; validation sees every image exactly once
-    over all ranks. Batches come as (images float32 NCHW normalised, labels int64); train.py moves them
-    to the device, where they may be already.
+    over all ranks, or a fixed sample of eval_samples of them, spread over the whole set. Batches come
+    as (images float32 NCHW normalised, labels int64); train.py moves them to the device, where they
+    may be already.
     """
     if str(data_dir).split(":")[0] == "synthetic":
         return synthetic_loaders(str(data_dir), batch_size, device, seed, rank)
@@ -272,15 +270,19 @@ def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_siz
 
     if batch_size * world_size > len(train_set):
         die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
-    if world_size > len(val_set):
-        die(f"{world_size} processes but only {len(val_set)} validation images: each needs one")
+    keep = range(len(val_set))  # the validation images evaluated: all, or a fixed sample (the same every run)
+    if eval_samples and eval_samples < len(val_set):
+        keep = [i * len(val_set) // eval_samples for i in range(eval_samples)]
+    if world_size > len(keep):
+        die(f"{world_size} processes but only {len(keep)} validation images: each needs one")
     # new # with torchrun: each rank reads its shard of the images, reshuffled and moved on every epoch
     common = dict(batch_size=batch_size, device=device, workers=workers, seed=seed, rank=rank, world_size=world_size)
     train_pipe = dali_pipeline(train_set.samples, info.image_size, training=True, **common)
-    val_pipe = dali_pipeline(val_set.samples, info.image_size, training=False, **common)
+    val_samples = [val_set.samples[i] for i in keep]
+    val_pipe = dali_pipeline(val_samples, info.image_size, training=False, **common)
     steps = len(train_set) // world_size // batch_size  # full batches: every step the same size, on all ranks
     train_loader = DALILoader(train_pipe, train_set.samples, steps)
-    val_loader = DALILoader(val_pipe, val_set.samples)  # every image once over all ranks, no padding
+    val_loader = DALILoader(val_pipe, val_samples)  # every image once over all ranks, no padding
     return train_loader, val_loader, info
 
 
@@ -300,7 +302,7 @@ def bench(args, device):
             torch.cuda.synchronize()
         return time.perf_counter()
 
-    step, waited, epoch_starts = 0, 0.0, 0
+    step, waited, epoch_starts, unused = 0, 0.0, 0, 0.0
     started = sync() if args.warmup_steps == 0 else None
     while step < args.warmup_steps + args.steps:
         waiting = time.perf_counter()
@@ -311,16 +313,18 @@ def bench(args, device):
             step += 1
             if step == args.warmup_steps:
                 started = sync()
+                unused = getattr(train_loader, "unused_s", 0.0)  # loader_dali.py: time on batches it did not give
             if step == args.warmup_steps + args.steps:
                 break
             waiting = time.perf_counter()
-    return sync() - started, waited, epoch_starts, info
+    unused = getattr(train_loader, "unused_s", 0.0) - unused  # not timed: a shard's padded last batch (DALI)
+    return sync() - started - unused, waited - unused, epoch_starts, info
 
 
 def main():
     parser = argparse.ArgumentParser(description="Describe a data folder, or measure its input pipeline (--bench).")
     parser.add_argument(
-        "--data", default="data", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
+        "--data", default="data/small", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
     )
     parser.add_argument("--bench", action="store_true", help="measure images/s of the training pipeline")
     parser.add_argument("--batch-size", type=int, default=256, help="images per batch")

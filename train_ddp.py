@@ -34,7 +34,9 @@ from torch.utils.data import DistributedSampler
 # arguments: the same in every train*.py; a variant's own flags come last
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--data", default="data", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]")
+parser.add_argument(
+    "--data", default="data/small", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
+)
 parser.add_argument("--model", default="resnet18", help="any torchvision classification model")
 parser.add_argument("--batch-size", type=int, default=128, help="global batch: images per step over all processes")
 parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
@@ -44,6 +46,7 @@ parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate (S
 parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="data loading processes")
 parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda if present")
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--eval-samples", type=int, default=None, help="evaluate a fixed sample of N validation images")
 parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py) or dali (loader_dali.py)")
 parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
 parser.add_argument("--metrics-out", default=None, help="write the run's metrics here as JSON")
@@ -209,6 +212,8 @@ def main():
         die("--batch-size, --epochs and --steps must be >= 1")
     if args.warmup_steps < 0 or args.workers < 0:
         die("--warmup-steps and --workers must be >= 0")
+    if args.eval_samples is not None and args.eval_samples < 1:
+        die("--eval-samples must be >= 1")
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
     # new # join the other processes: NCCL between GPUs, gloo between CPU processes
@@ -236,7 +241,7 @@ def main():
         from loader import build_loaders
     batch_size = args.batch_size // world_size  # per process
     train_loader, val_loader, info = build_loaders(
-        args.data, batch_size, device, args.workers, args.seed, rank, world_size, download=args.download
+        args.data, batch_size, device, args.workers, args.seed, rank, world_size, args.download, args.eval_samples
     )
     model = build_model(args.model, info.num_classes, info.image_size).to(device)
     # new # a replica per process, kept in step: DDP all-reduces the gradients during backward

@@ -1,11 +1,19 @@
-"""Write the generated default data: a small ImageNet-style folder of JPEGs.
+"""Write the generated data sets: ImageNet-style folders of JPEGs, one per workload, from a fixed seed.
 
-    python -m bench.data data                      # 10 classes, 32 px, 500 train + 100 val images each
-    python -m bench.data /tmp/tiny --train 20 --val 5
+    python -m bench.data --workload small          # data/small: 10 classes, 32 px, 50,000 train + 10,000 val
+    python -m bench.data --workload imagenet       # data/imagenet: 10 classes, ~400x350 px photos, 20,000 + 2,000
+    python -m bench.data /tmp/tiny --train 20 --val 5 --size 16         # a folder of one's own making
+    python -m bench.data /tmp/photos --photo --train 4 --val 2          # tiny ImageNet-like
 
-Each class is a pattern (stripes, checks, rings, dots) in a colour family, drawn with a random
-phase, frequency, contrast and brightness plus pixel noise, so a model has to learn the pattern
-and accuracy climbs well above chance in a short run. The same seed gives the same bytes.
+Each class is a pattern (stripes, checks, rings, dots) in a colour family, drawn with a random phase,
+frequency, contrast and brightness plus pixel noise, so a model has to learn the pattern and accuracy
+climbs well above chance in a short run. The photo-like images (--photo, the imagenet workload) vary in
+size and aspect ratio around 400x350 px and carry what makes a real photograph costly to decode and
+augment: smooth shaded regions, objects with edges, fine texture and sensor noise, about 100 KB a JPEG,
+with the class pattern woven through the whole picture, so that any random crop shows it.
+Images are made in parallel on every core; each image has its own seed, so the same seed gives the
+same bytes on any machine and with any number of processes. generated.json records the parameters:
+a folder made with other ones is made again, never reused.
 """
 
 import argparse
@@ -13,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+from multiprocessing import Pool
 
 import numpy as np
 from PIL import Image
@@ -20,69 +29,164 @@ from PIL import Image
 PATTERNS = ("hstripes", "vstripes", "checks", "rings", "dots")
 COLOURS = {"warm": (1.0, 0.55, 0.25), "cool": (0.25, 0.55, 1.0)}
 CLASSES = [f"{i:02d}_{p}_{c}" for i, (c, p) in enumerate((c, p) for c in COLOURS for p in PATTERNS)]
+WORKLOADS = {
+    "small": dict(train=5000, val=1000, size=32, photo=False),  # CIFAR-10's sizes
+    "imagenet": dict(train=2000, val=200, size=400, photo=True),  # ImageNet-like photos, 20,000 + 2,000
+}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def wave(rng, pattern, y, x, cycles):
+    """The class pattern on coordinates y, x (in image widths): about -1 to 1 (dots: -3 to 1)."""
+    freq = cycles * 2 * np.pi
+    phase = rng.uniform(0, 2 * np.pi)
+    if pattern == "hstripes":
+        return np.sin(freq * y + phase)
+    if pattern == "vstripes":
+        return np.sin(freq * x + phase)
+    if pattern == "checks":
+        return np.sin(freq * x + phase) * np.sin(freq * y + phase)
+    if pattern == "rings":
+        cy, cx = rng.uniform(-0.15, 0.15, size=2)
+        return np.sin(freq * 1.5 * np.hypot(y - cy, x - cx) + phase)
+    return np.cos(freq * x + phase) + np.cos(freq * y + phase) - 1  # dots: a grid of blobs
 
 
 def draw(rng, pattern, colour, size):
-    """One image of a class as an HxWx3 uint8 array."""
+    """A small image of a class (size x size) as an HxWx3 uint8 array."""
     y, x = np.mgrid[0:size, 0:size] / size - 0.5
-    freq = rng.uniform(2.5, 4.5) * 2 * np.pi
-    phase = rng.uniform(0, 2 * np.pi)
-    if pattern == "hstripes":
-        wave = np.sin(freq * y + phase)
-    elif pattern == "vstripes":
-        wave = np.sin(freq * x + phase)
-    elif pattern == "checks":
-        wave = np.sin(freq * x + phase) * np.sin(freq * y + phase)
-    elif pattern == "rings":
-        cy, cx = rng.uniform(-0.15, 0.15, size=2)
-        wave = np.sin(freq * 1.5 * np.hypot(y - cy, x - cx) + phase)
-    else:  # dots: a grid of blobs
-        wave = np.cos(freq * x + phase) + np.cos(freq * y + phase) - 1
-    contrast = rng.uniform(0.25, 0.45)
-    brightness = rng.uniform(0.35, 0.65)
+    w = wave(rng, pattern, y, x, rng.uniform(2.5, 4.5))
+    contrast, brightness = rng.uniform(0.25, 0.45), rng.uniform(0.35, 0.65)
     tint = np.array(COLOURS[colour]) * rng.uniform(0.8, 1.2, size=3)
-    image = brightness + contrast * wave[..., None] * tint
+    image = brightness + contrast * w[..., None] * tint
     image = image + rng.normal(0, 0.12, size=image.shape)
     return (np.clip(image, 0, 1) * 255).round().astype(np.uint8)
 
 
-def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0):
+def smooth(rng, h, w, cells):
+    """A smooth random field: noise on a coarse grid, resized up (bicubic); about [-1, 1]."""
+    coarse = rng.normal(0, 1, size=(cells, max(2, cells * w // h))).astype(np.float32)
+    image = Image.fromarray(coarse, mode="F").resize((w, h), Image.BICUBIC)
+    return np.asarray(image)
+
+
+def draw_photo(rng, pattern, colour, size):
+    """A photo-like image of a class, about size x 0.875 size px and varied, as an HxWx3 uint8 array."""
+    h = int(size * 0.875 * rng.uniform(0.7, 1.3))
+    w = int(size * rng.uniform(0.7, 1.3))
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32) / max(h, w) - 0.5
+    # smooth shading: a sky-to-ground gradient and soft colour fields
+    base = rng.uniform(0.3, 0.7, size=3) + 0.25 * np.stack([smooth(rng, h, w, 4) for _ in range(3)], -1) * 0.5
+    image = base + 0.15 * y[..., None] * rng.uniform(-1, 1, size=3)
+    # objects: ellipses and boxes of flat colour with soft shading and hard edges
+    for _ in range(rng.integers(3, 8)):
+        cy, cx, ry, rx = (
+            rng.uniform(-0.5, 0.5),
+            rng.uniform(-0.5, 0.5),
+            rng.uniform(0.05, 0.25),
+            rng.uniform(0.05, 0.25),
+        )
+        if rng.random() < 0.5:
+            inside = ((y - cy) / ry) ** 2 + ((x - cx) / rx) ** 2 < 1
+        else:
+            inside = (abs(y - cy) < ry) & (abs(x - cx) < rx)
+        shade = rng.uniform(0.1, 0.9, size=3) + 0.1 * (y - cy)[..., None] / ry
+        image = np.where(inside[..., None], shade, image)
+    # the class pattern, woven through the whole picture, and fine texture and sensor noise
+    cycles = rng.uniform(8, 14)
+    tint = np.array(COLOURS[colour]) * rng.uniform(0.8, 1.2, size=3)
+    image = image + rng.uniform(0.2, 0.3) * wave(rng, pattern, y, x, cycles)[..., None] * tint
+    image = image + 0.08 * smooth(rng, h, w, max(h, w) // 3)[..., None]
+    image = image + 0.1 * rng.standard_normal(size=image.shape, dtype=np.float32)
+    return (np.clip(image, 0, 1) * 255).round().astype(np.uint8)
+
+
+def write_one(job):
+    path, seed, split_id, k, i, size, photo = job
+    rng = np.random.default_rng([seed, split_id, k, i])
+    name = CLASSES[k]
+    colour, pattern = name.split("_")[2], name.split("_")[1]
+    pixels = (draw_photo if photo else draw)(rng, pattern, colour, size)
+    Image.fromarray(pixels).save(path, quality=90)
+
+
+GENERATOR = 2  # counts changes of what the same parameters draw: a folder from another one is made again
+
+
+def parameters(train, val, size, photo, seed):
+    return dict(generator="bench.data", version=GENERATOR, seed=seed, size=size, photo=photo, classes=CLASSES,
+                train_per_class=train, val_per_class=val)  # fmt: skip
+
+
+def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo=False, processes=None):
     """Write out/train/<class>/*.jpg and out/val/<class>/*.jpg; nothing half-written on failure."""
     tmp = f"{out}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
+        jobs = []
         for split_id, (split, count) in enumerate((("train", train_per_class), ("val", val_per_class))):
             for k, name in enumerate(CLASSES):
                 folder = os.path.join(tmp, split, name)
                 os.makedirs(folder)
-                colour, pattern = name.split("_")[2], name.split("_")[1]
-                for i in range(count):
-                    rng = np.random.default_rng([seed, split_id, k, i])
-                    path = os.path.join(folder, f"{i:05d}.jpg")
-                    Image.fromarray(draw(rng, pattern, colour, size)).save(path, quality=90)
-        meta = dict(generator="bench.data", seed=seed, size=size, classes=CLASSES)
-        meta.update(train_per_class=train_per_class, val_per_class=val_per_class)
+                jobs += [
+                    (os.path.join(folder, f"{i:05d}.jpg"), seed, split_id, k, i, size, photo) for i in range(count)
+                ]
+        with Pool(processes or len(os.sched_getaffinity(0))) as pool:
+            for _ in pool.imap_unordered(write_one, jobs, chunksize=64):
+                pass
         with open(os.path.join(tmp, "generated.json"), "w") as f:
-            json.dump(meta, f, indent=1)
+            json.dump(parameters(train_per_class, val_per_class, size, photo, seed), f, indent=1)
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def ensure(workload, seed=0):
+    """The workload's folder under data/, generated when missing or made with other parameters; its path."""
+    spec = WORKLOADS[workload]
+    out = os.path.join(ROOT, "data", workload)
+    try:
+        with open(os.path.join(out, "generated.json")) as f:
+            if json.load(f) == parameters(seed=seed, **spec):
+                return out
+    except (OSError, ValueError):
+        pass
+    print(f"generating the {workload} workload in {out} (python -m bench.data --workload {workload})", flush=True)
+    generate(out, spec["train"], spec["val"], spec["size"], seed, spec["photo"])
+    return out
+
+
 def main():
-    parser = argparse.ArgumentParser(description="Write the generated default data set.")
-    parser.add_argument("out", nargs="?", default="data", help="output folder (replaced)")
+    parser = argparse.ArgumentParser(description="Write a generated data set: a workload's, or one of your own making.")
+    parser.add_argument("out", nargs="?", help="output folder (replaced); default: data/<workload>")
+    parser.add_argument("--workload", choices=list(WORKLOADS), help="a bench workload, with its sizes")
     parser.add_argument("--train", type=int, default=500, help="training images per class")
     parser.add_argument("--val", type=int, default=100, help="validation images per class")
-    parser.add_argument("--size", type=int, default=32, help="image side in pixels")
+    parser.add_argument(
+        "--size", type=int, default=None, help="image side in pixels, 32 (photos: about the width, 400)"
+    )
+    parser.add_argument("--photo", action="store_true", help="photo-like images of varied size (ImageNet-like)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--processes", type=int, default=None, help="default: every core")
     args = parser.parse_args()
-    if min(args.train, args.val) < 1 or args.size < 8:
-        sys.exit("bench.data: error: --train and --val must be >= 1 and --size >= 8")
-    generate(args.out, args.train, args.val, args.size, args.seed)
+    if args.workload and args.out is None:
+        out = ensure(args.workload, args.seed)
+        print(f"{out}: the {args.workload} workload")
+        return
+    if args.workload:
+        spec = WORKLOADS[args.workload]
+        args.train, args.val, args.size, args.photo = spec["train"], spec["val"], spec["size"], spec["photo"]
+    if args.out is None:
+        parser.error("name an output folder, or a --workload")
+    if args.size is None:
+        args.size = 400 if args.photo else 32
+    if min(args.train, args.val) < 1 or args.size < 8 or (args.processes is not None and args.processes < 1):
+        sys.exit("bench.data: error: --train, --val and --processes must be >= 1 and --size >= 8")
+    generate(args.out, args.train, args.val, args.size, args.seed, args.photo, args.processes)
     total = len(CLASSES) * (args.train + args.val)
-    print(f"wrote {total} images ({len(CLASSES)} classes, {args.size} px) to {args.out}/")
+    kind = "photo-like images around" if args.photo else "images of"
+    print(f"wrote {total} {kind} {args.size} px ({len(CLASSES)} classes) to {args.out}/")
 
 
 if __name__ == "__main__":

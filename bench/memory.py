@@ -97,7 +97,8 @@ class Sampler(threading.Thread):
     def stop(self):
         """Stop sampling (call it once the run has been reaped); return the row's memory and load fields."""
         self.done.set()
-        self.join()
+        if self.ident is not None:  # started (a test may sample by hand)
+            self.join()
         gpu, method = None, None
         if self.nvml_error:
             method = f"unavailable: {self.nvml_error}"[:200]

@@ -60,8 +60,6 @@ def all_devices():
 
 def visible_handles(visible=None):
     """NVML handles of the devices a process sees with CUDA_VISIBLE_DEVICES=visible (os.environ's if None)."""
-    if pynvml is None:
-        return []
     call("nvmlInit")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
     devices = all_devices()

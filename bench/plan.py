@@ -1,21 +1,27 @@
 """Plan a bench: which runs, with which command lines, all on the same work.
 
-Every training run gets the same model, data, global batch, step count and warm-up; DDP splits
-the global batch over its processes, DataParallel over its GPUs. The synthetic rows train on
-batches made once on the device, with the data's image size and classes: the speed limit of the
-model on this machine, which the real rows of the same precision are read against. Repeats are
-interleaved (baseline, dp, ..., baseline, dp, ...) so that drift in the machine's speed touches
+Every training run of a workload gets the same model, data, global batch, step count and warm-up;
+DDP splits the global batch over its processes, DataParallel over its GPUs. The synthetic rows
+train on batches made once on the device, with the data's image size and classes: the speed limit
+of the model on this machine, which the real rows of the same precision are read against. Repeats
+are interleaved (baseline, dp, ..., baseline, dp, ...) so that drift in the machine's speed touches
 every variant alike.
+
+The defaults depend on the machine and the workload (DEFAULTS). On a GPU the steps are calibrated
+(--steps auto): a short run of the fastest row, the mixed-precision ceiling, gives its step time,
+and every row then runs enough steps for that row's timed window to last WINDOW_S seconds. The plan
+is stored with the bench (plan.json in its log folder) so that `--resume` can finish it.
 """
 
 import json
+import math
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError
+from bench import BenchError, data
 from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
@@ -30,37 +36,72 @@ TRAIN = {
     "amp-synthetic": ["train_amp.py", "--data", "{synthetic}"],
 }
 LOADERS = {"loader": "loader.py", "loader_dali": "loader_dali.py"}
+MULTI_GPU = {"dp", "ddp"}  # their speed-up needs 2 GPUs or more; with fewer, their rows show the overhead only
 
-# the default work, by machine: seconds per run on a GPU, a few minutes in all on a 2-core CPU
-GPU_DEFAULTS = dict(model="resnet18", batch_size=256, steps=110, warmup_steps=10, loader_steps=100, timeout=600)
-CPU_DEFAULTS = dict(model="shufflenet_v2_x0_5", batch_size=64, steps=25, warmup_steps=5, loader_steps=50, timeout=300)
+# the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only)
+DEFAULTS = {
+    ("gpu", "small"): dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=30, eval_samples=5000),
+    ("gpu", "imagenet"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=2000),
+    ("gpu", "custom"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=2000),
+    ("cpu", "small"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=25, warmup_steps=5, eval_samples=1000),
+    ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=10, warmup_steps=3, eval_samples=100),
+    ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=25, warmup_steps=5, eval_samples=1000),
+}
+TIMEOUT = dict(gpu=900, cpu=300)  # seconds a run may take
+WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
 
 
 @dataclass
 class Run:
-    name: str  # unique within the bench, e.g. "amp-2"
+    name: str  # unique within the bench, e.g. "amp-2" (with several workloads "imagenet-amp-2")
     variant: str  # a key of TRAIN or LOADERS
     kind: str  # "train" or "loader"
     repeat: int
     processes: int
     cmd: list = field(default_factory=list)
+    workload: str = "custom"
 
 
-def fill_defaults(args, gpu_count):
-    """The flags left unset take this machine's defaults (a GPU's, or a CPU's)."""
-    for name, value in (GPU_DEFAULTS if gpu_count else CPU_DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.warmup_steps >= args.steps:
-        raise BenchError(f"--warmup-steps {args.warmup_steps} leaves none of the {args.steps} steps to time")
+def workloads(args, gpu_count):
+    """The workloads of this bench: --data DIR is one of the user's own ("custom")."""
+    if args.data is not None:
+        return ["custom"]
+    if args.workload == "all" or (args.workload is None and gpu_count):
+        return list(data.WORKLOADS)  # a GPU's default: both
+    return [args.workload or "small"]
 
 
-def describe(data):
-    """What loader.py finds in the data folder (checked here once, not in every run): its DataInfo as a dict."""
+def work(args, gpu_count, workload):
+    """The flags of a workload's runs: the user's where given, this machine's defaults elsewhere."""
+    defaults = DEFAULTS[("gpu" if gpu_count else "cpu", workload)]
+    chosen = {name: getattr(args, name, None) for name in defaults}
+    chosen = {name: defaults[name] if value is None else value for name, value in chosen.items()}
+    if chosen["steps"] != "auto" and chosen["warmup_steps"] >= chosen["steps"]:
+        raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps to time")
+    chosen["timeout"] = args.timeout or TIMEOUT["gpu" if gpu_count else "cpu"]
+    return chosen
+
+
+def folder(args, workload, generate=True):
+    """The data folder of a workload: the user's, or the generated one (made when missing, unless only planning)."""
+    if workload == "custom":
+        path = Path(args.data).resolve()
+        if not path.exists():
+            raise BenchError(f"data folder {args.data} does not exist")
+        return str(path)
+    return data.ensure(workload) if generate else str(ROOT / "data" / workload)
+
+
+def describe(path, workload):
+    """What loader.py finds in the data folder (checked here once, not in every run): image_size, classes, ...
+    A generated workload not made yet is described from its parameters."""
+    if not Path(path).exists() and workload in data.WORKLOADS:
+        size = data.WORKLOADS[workload]["size"]
+        return dict(image_size=size if size <= 64 else 224, classes=data.CLASSES, dataset="generated")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "info.json"
         probe = subprocess.run(
-            [sys.executable, "loader.py", "--data", data, "--workers", "0", "--metrics-out", str(out)],
+            [sys.executable, "loader.py", "--data", path, "--workers", "0", "--metrics-out", str(out)],
             cwd=ROOT, capture_output=True, text=True,
         )  # fmt: skip
         if probe.returncode != 0:
@@ -69,31 +110,88 @@ def describe(data):
         return json.loads(out.read_text())
 
 
-def default_workers(cores, processes):
-    """Loader processes per training process: the cores shared out, one at least, eight at most."""
+def synthetic_spec(info):
+    return f"synthetic:{info['image_size']}:{len(info['classes'])}"
+
+
+def default_workers(cores, processes, gpu):
+    """Loader processes per training process. On a GPU every core but one per process feeds the GPUs; on a
+    CPU the cores are shared with the model itself (half each), eight at most."""
+    if gpu:
+        return max(1, cores // processes - 1)
     return max(1, min(8, cores // (2 * processes)))
 
 
-def make_plan(args, gpu_count, cores, info):
-    """The list of runs for the parsed bench arguments on a machine with gpu_count GPUs; info: describe()."""
+def calibrate(path, info, chosen, gpu_count, variants, log):
+    """Steps for every row: enough for the fastest one, the mixed-precision ceiling, to time WINDOW_S seconds."""
+    variant = next((v for v in ("amp-synthetic", "synthetic") if v in variants), variants[0])
+    steps, warmup = chosen["warmup_steps"] + 60, chosen["warmup_steps"]
+    run = training_run(variant, 0, path, info, dict(chosen, steps=steps), gpu_count, 1, None, 1, "custom")
+    out = Path(log) / "calibration.json"
+    probe = subprocess.run([*run.cmd, "--metrics-out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or ["no output"]
+        raise BenchError(f"calibration ({' '.join(run.cmd[1:3])}) failed: {lines[-1]}")
+    step_s = json.loads(out.read_text())["step_time_median_ms"] / 1e3
+    timed = max(50, math.ceil(WINDOW_S / step_s))
+    print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}", flush=True)
+    return warmup + timed
+
+
+def training_run(variant, repeat, path, info, chosen, gpu_count, nproc, workers, cores, workload, prefix=""):
     device = "cuda" if gpu_count else "cpu"
+    processes = nproc if variant == "ddp" else 1
+    workers = workers if workers is not None else default_workers(cores, processes, bool(gpu_count))
+    parts = (part.format(nproc=nproc, synthetic=synthetic_spec(info)) for part in TRAIN[variant])
+    cmd = [sys.executable, *parts]
+    if "--data" not in cmd:
+        cmd += ["--data", path]
+    cmd += ["--model", chosen["model"], "--batch-size", chosen["batch_size"], "--steps", chosen["steps"]]
+    cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
+    cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress"]
+    return Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
+
+
+def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workload, prefix=""):
+    workers = workers if workers is not None else default_workers(cores, 1, bool(gpu_count))
+    steps = chosen["loader_steps"]
+    if steps is None:  # as many batches as the training runs time
+        steps = "auto" if chosen["steps"] == "auto" else chosen["steps"] - chosen["warmup_steps"]
+    cmd = [sys.executable, LOADERS[variant], "--bench", "--data", path, "--batch-size", chosen["batch_size"]]
+    cmd += ["--steps", steps, "--warmup-steps", 5, "--workers", workers, "--device", "cuda" if gpu_count else "cpu"]
+    return Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd)), workload)
+
+
+def make_plan(args, gpu_count, cores, log=None, dry_run=False):
+    """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, workload after workload,
+    and what each workload's work is ({workload: flags}); steps "auto" is calibrated here unless dry_run."""
+    runs, works = [], {}
+    names = workloads(args, gpu_count)
     nproc = args.nproc or gpu_count or 2
-    synthetic = f"synthetic:{info['image_size']}:{len(info['classes'])}"
-    runs = []
-    for repeat in range(1, args.repeats + 1):
-        for variant in args.variants:
-            processes = nproc if variant == "ddp" else 1
-            workers = args.workers if args.workers is not None else default_workers(cores, processes)
-            cmd = [sys.executable, *(part.format(nproc=nproc, synthetic=synthetic) for part in TRAIN[variant])]
-            if "--data" not in cmd:
-                cmd += ["--data", args.data]
-            cmd += ["--model", args.model, "--batch-size", args.batch_size]
-            cmd += ["--steps", args.steps, "--warmup-steps", args.warmup_steps, "--workers", workers]
-            cmd += ["--device", device, "--seed", args.seed, "--no-progress"]
-            runs.append(Run(f"{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd))))
-        for variant in args.loaders:
-            workers = args.workers if args.workers is not None else default_workers(cores, 1)
-            cmd = [sys.executable, LOADERS[variant], "--bench", "--data", args.data, "--batch-size", args.batch_size]
-            cmd += ["--steps", args.loader_steps, "--warmup-steps", 5, "--workers", workers, "--device", device]
-            runs.append(Run(f"{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd))))
-    return runs
+    for workload in names:
+        chosen = work(args, gpu_count, workload)
+        chosen.update(seed=args.seed, loader_steps=args.loader_steps)
+        path = folder(args, workload, generate=not dry_run)
+        info = describe(path, workload)
+        if chosen["steps"] == "auto" and not dry_run:
+            chosen["steps"] = calibrate(path, info, chosen, gpu_count, args.variants, log)
+        works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
+        prefix = f"{workload}-" if len(names) > 1 else ""
+        for repeat in range(1, args.repeats + 1):
+            for variant in args.variants:
+                where = (path, info, chosen, gpu_count, nproc, args.workers, cores, workload, prefix)
+                runs.append(training_run(variant, repeat, *where))
+            for variant in args.loaders:
+                runs.append(loader_run(variant, repeat, path, chosen, gpu_count, args.workers, cores, workload, prefix))
+    return runs, works
+
+
+def save(path, bench_id, machine_class, runs, works):
+    """plan.json: what --resume needs to finish the bench as it was planned."""
+    plan = dict(bench_id=bench_id, machine_class=machine_class, works=works, runs=[asdict(run) for run in runs])
+    Path(path).write_text(json.dumps(plan, indent=1) + "\n")
+
+
+def load(path):
+    plan = json.loads(Path(path).read_text())
+    return plan, [Run(**run) for run in plan["runs"]]

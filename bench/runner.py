@@ -1,16 +1,19 @@
 """The bench: every variant on the same work, then tables, plots and the saved baseline.
 
     python -m bench                                # the default plan for this machine: CPU, 1 GPU or N GPUs
+    python -m bench --workload imagenet            # ImageNet-like photos (data/imagenet, made when missing)
     python -m bench --variants baseline,amp --repeats 5
-    python -m bench --model resnet50 --batch-size 512 --steps 200 --timeout 1200
-    python -m bench --dry-run                      # print the command lines and stop
+    python -m bench --data ~/my_images --model resnet50 --batch-size 512 --steps 200
+    python -m bench --dry-run                      # print the plan's command lines and stop
+    python -m bench --dry-run --gpus 8             # ... as it would be on a machine with 8 GPUs
+    python -m bench --resume                       # finish the last bench: its runs with no finished row
     python -m bench --summarize                    # tables and plots again from the last bench in runs.csv
     python -m bench --save-baseline                # keep results/ as baseline/<machine class>/ (make baseline)
 
 Writes results/runs.csv (one row per run, appended), results/summary.csv, results/summary.md,
-results/throughput.png, results/memory.png, and each run's output under results/logs/.
-Three modes, one function each: run (the default), summarize, save_baseline. The arguments are
-parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
+results/throughput.png, results/memory.png, and each run's output under results/logs/<bench>/.
+Four modes, one function each: run (the default), resume, summarize, save_baseline. The arguments
+are parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
 """
 
 import argparse
@@ -20,8 +23,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import BenchError, baseline, plan, tables
-from bench.data import generate
+from bench import BenchError, baseline, data, plan, tables
 from bench.launch import launch
 from bench.machine import machine_class, machine_info
 from bench.plots import plot_memory, plot_throughput
@@ -31,24 +33,39 @@ def fail(message):
     raise BenchError(message)
 
 
+def steps_flag(text):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number of steps, or auto") from None
+
+
 def parse_args(argv=None):
-    """The flags; those whose default depends on the machine stay None until plan.fill_defaults()."""
+    """The flags; those whose default depends on the machine and the workload stay None (see plan.DEFAULTS)."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--data", default="data", help="data folder for every run (data/ is generated when missing)")
+    p.add_argument("--workload", choices=[*data.WORKLOADS, "all"], help="generated data (CPU: small; GPU: all)")
+    p.add_argument("--data", help="a data folder of your own for every run, instead of a workload")
     p.add_argument("--out", default="results", help="folder for the tables, plots and logs")
     p.add_argument("--variants", default=",".join(plan.TRAIN), help="training variants, comma-separated")
     p.add_argument("--loaders", default=",".join(plan.LOADERS), help="loader-only benchmarks, or 'none'")
-    p.add_argument("--model", help="torchvision model for every run (CPU: shufflenet_v2_x0_5, GPU: resnet18)")
-    p.add_argument("--batch-size", type=int, help="global batch of every run (CPU: 64, GPU: 256)")
-    p.add_argument("--steps", type=int, help="training steps of every run, warm-up included (CPU: 25, GPU: 110)")
-    p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (CPU: 5, GPU: 10)")
-    p.add_argument("--loader-steps", type=int, help="batches timed by --bench (CPU: 50, GPU: 100)")
+    p.add_argument("--model", help="model for every run (CPU: shufflenet_v2_x0_5; GPU: resnet18 small, resnet50)")
+    p.add_argument("--batch-size", type=int, help="global batch of every run (CPU: 64, imagenet 16; GPU: 256)")
+    p.add_argument(
+        "--steps", type=steps_flag, help="steps of every run, warm-up included, or auto (CPU: 25; GPU: auto)"
+    )
+    p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (CPU: 5; GPU: 20-30)")
+    p.add_argument("--eval-samples", type=int, help="validation images evaluated (a fixed sample; CPU: 1000)")
+    p.add_argument("--loader-steps", type=int, help="batches timed by --bench (default: the steps timed)")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
     p.add_argument("--workers", type=int, default=None, help="loader processes per training process")
     p.add_argument("--nproc", type=int, default=None, help="DDP processes (default: the GPUs, or 2 on a CPU)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=int, help="seconds before a run is stopped (CPU: 300, GPU: 600)")
+    p.add_argument("--timeout", type=int, help="seconds before a run is stopped (CPU: 300, GPU: 900)")
     p.add_argument("--dry-run", action="store_true", help="print the plan's command lines and stop")
+    p.add_argument("--gpus", type=int, help="with --dry-run: plan for a machine with this many GPUs")
+    p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
@@ -62,21 +79,35 @@ def parse_args(argv=None):
     for name in args.loaders:
         if name not in plan.LOADERS:
             fail(f"unknown loader benchmark {name!r}: choose from {', '.join(plan.LOADERS)} or none")
-    counts = dict(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats)
+    counts = dict(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats, eval_samples=args.eval_samples)
     counts.update(loader_steps=args.loader_steps, timeout=args.timeout, nproc=args.nproc)
     for name, value in counts.items():
-        if value is not None and value < 1:
+        if value not in (None, "auto") and value < 1:
             fail(f"--{name.replace('_', '-')} must be >= 1")
-    for name, value in dict(warmup_steps=args.warmup_steps, workers=args.workers).items():
+    for name, value in dict(warmup_steps=args.warmup_steps, workers=args.workers, gpus=args.gpus).items():
         if value is not None and value < 0:
             fail(f"--{name.replace('_', '-')} must be >= 0")
-    args.mode = "save_baseline" if args.save_baseline is not None else "summarize" if args.summarize else "run"
+    if args.gpus is not None and not args.dry_run:
+        fail("--gpus plans for another machine: it goes with --dry-run")
+    if args.data is not None and args.workload is not None:
+        fail("--data names your own folder, --workload a generated one: give one of them")
+    if args.data is not None and args.data.startswith("synthetic"):
+        fail("--data synthetic is what the ceiling rows train on: name a folder of images (or a --workload)")
+    if not args.variants and not args.loaders:
+        fail("nothing to run: --variants and --loaders are both empty")
+    modes = [name for name, on in (("resume", args.resume), ("summarize", args.summarize)) if on]
+    modes += ["save_baseline"] if args.save_baseline is not None else []
+    if len(modes) > 1:
+        fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
+    args.mode = modes[0] if modes else "run"
     args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
     return args
 
 
-def title(summary, machine):
+def title(summary, machine, workload=None):
     train = summary[summary["kind"] == "train"].dropna(subset=["model"])
+    if workload is not None:
+        train = train[train["workload"] == workload]
     if machine["gpu_count"]:
         where = f"{machine['gpu_count']}x {machine['gpu_name']}"
     else:
@@ -85,25 +116,26 @@ def title(summary, machine):
         return where
     r = train.iloc[0]
     return (
-        f"{where}; {r.model} on {r.dataset} ({r.image_size:.0f} px), global batch {r.global_batch_size:.0f}, "
+        f"{where}; {r.model} on {r.workload} ({r.image_size:.0f} px), global batch {r.global_batch_size:.0f}, "
         f"{r.steps_timed:.0f} steps timed"
     )
 
 
 def write_outputs(out, bench_id, machine):
-    """summary.csv, summary.md and both plots from the rows of bench_id; return the summary."""
+    """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
+    A run tried again (--resume) counts by its last row."""
     runs = tables.read_runs(out / "runs.csv")
-    runs = runs[runs["bench_id"] == bench_id]
+    runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
     if runs.empty:
         return None
     summary = tables.summarize(runs)
-    heading = title(summary, machine)
     when = runs["time_utc"].iloc[0]
+    headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     summary.to_csv(out / "summary.csv.tmp", index=False)
     Path(out / "summary.csv.tmp").replace(out / "summary.csv")
-    (out / "summary.md").write_text(tables.markdown(summary, f"{heading} ({when}, bench {bench_id})"))
-    plot_throughput(summary, out / "throughput.png", heading)
-    plot_memory(summary, out / "memory.png", heading)
+    (out / "summary.md").write_text(tables.markdown(summary, headings, f"{when}, bench {bench_id}"))
+    plot_throughput(summary, out / "throughput.png", headings)
+    plot_memory(summary, out / "memory.png", headings)
     return summary
 
 
@@ -147,39 +179,36 @@ def summarize(args):
     report(write_outputs(args.out, bench_id, info), args.out, info, args.baseline_dir)
 
 
-def run(args):
-    """Run every planned run, appending a row for each; then the tables, plots and the baseline comparison."""
-    info = machine()
-    plan.fill_defaults(args, info["gpu_count"])
-    data = Path(args.data).resolve()
-    if not data.exists() and not args.data.startswith("synthetic"):
-        if args.data != "data":
-            fail(f"data folder {args.data} does not exist")
-        print("generating the default data in data/ (python -m bench.data)")
-        generate(str(data))
-    args.data = str(data) if data.exists() else args.data
-    runs = plan.make_plan(args, info["gpu_count"], info["cpu_cores"], plan.describe(args.data))
-    if args.dry_run:
-        print("\n".join(" ".join(run.cmd) for run in runs))
-        return
+def print_plan(runs, works, gpu_count):
+    for workload, w in works.items():
+        steps = "auto (calibrated on the machine before the first run)" if w["steps"] == "auto" else w["steps"]
+        gpus = f"{gpu_count or 'no'} GPU{'' if gpu_count == 1 else 's'}"
+        print(f"# {workload}: {w['model']} on {w['data']} ({w['image_size']} px, {w['classes']} classes), "
+              f"global batch {w['batch_size']}, steps {steps}, {w['warmup_steps']} of them warm-up, "
+              f"{w['eval_samples']} validation images; for {gpus}")  # fmt: skip
+        for run in runs:
+            if run.workload == workload:
+                print(" ".join(run.cmd))
+
+
+def execute(runs, done, bench_id, args, logs, info, works):
+    """Launch each run not in done, appending its row; then the tables. Ctrl-C keeps the finished rows."""
     out = args.out
-    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
-    logs = out / "logs" / bench_id
-    logs.mkdir(parents=True, exist_ok=True)
     upgraded = tables.prepare_runs_file(out / "runs.csv")
     if upgraded:
         print(upgraded)
     stop = threading.Event()  # Ctrl-C and SIGTERM: stop the run in progress, keep the finished ones
     for signum in signal.SIGINT, signal.SIGTERM:
         signal.signal(signum, lambda *_: stop.set())
-    print(f"bench {bench_id}: {len(runs)} runs on {info['machine_class']}, logs in {logs}/")
+    todo = [run for run in runs if run.name not in done]
+    print(f"bench {bench_id}: {len(todo)} runs on {info['machine_class']}, logs in {logs}/", flush=True)
     failed = 0
-    for i, run in enumerate(runs, 1):
-        row = None if stop.is_set() else launch(run, logs, args.timeout, stop)
+    for i, run in enumerate(todo, 1):
+        row = None if stop.is_set() else launch(run, logs, works[run.workload]["timeout"], stop)
         if row is None:
-            print(f"interrupted during {run.name}: the {i - 1} finished runs are in {out}/runs.csv")
+            print(f"interrupted during {run.name}: the finished runs are in {out}/runs.csv (--resume goes on)")
             break
-        row.update(bench_id=bench_id, **info)
+        row.update(bench_id=bench_id, workload=run.workload, **info)
         tables.append_row(out / "runs.csv", row)
         failed += row["status"] != "ok"
         rate = row.get("samples_per_s")
@@ -187,16 +216,56 @@ def run(args):
             f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
         )
         busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
-        print(f"[{i}/{len(runs)}] {run.name}: {result} ({row['wall_s']:.1f} s{busy})", flush=True)
+        print(f"[{i}/{len(todo)}] {run.name}: {result} ({row['wall_s']:.1f} s{busy})", flush=True)
     report(write_outputs(out, bench_id, info), out, info, args.baseline_dir)
     if stop.is_set():
         raise SystemExit(130)
     if failed:
-        print(f"{failed} of {len(runs)} runs failed: see the error column of {out}/runs.csv and {logs}/")
+        print(f"{failed} of {len(todo)} runs failed: see the error column of {out}/runs.csv and {logs}/")
         raise SystemExit(1)
 
 
-MODES = dict(run=run, summarize=summarize, save_baseline=save_baseline)
+def run(args):
+    """Plan the bench for this machine, store the plan, and run it."""
+    info = machine()
+    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
+    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    logs = args.out / "logs" / bench_id
+    if not args.dry_run:
+        logs.mkdir(parents=True, exist_ok=True)
+    runs, works = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, dry_run=args.dry_run)
+    if args.dry_run:
+        print_plan(runs, works, gpu_count)
+        return
+    plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works)
+    execute(runs, set(), bench_id, args, logs, info, works)
+
+
+def resume(args):
+    """Finish a bench: run the planned runs that have no finished row yet (failed ones again), as planned."""
+    plans = sorted((args.out / "logs").glob("*/plan.json"))
+    if args.resume != "last":
+        plans = [p for p in plans if p.parent.name == args.resume]
+    if not plans:
+        fail(f"no bench {args.resume!r} to resume in {args.out}/logs/ (a bench stores its plan there)")
+    saved, runs = plan.load(plans[-1])
+    info = machine()
+    if saved["machine_class"] != info["machine_class"]:
+        fail(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}: "
+             "its numbers would not be one bench; start a new one")  # fmt: skip
+    for workload, w in saved["works"].items():
+        if workload in data.WORKLOADS and not Path(w["data"]).exists():
+            data.ensure(workload)
+    done = set()
+    if (args.out / "runs.csv").exists():
+        rows = tables.read_runs(args.out / "runs.csv")
+        rows = rows[(rows["bench_id"] == saved["bench_id"]) & (rows["status"] == "ok")]
+        done = set(rows["run"])
+    print(f"resuming bench {saved['bench_id']}: {len(done)} of {len(runs)} runs finished before")
+    execute(runs, done, saved["bench_id"], args, plans[-1].parent, info, saved["works"])
+
+
+MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline)
 
 
 def main(argv=None):

@@ -31,6 +31,7 @@ time_utc                -     runner  -       -          when the run started (U
 run                     -     runner  -       -          the run's name in its bench: variant-repeat
 variant                 -     script  -       workload   the technique: baseline, amp, ... (a name of the bench plan)
 kind                    -     runner  -       workload   train (a training script) or loader (an input pipeline alone)
+workload                -     runner  -       workload   small, imagenet (generated: bench/data.py), custom (--data DIR)
 repeat                  -     runner  -       -          1, 2, ...: the repeats are interleaved
 status                  -     runner  -       -          ok or failed
 returncode              -     runner  -       -          the run's exit code
@@ -75,7 +76,7 @@ peak_mem_allocated_sum_mib  MiB  train  median  -        the allocated peaks sum
 amp_dtype               -     train   first   -          the autocast dtype (bf16, fp16); null in full precision
 tf32_matmul             -     train   -       -          torch.backends.cuda.matmul.allow_tf32 (GPU runs)
 tf32_cudnn              -     train   -       -          torch.backends.cudnn.allow_tf32 (GPU runs)
-dp_devices              -     train   -       only=train_dp.py   GPUs DataParallel splits each batch over
+dp_devices              -     train   first   only=train_dp.py   GPUs DataParallel splits each batch over
 sync_bn                 -     train   -       only=train_ddp.py  SyncBatchNorm on
 seed                    -     script  -       -          the seed
 argv                    -     script  -       -          the script's command line (runs.csv keeps `command` instead)
@@ -151,7 +152,7 @@ def parse(table):
 FIELDS = parse(TABLE)
 BY_NAME = {f.name: f for f in FIELDS}
 RUN_COLUMNS = [f.name for f in FIELDS if f.source != "summary" and f.name != "argv"]
-SUMMARY_COLUMNS = ["kind", "variant"] + [f.name for f in FIELDS if f.source == "summary" or f.summary]
+SUMMARY_COLUMNS = ["workload", "kind", "variant"] + [f.name for f in FIELDS if f.source == "summary" or f.summary]
 WORKLOAD = [f.name for f in FIELDS if "workload" in f.flags]
 MEDIANS = [f.name for f in FIELDS if f.summary == "median"]
 FIRSTS = [f.name for f in FIELDS if f.summary == "first"]

@@ -14,7 +14,7 @@ import shutil
 
 import pandas as pd
 
-from bench import BenchError, schema
+from bench import BenchError, plan, schema
 
 try:
     import fcntl
@@ -74,16 +74,17 @@ CEILINGS = {"full": "synthetic", "mixed": "amp-synthetic"}  # the synthetic row 
 
 
 def summarize(runs):
-    """Per variant, in plan order: median and spread of the rate, speed-up and memory against the reference,
-    the share of the ceiling of its precision, and how many of its runs were taken on a busy machine.
+    """Per workload and variant, in plan order: median and spread of the rate, speed-up and memory against the
+    reference, the share of the ceiling of its precision, and how many of its runs were taken on a busy machine.
 
-    Training runs are compared with the `baseline` variant, loader-only runs with `loader`.
+    Training runs are compared with the `baseline` variant of their workload, loader-only runs with `loader`.
     """
     rows = []
-    for (kind, variant), group in runs.groupby(["kind", "variant"], sort=False):
+    runs = runs.assign(workload=runs["workload"].fillna("custom"))  # rows of schema version 1 name none
+    for (workload, kind, variant), group in runs.groupby(["workload", "kind", "variant"], sort=False):
         ok = group[group["status"] == "ok"]
         rate = ok["samples_per_s"]
-        row = dict(kind=kind, variant=variant, runs_ok=len(ok), runs_failed=len(group) - len(ok))
+        row = dict(workload=workload, kind=kind, variant=variant, runs_ok=len(ok), runs_failed=len(group) - len(ok))
         row["runs_busy"] = int(ok["busy"].astype(str).str.lower().eq("true").sum())
         row.update(rate_median=rate.median(), rate_min=rate.min(), rate_max=rate.max())
         row["spread_pct"] = 100 * (row["rate_max"] - row["rate_min"]) / row["rate_median"]
@@ -94,19 +95,20 @@ def summarize(runs):
         row["error"] = group.loc[group["status"] != "ok", "error"].iloc[-1] if len(ok) < len(group) else None
         rows.append(row)
     summary = pd.DataFrame(rows)
-    for kind, reference in ("train", "baseline"), ("loader", "loader"):
-        mine = summary["kind"] == kind
-        base = summary[mine & (summary["variant"] == reference)]
-        if not base.empty:
-            summary.loc[mine, "speedup"] = summary.loc[mine, "rate_median"] / base["rate_median"].iloc[0]
-            for column, ratio in schema.RATIOS.items():
-                summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
-    rates = dict(zip(summary["variant"], summary["rate_median"]))
+    for workload in summary["workload"].unique():
+        for kind, reference in ("train", "baseline"), ("loader", "loader"):
+            mine = (summary["kind"] == kind) & (summary["workload"] == workload)
+            base = summary[mine & (summary["variant"] == reference)]
+            if not base.empty:
+                summary.loc[mine, "speedup"] = summary.loc[mine, "rate_median"] / base["rate_median"].iloc[0]
+                for column, ratio in schema.RATIOS.items():
+                    summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
+    rates = {(w, v): rate for w, v, rate in zip(summary["workload"], summary["variant"], summary["rate_median"])}
     for i, row in summary.iterrows():
         ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
-        if row["kind"] == "train" and row["dataset"] != "synthetic" and pd.notna(rates.get(ceiling)):
+        if row["kind"] == "train" and row["dataset"] != "synthetic" and pd.notna(rates.get((row.workload, ceiling))):
             summary.loc[i, "ceiling"] = ceiling
-            summary.loc[i, "ceiling_pct"] = 100 * row["rate_median"] / rates[ceiling]
+            summary.loc[i, "ceiling_pct"] = 100 * row["rate_median"] / rates[(row.workload, ceiling)]
     return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
 
 
@@ -137,17 +139,36 @@ def runs_cell(row):
     return cell + (f", {row.runs_busy} busy" if row.get("runs_busy") else "")
 
 
-def variant_cell(row):
-    return f"{row.variant} (ceiling)" if row.get("dataset") == "synthetic" else row.variant
+def label(row):
+    """A variant's name, and what its row can and cannot show."""
+    if row.get("dataset") == "synthetic":
+        return f"{row.variant} (ceiling)"
+    if row.variant in plan.MULTI_GPU and row.get("device") == "cuda":
+        gpus = row.get("dp_devices") if row.variant == "dp" else row.get("world_size")
+        if pd.notna(gpus) and gpus < 2:
+            return f"{row.variant} (1 GPU: overhead only)"
+    if row.variant == "dp" and row.get("device") == "cpu":
+        return "dp (no GPU: a passthrough)"
+    return row.variant
 
 
-def markdown(summary, title):
-    """The summary as markdown: a table for training runs, one for the input pipeline alone."""
+def markdown(summary, headings, stamp):
+    """The summary as markdown: per workload, a table for training runs and one for the input pipeline alone."""
+    lines = []
+    for workload, heading in headings.items():
+        lines += section(summary[summary["workload"] == workload], f"{heading} ({stamp})")
+    note = busy_note(summary)
+    if note:
+        lines += ["", f"**{note}**"]
+    return "\n".join(lines) + "\n"
+
+
+def section(summary, title):
     lines = [f"### {title}", ""]
     train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
     if not train.empty:
         columns = [
-            ("variant", variant_cell),
+            ("variant", label),
             ("samples/s (median)", lambda r: fmt(r.rate_median, "{:,.1f}")),
             ("spread", lambda r: fmt(r.spread_pct, "{:.1f}%")),
             ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
@@ -182,7 +203,4 @@ def markdown(summary, title):
             ("runs", runs_cell),
         ]
         lines += table(loaders, columns)
-    note = busy_note(summary)
-    if note:
-        lines += ["", f"**{note}**"]
-    return "\n".join(lines) + "\n"
+    return lines + [""]

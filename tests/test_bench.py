@@ -279,3 +279,49 @@ def test_bad_data_is_found_before_the_first_run(tiny_data, tmp_path):
     result = run("-m", "bench", "--data", data, "--out", tmp_path / "out")
     assert result.returncode == 2 and "the data cannot be used" in result.stderr and "val" in result.stderr
     assert not (tmp_path / "out" / "runs.csv").exists()
+
+
+def fake_rows(workload, rates, **common):
+    """Rows of runs.csv for one workload: {variant: rate}, two repeats each (rate and rate * 1.1)."""
+    rows = []
+    for variant, rate in rates.items():
+        synthetic = variant.endswith("synthetic")
+        amp = "bf16" if variant.startswith("amp") else None
+        dataset = "synthetic" if synthetic else "generated"
+        for r in (rate, rate * 1.1):
+            row = dict(workload=workload, kind="train", variant=variant, status="ok", samples_per_s=r, busy=False)
+            rows.append(dict(row, dataset=dataset, amp_dtype=amp, **common))
+    return rows
+
+
+def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
+    runs = pd.DataFrame(
+        fake_rows("small", {"baseline": 100.0, "amp": 150.0, "synthetic": 200.0, "amp-synthetic": 300.0})
+        + fake_rows("imagenet", {"baseline": 10.0, "amp": 30.0, "synthetic": 20.0, "amp-synthetic": 40.0})
+    ).reindex(columns=tables.RUN_COLUMNS)
+    summary = tables.summarize(runs).set_index(["workload", "variant"])
+    assert summary.loc[("small", "amp"), "speedup"] == pytest.approx(1.5)
+    assert summary.loc[("imagenet", "amp"), "speedup"] == pytest.approx(3.0)
+    assert summary.loc[("small", "baseline"), "ceiling"] == "synthetic"
+    assert summary.loc[("small", "baseline"), "ceiling_pct"] == pytest.approx(50.0)
+    assert summary.loc[("imagenet", "amp"), "ceiling"] == "amp-synthetic"  # mixed precision against its own
+    assert summary.loc[("imagenet", "amp"), "ceiling_pct"] == pytest.approx(75.0)
+    assert pd.isna(summary.loc[("small", "synthetic"), "ceiling_pct"])  # a ceiling is not read against itself
+    text = tables.markdown(tables.summarize(runs), {"small": "A", "imagenet": "B"}, "now")
+    assert text.index("### A (now)") < text.index("| synthetic (ceiling) |") < text.index("### B (now)")
+
+
+@pytest.mark.parametrize(
+    "row,label",
+    [
+        (dict(variant="dp", device="cuda", dp_devices=1), "dp (1 GPU: overhead only)"),
+        (dict(variant="dp", device="cuda", dp_devices=4), "dp"),
+        (dict(variant="ddp", device="cuda", world_size=1), "ddp (1 GPU: overhead only)"),
+        (dict(variant="ddp", device="cuda", world_size=8), "ddp"),
+        (dict(variant="ddp", device="cpu", world_size=2), "ddp"),
+        (dict(variant="dp", device="cpu", dp_devices=0), "dp (no GPU: a passthrough)"),
+        (dict(variant="synthetic", device="cuda", dataset="synthetic"), "synthetic (ceiling)"),
+    ],
+)
+def test_rows_say_what_they_can_show(row, label):
+    assert tables.label(pd.Series(dict(dataset="generated", world_size=1, dp_devices=None) | row)) == label

@@ -1,0 +1,293 @@
+"""The CUDA paths' logic, reached on a CPU: device calls are stubbed, never a measured number.
+
+bf16 only where native; one GPU per DDP process; DALI's optional arguments, its out-of-memory error and
+its padded batches; NVML read only on the GPUs a run can see, MIG through its instances, and an NVML
+error leaving the GPU fields unavailable rather than 0 or a crash.
+"""
+
+import importlib
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import pytest
+import torch
+
+from bench import busy, memory, nvml
+from helpers import PY, ROOT
+
+sys.path.insert(0, str(ROOT))
+
+
+def test_amp_takes_bf16_only_where_the_gpu_computes_it(monkeypatch):
+    train_amp = importlib.import_module("train_amp")
+    cuda = torch.device("cuda", 0)
+    asked = []
+
+    def emulated(including_emulation=True):  # an older GPU: bf16 only by emulation
+        asked.append(including_emulation)
+        return including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", emulated)
+    assert train_amp.default_amp_dtype(cuda) == "fp16" and asked == [False]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert train_amp.default_amp_dtype(cuda) == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)  # a torch that knows no emulation
+    assert train_amp.default_amp_dtype(cuda) == "bf16"
+    assert train_amp.default_amp_dtype(torch.device("cpu")) == "bf16"
+
+
+class Joined(Exception):
+    """Raised by the stubbed init_process_group: what happened up to it is all the test needs."""
+
+
+@pytest.mark.parametrize("local_rank,gpus,expected", [(1, 1, 0), (6, 4, 2), (3, 8, 3)])
+def test_each_ddp_process_takes_its_gpu(tiny_data, monkeypatch, local_rank, gpus, expected):
+    """Local rank N on a machine whose processes each see `gpus` GPUs: GPU N modulo gpus, bound at init."""
+    train_ddp = importlib.import_module("train_ddp")
+    calls = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("set_device", device))
+
+    def init(backend, **kwargs):
+        calls.update(backend=backend, **kwargs)
+        raise Joined
+
+    monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
+    env = dict(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16")
+    monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
+    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(tiny_data), "--batch-size", "16"])
+    with pytest.raises(Joined):
+        train_ddp.main()
+    assert calls["set_device"] == torch.device("cuda", expected)
+    assert calls["backend"] == "nccl" and calls["device_id"] == torch.device("cuda", expected)
+
+
+def test_dali_leaves_out_a_reader_argument_its_version_lacks(tiny_data, monkeypatch):
+    """An older DALI has no shuffle_after_epoch_seed: the pipeline is built without it, not refused."""
+    from nvidia.dali import backend
+
+    import datacheck
+    import loader_dali
+
+    real_schema, real_reader, given = backend.GetSchema, loader_dali.fn.readers.file, []
+
+    class Older:  # the installed schema, less one argument
+        def __init__(self, schema):
+            self.schema = schema
+
+        def __getattr__(self, name):
+            return getattr(self.schema, name)
+
+        def HasArgument(self, name):  # noqa: N802 (DALI's name)
+            return name != "shuffle_after_epoch_seed" and self.schema.HasArgument(name)
+
+    def reader(*args, **kwargs):
+        given.append(set(kwargs))
+        return real_reader(*args, **kwargs)
+
+    assert datacheck.known_arguments("readers__File", shuffle_after_epoch_seed=1, no_such_argument=2) == {
+        "shuffle_after_epoch_seed": 1
+    }
+    loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    monkeypatch.setattr(loader_dali.fn.readers, "file", reader)
+    loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    assert "shuffle_after_epoch_seed" in given[0]  # this DALI has it
+    monkeypatch.setattr(backend, "GetSchema", lambda name, **kwargs: Older(real_schema(name, **kwargs)))
+    train_loader, _, _ = loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    assert "shuffle_after_epoch_seed" not in given[2] and "shard_id" in given[2]
+    assert sum(len(labels) for _, labels in train_loader) == 7 * 16
+
+
+def test_dali_out_of_memory_is_said_at_once():
+    import datacheck
+
+    def read(path):
+        raise AssertionError(f"{path} was read: out of memory must not send the loader hunting for a bad file")
+
+    error = "Critical error in pipeline:\nError in MIXED operator nvidia.dali.fn.decoders.image encountered:\n"
+    error += "CUDA allocation failed: cudaErrorMemoryAllocation out of memory"
+    message = datacheck.explain_dali_error(error, ["/data/a.jpg"] * 100_000, read)
+    assert message.startswith("out of memory in DALI, try a smaller --batch-size")
+
+
+def test_the_loader_bench_leaves_a_padded_batch_out(monkeypatch):
+    """loader_dali.py reads a shard's padded last batch and hands it to nobody: --bench does not time it."""
+    loader = importlib.import_module("loader")
+
+    class Padded:  # 3 batches an epoch, then 0.3 s on a batch it does not give, as DALILoader books it
+        sampler, unused_s = None, 0.0
+
+        def __len__(self):
+            return 3
+
+        def __iter__(self):
+            for _ in range(3):
+                yield torch.zeros(2, 3, 4, 4), torch.zeros(2, dtype=torch.long)
+            time.sleep(0.3)
+            self.unused_s += 0.3
+
+    monkeypatch.setattr(loader, "build_loaders", lambda *args: (Padded(), None, None))
+    args = types.SimpleNamespace(data="x", batch_size=2, workers=0, seed=0, download=False, warmup_steps=1, steps=8)
+    seconds, waited, epoch_starts, _ = loader.bench(args, torch.device("cpu"))
+    assert epoch_starts == 2 and seconds < 0.2 and waited < 0.2, (seconds, waited)
+
+
+def test_dali_books_the_time_of_the_batches_it_does_not_give(tiny_data):
+    import loader_dali
+
+    train_loader, _, _ = loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    for _ in range(2):
+        assert len(list(train_loader)) == 7  # 120 images: 7 full batches, the 8th holds 8 and the padding
+    assert train_loader.unused_s > 0
+
+
+# ----------------------------------------------------------------------------- NVML, with a stand-in library
+
+
+class FakeNVML:
+    """Two GPUs (the first in MIG mode with two instances) and the processes on them, as pynvml answers."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, processes, fail_after=None):
+        self.processes, self.calls, self.fail_after = processes, 0, fail_after
+        self.uuids = {"gpu0": "GPU-aaaa1111", "gpu1": "GPU-bbbb2222", "mig0": "MIG-cccc3333", "mig1": "MIG-dddd4444"}
+
+    def __getattr__(self, name):
+        raise AttributeError(name)
+
+    def _count(self):
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise self.NVMLError("GPU is lost")
+
+    def nvmlInit(self):  # noqa: N802 (pynvml's names)
+        pass
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
+        return f"gpu{i}"
+
+    def nvmlDeviceGetUUID(self, handle):  # noqa: N802
+        return self.uuids[handle]
+
+    def nvmlDeviceGetMigMode(self, handle):  # noqa: N802
+        return (1, 1) if handle == "gpu0" else (0, 0)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):  # noqa: N802
+        return 3
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, i):  # noqa: N802
+        if i > 1:
+            raise self.NVMLError("Not Found")
+        return f"mig{i}"
+
+    def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
+        self._count()
+        return types.SimpleNamespace(used=sum(m for h, _, m in self.processes if h == handle))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
+        self._count()
+        return [types.SimpleNamespace(pid=p, usedGpuMemory=m) for h, p, m in self.processes if h == handle]
+
+    def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
+        if handle.startswith("mig"):
+            raise self.NVMLError("Not Supported")  # MIG instances give no utilisation
+        return types.SimpleNamespace(gpu=80)
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):  # noqa: N802
+        return 1755
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):  # noqa: N802
+        return 0x4 | 0x1  # power cap, and idle (not a slowdown)
+
+
+@pytest.mark.parametrize(
+    "visible,expected",
+    [
+        (None, ["mig0", "mig1", "gpu1"]),  # every GPU; the one in MIG mode through its instances
+        ("1", ["gpu1"]),
+        ("GPU-bbbb", ["gpu1"]),  # a unique prefix of a UUID, as CUDA takes it
+        ("MIG-dddd4444", ["mig1"]),
+        ("1,7,0", ["gpu1"]),  # CUDA stops at the first entry that names no device
+        ("", []),
+    ],
+)
+def test_only_the_gpus_a_run_sees_are_read(monkeypatch, visible, expected):
+    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
+    assert nvml.visible_handles(visible) == expected
+
+
+def sleeper():
+    return subprocess.Popen([PY, "-c", "import time; time.sleep(30)"])
+
+
+def test_the_sampler_counts_the_run_on_its_gpus_and_others_apart(monkeypatch):
+    job = sleeper()
+    try:
+        fake = FakeNVML([("gpu1", job.pid, 3 * 2**30), ("gpu1", 999_999, 2**30), ("gpu0", job.pid, 5 * 2**30)])
+        monkeypatch.setattr(nvml, "pynvml", fake)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler.sample()
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["nvml_peak_mib"] == 3 * 1024 and row["nvml_method"] == "process tree"  # not GPU 0's 5 GiB
+    assert row["gpu_other_mib"] == 1024 and row["busy"] and "1 other processes held 1,024 MiB" in row["busy_reason"]
+    assert row["gpu_util_pct"] == 80 and row["gpu_sm_clock_mhz"] == 1755 and row["gpu_throttle"] == "power cap"
+
+
+def test_an_nvml_error_leaves_the_gpu_fields_unavailable(monkeypatch):
+    job = sleeper()
+    try:
+        monkeypatch.setattr(nvml, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)], fail_after=3))
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = memory.Sampler(job.pid, gpu=True)
+        for _ in range(4):
+            sampler.sample()  # the GPU is lost on the way: no exception reaches the bench
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["nvml_peak_mib"] is None and row["nvml_method"].startswith("unavailable: ")
+    assert "GPU is lost" in row["nvml_method"]
+
+
+def test_no_nvml_on_a_gpu_run_is_unavailable_and_on_a_cpu_run_nothing(monkeypatch):
+    monkeypatch.setattr(nvml, "pynvml", None)
+    job = sleeper()
+    try:
+        gpu_run = memory.Sampler(job.pid, gpu=True)
+        cpu_run = memory.Sampler(job.pid, gpu=False)
+        rows = gpu_run.stop(), cpu_run.stop()
+    finally:
+        job.kill()
+    assert rows[0]["nvml_peak_mib"] is None and "nvidia-ml-py is not installed" in rows[0]["nvml_method"]
+    assert rows[1]["nvml_peak_mib"] is None and rows[1]["nvml_method"] is None
+
+
+def test_throttle_reasons_are_named(monkeypatch):
+    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
+    load = busy.Load(["gpu1"])
+    load.sample(set())
+    assert load.result()["gpu_throttle"] == "power cap"
+
+
+def test_the_sampler_thread_stops_cleanly(monkeypatch):
+    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
+    job = sleeper()
+    try:
+        sampler = memory.Sampler(job.pid, interval=0.05, gpu=True)
+        sampler.start()
+        time.sleep(0.3)
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["memory_samples"] >= 3 and not any(t.name == sampler.name for t in threading.enumerate())

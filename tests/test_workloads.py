@@ -1,0 +1,179 @@
+"""The workloads and the bench's plan: generated data made once and alike, the GPU plan printed anywhere,
+a fixed evaluation sample, calibrated steps, and a bench that can be continued."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+from test_data import digest
+
+from bench import data, tables
+from helpers import PY, ROOT, run, train
+
+
+def test_a_workload_is_made_once_and_again_when_its_parameters_change(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "ROOT", str(tmp_path))
+    monkeypatch.setitem(data.WORKLOADS, "tiny", dict(train=2, val=1, size=16, photo=False))
+    folder = data.ensure("tiny")
+    assert folder == str(tmp_path / "data" / "tiny")
+    stamp = os.stat(os.path.join(folder, "generated.json")).st_mtime_ns
+    assert data.ensure("tiny") == folder and os.stat(os.path.join(folder, "generated.json")).st_mtime_ns == stamp
+    monkeypatch.setitem(data.WORKLOADS, "tiny", dict(train=3, val=1, size=16, photo=False))
+    data.ensure("tiny")
+    assert len(list((tmp_path / "data" / "tiny" / "train").rglob("*.jpg"))) == 30
+
+
+def test_photos_vary_in_size_and_are_read_at_224(tmp_path):
+    out = tmp_path / "photos"
+    result = run("-m", "bench.data", out, "--photo", "--train", 3, "--val", 1, "--processes", 2)
+    assert result.returncode == 0, result.stderr
+    from PIL import Image
+
+    sizes = {Image.open(p).size for p in (out / "train").rglob("*.jpg")}
+    assert len(sizes) > 10 and all(250 <= w <= 550 and 200 <= h <= 500 for w, h in sizes), sizes
+    kb = sum(p.stat().st_size for p in (out / "train").rglob("*.jpg")) / 30 / 1024
+    assert 40 < kb < 200, kb  # photographic detail: tens of KB a JPEG, not a flat few
+    described = run("loader.py", "--data", out)
+    assert "10 classes, 30 train / 10 val images, read at 224 px" in described.stdout
+
+
+def test_the_same_seed_gives_the_same_bytes_on_any_number_of_processes(tmp_path):
+    one = tmp_path / "one"
+    assert run("-m", "bench.data", one, "--photo", "--train", 2, "--val", 1, "--processes", 1).returncode == 0
+    two = tmp_path / "two"
+    assert run("-m", "bench.data", two, "--photo", "--train", 2, "--val", 1, "--processes", 2).returncode == 0
+    assert digest(one) == digest(two)
+
+
+def dry_run(*args):
+    result = run("-m", "bench", "--dry-run", *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_the_gpu_plan_prints_from_any_machine():
+    plan = dry_run("--workload", "imagenet", "--gpus", 1, "--repeats", 1)
+    header, *commands = plan.strip().splitlines()
+    assert "imagenet: resnet50" in header and "(224 px, 10 classes)" in header and "steps auto" in header
+    assert len(commands) == 9 and all("--device cuda" in c for c in commands if "--bench" not in c)
+    assert any("--nproc-per-node 1 train_ddp.py" in c for c in commands)
+    assert any("--data synthetic:224:10" in c and "train_amp.py" in c for c in commands)
+    assert all("--eval-samples 2000" in c for c in commands if "train" in c)
+    four = dry_run("--workload", "imagenet", "--gpus", 4, "--repeats", 1)
+    assert "--nproc-per-node 4 train_ddp.py" in four
+    both = dry_run("--gpus", 1, "--repeats", 2)  # a GPU's default: both workloads, 3 repeats interleaved
+    assert both.count("# small: resnet18") == 1 and both.count("# imagenet: resnet50") == 1
+    assert both.count("train_dp.py") == 4
+
+
+def test_the_cpu_plan_is_the_small_workload():
+    plan = dry_run("--repeats", 1)
+    assert plan.startswith("# small: shufflenet_v2_x0_5") and "global batch 64, steps 25" in plan
+    assert "--eval-samples 1000" in plan and "--data synthetic:32:10" in plan and "imagenet" not in plan
+
+
+def test_a_fixed_evaluation_sample(tiny_data, tmp_path):
+    result, m = train(
+        "train.py", tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 1, "--eval-samples", 13
+    )
+    assert result.returncode == 0 and m["val_samples"] == 13, result.stderr
+    import torch
+
+    import loader
+    import loader_dali
+
+    batches = [module.build_loaders(tiny_data, 4, torch.device("cpu"), 0, 0, eval_samples=13)[1] for module in
+               (loader, loader_dali)]  # fmt: skip
+    labels = [torch.cat([y for _, y in val]).tolist() for val in batches]
+    assert labels[0] == labels[1] and len(labels[0]) == 13 and len(set(labels[0])) == 10  # spread over the classes
+
+
+@pytest.mark.slow
+def test_two_ddp_processes_evaluate_the_sample_once(tiny_data, tmp_path):
+    metrics = tmp_path / "m.json"
+    cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2, "train_ddp.py", "--data", tiny_data]
+    cmd += ["--model", "shufflenet_v2_x0_5", "--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--workers", 0]
+    result = run(*cmd, "--eval-samples", 13, "--no-progress", "--metrics-out", metrics)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(metrics.read_text())["val_samples"] == 13
+
+
+QUICK = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--workers", 0, "--eval-samples", 8]
+
+
+@pytest.mark.slow
+def test_a_stopped_bench_is_finished_by_resume(tiny_data, tmp_path):
+    out = tmp_path / "results"
+    cmd = [PY, "-m", "bench", "--data", tiny_data, "--out", out, *QUICK, "--variants", "baseline,dp"]
+    job = subprocess.Popen([*map(str, cmd), "--loaders", "loader", "--repeats", "2"], cwd=ROOT, stdout=subprocess.PIPE)
+    deadline = time.time() + 300
+    while not (out / "runs.csv").exists() or len((out / "runs.csv").read_text().splitlines()) < 3:
+        assert time.time() < deadline and job.poll() is None
+        time.sleep(0.2)
+    job.send_signal(signal.SIGKILL)  # as a time limit would
+    job.wait()
+    before = tables.read_runs(out / "runs.csv")
+    assert 2 <= len(before) < 6
+    result = run("-m", "bench", "--resume", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(before)} of 6 runs finished before" in result.stdout
+    runs = tables.read_runs(out / "runs.csv")
+    assert len(runs) == 6 and runs["bench_id"].nunique() == 1 and set(runs["status"]) == {"ok"}
+    assert sorted(runs["run"]) == ["baseline-1", "baseline-2", "dp-1", "dp-2", "loader-1", "loader-2"]
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert summary.loc["baseline", "runs_ok"] == 2 and summary.loc["loader", "runs_ok"] == 2
+    again = run("-m", "bench", "--resume", "--out", out)  # nothing left: no run again
+    assert "6 of 6 runs finished before" in again.stdout and len(tables.read_runs(out / "runs.csv")) == 6
+
+
+@pytest.mark.slow
+def test_resume_runs_failed_runs_again_and_refuses_another_machine(tiny_data, tmp_path):
+    out = tmp_path / "results"
+    args = ("--data", tiny_data, "--out", out, *QUICK, "--variants", "ddp,baseline", "--loaders", "none")
+    first = run("-m", "bench", *args, "--repeats", 1, "--nproc", 3)  # 16 images do not split over 3 processes
+    assert first.returncode == 1
+    again = run("-m", "bench", "--resume", "--out", out)
+    assert again.returncode == 1 and "1 of 2 runs finished before" in again.stdout
+    runs = tables.read_runs(out / "runs.csv")
+    assert list(runs["run"]) == ["ddp-1", "baseline-1", "ddp-1"] and list(runs["status"]) == ["failed", "ok", "failed"]
+    (plan,) = (out / "logs").glob("*/plan.json")
+    saved = json.loads(plan.read_text())
+    plan.write_text(json.dumps(dict(saved, machine_class="8x-nvidia-h100")))
+    refused = run("-m", "bench", "--resume", "--out", out)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "ran on 8x-nvidia-h100" in refused.stderr and "start a new one" in refused.stderr
+
+
+def test_nothing_to_resume(tmp_path):
+    result = run("-m", "bench", "--resume", "--out", tmp_path)
+    assert result.returncode == 2 and "no bench 'last' to resume" in result.stderr
+
+
+@pytest.mark.slow
+def test_auto_steps_are_calibrated_for_a_window_of_seconds(tiny_data, tmp_path):
+    out = tmp_path / "results"
+    args = ("--data", tiny_data, "--out", out, "--variants", "synthetic", "--loaders", "none", "--repeats", 1)
+    result = run("-m", "bench", *args, "--steps", "auto", "--warmup-steps", 2, "--batch-size", 8, "--workers", 0)
+    assert result.returncode == 0, result.stdout + result.stderr
+    calibrated = [line for line in result.stdout.splitlines() if line.startswith("calibrated: ")]
+    assert calibrated and "synthetic takes" in calibrated[0]
+    timed = int(calibrated[0].split(": ")[-1].split()[0])
+    row = tables.read_runs(out / "runs.csv").iloc[0]
+    assert row["steps_timed"] == timed >= 50
+    assert row["window_s"] > 3, row["window_s"]  # about 7 s, on a machine whose speed wanders
+    (plan,) = (out / "logs").glob("*/plan.json")
+    assert json.loads(plan.read_text())["works"]["custom"]["steps"] == timed + 2
+
+
+@pytest.mark.parametrize("loader", ["torchvision", "dali"])
+def test_both_loaders_train_on_photos_at_224(tmp_path, loader):
+    photos = tmp_path / "photos"
+    assert run("-m", "bench.data", photos, "--photo", "--train", 2, "--val", 1).returncode == 0
+    args = ("--steps", 2, "--warmup-steps", 1, "--batch-size", 8, "--loader", loader, "--workers", 1)
+    result, m = train("train.py", photos, tmp_path / "m.json", *args)
+    assert result.returncode == 0, result.stderr
+    assert m["image_size"] == 224 and m["dataset"] == "generated" and m["val_samples"] == 10 and m["loader"] == loader
