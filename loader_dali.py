@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader  # new #
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from datacheck import check_files, explain_dali_error, known_arguments  # new #
+from datacheck import check_files, explain_dali_error, known_arguments, output_problem, write_whole  # new #
 
 # new # NVIDIA DALI, imported here but needed only when its loader is used: --help works without it
 try:
@@ -41,6 +41,7 @@ else:
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics, 0-1 scale
 SMALL = 64  # images this small keep their size; larger ones are cropped to 224 px as for ImageNet
 SYNTHETIC_STEPS = 1000  # batches in an epoch of synthetic data
+SYNTHETIC_MAX = 8192, 100_000  # the largest synthetic image side and number of classes
 
 
 class DataInfo(NamedTuple):
@@ -144,8 +145,9 @@ def synthetic_loaders(spec, batch_size, device, seed, rank):
         size, classes = ([int(part) for part in spec.split(":")[1:]] + [32, 10][spec.count(":") :])[:3]
     except ValueError:
         size = classes = 0
-    if spec.count(":") > 2 or size < 1 or classes < 2:
-        die(f"--data {spec}: write synthetic[:PX[:N]] with PX pixels >= 1 and N classes >= 2, e.g. synthetic:224:1000")
+    if spec.count(":") > 2 or not 1 <= size <= SYNTHETIC_MAX[0] or not 2 <= classes <= SYNTHETIC_MAX[1]:
+        die(f"--data {spec}: write synthetic[:PX[:N]], PX pixels 1 to {SYNTHETIC_MAX[0]}, N classes 2 to"
+            f" {SYNTHETIC_MAX[1]}, e.g. synthetic:224:1000")  # fmt: skip
     generator = torch.Generator().manual_seed(seed + rank)
     images = torch.randn(batch_size, 3, size, size, generator=generator).to(device)
     labels = torch.randint(classes, (batch_size,), generator=generator).to(device)
@@ -168,6 +170,8 @@ def open_datasets(data_dir, download=False):
             val_set = datasets.ImageFolder(val_dir, loader=read_image)
         except FileNotFoundError as e:
             die(str(e).splitlines()[0])
+        if len(train_set.classes) < 2:
+            die(f"{train_dir} has {len(train_set.classes)} class folder(s): a classifier needs 2 or more")
         if train_set.classes != val_set.classes:
             only_train = sorted(set(train_set.classes) - set(val_set.classes))
             only_val = sorted(set(val_set.classes) - set(train_set.classes))
@@ -339,8 +343,17 @@ def main():
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
-    if args.batch_size < 1 or args.steps < 1 or args.warmup_steps < 0 or args.workers < 0:
-        die("--batch-size and --steps must be >= 1, --warmup-steps and --workers >= 0")
+    for flag, least in {"--batch-size": 1, "--steps": 1, "--warmup-steps": 0, "--workers": 0, "--seed": 0}.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value < least:
+            die(f"{flag} {value}: must be {least} or more")
+    if args.workers > 8 * (os.cpu_count() or 1):
+        die(f"--workers {args.workers}: at most 8 loading processes per core ({8 * (os.cpu_count() or 1)} here)")
+    if args.seed >= 2**31:
+        die(f"--seed {args.seed}: must be below 2**31")
+    problem = args.metrics_out and output_problem(args.metrics_out)
+    if problem:
+        die(f"cannot write metrics to {args.metrics_out}: {problem}")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
     script = os.path.basename(__file__)
@@ -362,10 +375,9 @@ def main():
         result.update(batch_size=args.batch_size, workers=args.workers, steps_timed=args.steps, window_s=seconds)
         result.update(samples_per_s=rate, data_wait_frac=waited / seconds, epoch_starts_timed=epoch_starts)
         result.update(seed=args.seed, argv=sys.argv, torch_version=torch.__version__, dali_version=info.dali_version)
-    if args.metrics_out:
-        with open(args.metrics_out + ".tmp", "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(args.metrics_out + ".tmp", args.metrics_out)
+    problem = args.metrics_out and write_whole(args.metrics_out, json.dumps(result, indent=1))
+    if problem:
+        die(f"cannot write metrics to {args.metrics_out}: {problem}")
 
 
 if __name__ == "__main__":

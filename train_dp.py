@@ -9,6 +9,7 @@ batch straight through to the model (its row shows the wrapper's overhead only),
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -103,14 +104,46 @@ def peak_memory_mib(device):
     return torch.cuda.max_memory_allocated(device) / 2**20, torch.cuda.max_memory_reserved(device) / 2**20
 
 
+def check_numbers(args):
+    """Every number a flag gives, in its range, before any work: the flag is named if not."""
+    at_least = {"--batch-size": 1, "--epochs": 1, "--steps": 1, "--warmup-steps": 0, "--workers": 0}
+    at_least.update({"--eval-samples": 1, "--seed": 0})
+    for flag, least in at_least.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and value < least:
+            die(f"{flag} {value}: must be {least} or more")
+    cores = os.cpu_count() or 1
+    if args.workers > 8 * cores:
+        die(f"--workers {args.workers}: at most 8 loading processes per core ({8 * cores} here)")
+    if args.seed >= 2**31:
+        die(f"--seed {args.seed}: must be below 2**31")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        die(f"--lr {args.lr}: the learning rate must be a finite number above 0")
+
+
 def check_writable(path):
     """Fail now, not after training, when the metrics cannot be written."""
+    if os.path.isdir(path):
+        die(f"cannot write metrics to {path}: it is a folder")
     try:
         with open(path + ".tmp", "w"):
             pass
         os.remove(path + ".tmp")
     except OSError as e:
         die(f"cannot write metrics to {path}: {e.strerror}")
+
+
+def write_json(path, data):
+    """Write data to path whole (a temporary file, then renamed) or not at all: a full disk ends the run with
+    one line, and no partial file is left."""
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(path + ".tmp", path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(path + ".tmp")
+        die(f"cannot write metrics to {path}: {e.strerror or e}")
 
 
 class Window:
@@ -185,12 +218,7 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
     device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
-    if args.batch_size < 1 or args.epochs < 1 or (args.steps is not None and args.steps < 1):
-        die("--batch-size, --epochs and --steps must be >= 1")
-    if args.warmup_steps < 0 or args.workers < 0:
-        die("--warmup-steps and --workers must be >= 0")
-    if args.eval_samples is not None and args.eval_samples < 1:
-        die("--eval-samples must be >= 1")
+    check_numbers(args)
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
     if args.metrics_out and is_main:
@@ -226,9 +254,9 @@ def main():
 
     # -----------------------------------------------------------------------------
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
-    # the loss stays on the device, read after the window or, with a progress bar, every 50 steps
+    # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
-    window, losses, step = Window(device), [], 0
+    window, losses, step, diverged = Window(device), [], 0, None
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     if args.warmup_steps == 0:
         window.open()
@@ -264,9 +292,11 @@ def main():
             seconds, step_ms, starved_s = window.close()
         window.pause()
         val_acc, val_samples = evaluate(model, val_loader, device, autocast)
+        seen = torch.stack(losses).float()  # the epoch's losses: the first that is not a finite number is kept
+        if diverged is None and not seen.isfinite().all():
+            diverged = step - len(losses) + 1 + int((~seen.isfinite()).nonzero()[0])
+        train_loss, losses = seen[-10:].mean().item(), []
         window.resume()
-        losses = losses[-10:]
-        train_loss = torch.stack(losses).float().mean().item()
         if is_main:
             progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
     progress.close()
@@ -306,12 +336,14 @@ def main():
         eval_pauses=window.pauses,
         epoch_time_s=info.train_size * seconds / images_timed,
         train_loss_final=train_loss,
+        diverged_step=diverged,
         val_acc=val_acc,
         val_samples=val_samples,
         peak_mem_allocated_mib=max(allocated, default=None),
         peak_mem_reserved_mib=max(reserved, default=None),
         peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
         amp_dtype=None,
+        memory_format="contiguous",
         tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
         tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
         dp_devices=gpus,  # new #
@@ -325,9 +357,7 @@ def main():
     )
     if is_main:
         if args.metrics_out:
-            with open(args.metrics_out + ".tmp", "w") as f:
-                json.dump(metrics, f, indent=1)
-            os.replace(args.metrics_out + ".tmp", args.metrics_out)
+            write_json(args.metrics_out, metrics)
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
         print(
             f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"
@@ -338,6 +368,12 @@ def main():
             f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
             f" val acc {val_acc:.3f} on {val_samples} images, {memory_text}"
         )
+        if diverged is not None:
+            print(
+                f"{metrics['script']}: warning: the loss stopped being a finite number at step {diverged}: the run"
+                " diverged (try a lower --lr), and its speed was measured on meaningless numbers",
+                file=sys.stderr,
+            )
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ is read with its columns renamed (bench/schema.py).
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, schema, tables
+from bench import BenchError, check_folder, schema, tables, write_whole
 from bench.machine import ROOT
 
 BASELINE_DIR = ROOT / "baseline"
@@ -22,14 +23,15 @@ OUTPUTS = ["summary.csv", "summary.md", "throughput.png", "memory.png"]
 def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
     """Copy the summary in results_dir to baseline_dir/name; return that folder."""
     folder = baseline_dir / name
-    folder.mkdir(parents=True, exist_ok=True)
+    check_folder(folder, "the baseline folder")
     for output in OUTPUTS:
         if (results_dir / output).exists():
-            shutil.copy2(results_dir / output, folder / output)
+            write_whole(folder / output, lambda tmp, source=results_dir / output: shutil.copy2(source, tmp))
     if (results_dir / "runs.csv").exists():  # the rows of the bench summarized: the last one
         runs = tables.read_runs(results_dir / "runs.csv")
-        runs[runs["bench_id"] == runs["bench_id"].iloc[-1]].to_csv(folder / "runs.csv", index=False)
-    (folder / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
+        runs = runs[runs["bench_id"] == runs["bench_id"].iloc[-1]]
+        write_whole(folder / "runs.csv", lambda tmp: runs.to_csv(tmp, index=False))
+    write_whole(folder / "machine.json", lambda tmp: Path(tmp).write_text(json.dumps(machine, indent=1) + "\n"))
     return folder
 
 
@@ -54,6 +56,8 @@ def compare(summary, saved):
         unit = "samples/s" if row.kind == "train" else "images/s"
         change = row.rate_median / row.rate_median_saved - 1
         line = f"{row.variant}: {row.rate_median:,.1f} {unit}, {change:+.1%} against {row.rate_median_saved:,.1f}"
+        if row.get("runs_diverged") or row.get("runs_diverged_saved"):
+            line += " (a run DIVERGED: not a fair comparison)"
         for column, label in ("nvml_peak_mib", "GPU memory (NVML)"), ("peak_host_mem_mib", "host memory"):
             if pd.notna(row.get(column)) and pd.notna(row.get(f"{column}_saved")):
                 line += f", {label} {row[column] / row[f'{column}_saved']:.2f}x"

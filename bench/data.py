@@ -26,6 +26,8 @@ from multiprocessing import Pool
 import numpy as np
 from PIL import Image
 
+from bench import BenchError
+
 PATTERNS = ("hstripes", "vstripes", "checks", "rings", "dots")
 COLOURS = {"warm": (1.0, 0.55, 0.25), "cool": (0.25, 0.55, 1.0)}
 CLASSES = [f"{i:02d}_{p}_{c}" for i, (c, p) in enumerate((c, p) for c in COLOURS for p in PATTERNS)]
@@ -119,7 +121,12 @@ def parameters(train, val, size, photo, seed):
 
 
 def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo=False, processes=None):
-    """Write out/train/<class>/*.jpg and out/val/<class>/*.jpg; nothing half-written on failure."""
+    """Write out/train/<class>/*.jpg and out/val/<class>/*.jpg; nothing half-written on failure. A folder
+    already at out is replaced only if it was generated (or is empty): never a folder of one's own."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise BenchError(f"{out} is a file: name a folder to write the data to")
+    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, "generated.json")):
+        raise BenchError(f"{out} holds files that were not generated here: name a new folder (it is replaced)")
     tmp = f"{out}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -138,6 +145,8 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
             json.dump(parameters(train_per_class, val_per_class, size, photo, seed), f, indent=1)
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
+    except OSError as e:  # a full disk, a folder that cannot be made: nothing is left half-written
+        raise BenchError(f"cannot write the generated data to {out}: {e.strerror or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -158,7 +167,17 @@ def ensure(workload, seed=0):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Write a generated data set: a workload's, or one of your own making.")
+    try:
+        write(sys.argv[1:])
+    except BenchError as e:
+        print(f"bench.data: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def write(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.data", description="Write a generated data set: a workload's, or one of your own."
+    )
     parser.add_argument("out", nargs="?", help="output folder (replaced); default: data/<workload>")
     parser.add_argument("--workload", choices=list(WORKLOADS), help="a bench workload, with its sizes")
     parser.add_argument("--train", type=int, default=500, help="training images per class")
@@ -169,7 +188,7 @@ def main():
     parser.add_argument("--photo", action="store_true", help="photo-like images of varied size (ImageNet-like)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--processes", type=int, default=None, help="default: every core")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.workload and args.out is None:
         out = ensure(args.workload, args.seed)
         print(f"{out}: the {args.workload} workload")
@@ -181,8 +200,12 @@ def main():
         parser.error("name an output folder, or a --workload")
     if args.size is None:
         args.size = 400 if args.photo else 32
-    if min(args.train, args.val) < 1 or args.size < 8 or (args.processes is not None and args.processes < 1):
-        sys.exit("bench.data: error: --train, --val and --processes must be >= 1 and --size >= 8")
+    cores = os.cpu_count() or 1
+    limits = dict(train=(1, 10**6), val=(1, 10**6), size=(8, 4096), seed=(0, 2**31 - 1), processes=(1, 8 * cores))
+    for name, (least, most) in limits.items():
+        value = getattr(args, name)
+        if value is not None and not least <= value <= most:
+            raise BenchError(f"--{name} {value}: must be from {least} to {most}")
     generate(args.out, args.train, args.val, args.size, args.seed, args.photo, args.processes)
     total = len(CLASSES) * (args.train + args.val)
     kind = "photo-like images around" if args.photo else "images of"

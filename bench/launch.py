@@ -8,6 +8,7 @@ Ctrl-C and SIGTERM handlers set it) the run's whole process tree is stopped and 
 import ctypes
 import json
 import math
+import os
 import shlex
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from datetime import datetime, timezone
 
 import psutil
 
-from bench import schema
+from bench import BenchError, schema
 from bench.machine import ROOT
 from bench.memory import Sampler
 
@@ -74,10 +75,15 @@ def launch(run, log_dir, timeout, stop):
     row["command"] = shlex.join(cmd)
     row["time_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started, runner_cpu = time.perf_counter(), time.process_time()
-    with open(log_path, "w") as log:
+    try:
+        log = open(log_path, "w")
+    except OSError as e:
+        raise BenchError(f"cannot write {log_path}: {e.strerror or e}") from None
+    with log:
         popen = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
-        )
+            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+            env={**os.environ, **run.env},
+        )  # fmt: skip
         process = psutil.Process(popen.pid)
         sampler = Sampler(popen.pid, gpu="cuda" in run.cmd)
         sampler.start()

@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, data
+from bench import BenchError, data, write_whole
 from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
@@ -31,12 +31,18 @@ TRAIN = {
     "dp": ["train_dp.py"],
     "ddp": [*TORCHRUN, "train_ddp.py"],
     "amp": ["train_amp.py"],
+    "channels_last": ["train_channels_last.py"],
+    "compile": ["train_compile.py"],
+    "checkpoint": ["train_checkpoint.py"],
+    "all": [*TORCHRUN, "train_all.py"],
     "dali": ["train.py", "--loader", "dali"],
     "synthetic": ["train.py", "--data", "{synthetic}"],
     "amp-synthetic": ["train_amp.py", "--data", "{synthetic}"],
 }
 LOADERS = {"loader": "loader.py", "loader_dali": "loader_dali.py"}
 MULTI_GPU = {"dp", "ddp"}  # their speed-up needs 2 GPUs or more; with fewer, their rows show the overhead only
+DISTRIBUTED = {"ddp", "all"}  # run by torchrun, one process per GPU (2 on a CPU)
+COMPILED = {"compile", "all"}  # one compile cache per variant and bench: the first repeat compiles cold, the rest warm
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only)
 DEFAULTS = {
@@ -47,7 +53,7 @@ DEFAULTS = {
     ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=10, warmup_steps=3, eval_samples=100),
     ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=25, warmup_steps=5, eval_samples=1000),
 }
-TIMEOUT = dict(gpu=900, cpu=300)  # seconds a run may take
+TIMEOUT = dict(gpu=900, cpu=600)  # seconds a run may take (a cold compile on 2 cores: minutes)
 WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
 
 
@@ -60,6 +66,7 @@ class Run:
     processes: int
     cmd: list = field(default_factory=list)
     workload: str = "custom"
+    env: dict = field(default_factory=dict)  # set for the run, e.g. TORCHINDUCTOR_CACHE_DIR
 
 
 def workloads(args, gpu_count):
@@ -138,9 +145,11 @@ def calibrate(path, info, chosen, gpu_count, variants, log):
     return warmup + timed
 
 
-def training_run(variant, repeat, path, info, chosen, gpu_count, nproc, workers, cores, workload, prefix=""):
+def training_run(
+    variant, repeat, path, info, chosen, gpu_count, nproc, workers, cores, workload, prefix="", cache=None
+):
     device = "cuda" if gpu_count else "cpu"
-    processes = nproc if variant == "ddp" else 1
+    processes = nproc if variant in DISTRIBUTED else 1
     workers = workers if workers is not None else default_workers(cores, processes, bool(gpu_count))
     parts = (part.format(nproc=nproc, synthetic=synthetic_spec(info)) for part in TRAIN[variant])
     cmd = [sys.executable, *parts]
@@ -149,7 +158,10 @@ def training_run(variant, repeat, path, info, chosen, gpu_count, nproc, workers,
     cmd += ["--model", chosen["model"], "--batch-size", chosen["batch_size"], "--steps", chosen["steps"]]
     cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
     cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress"]
-    return Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
+    run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
+    if variant in COMPILED and cache is not None:
+        run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
+    return run
 
 
 def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workload, prefix=""):
@@ -173,13 +185,16 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False):
         chosen.update(seed=args.seed, loader_steps=args.loader_steps)
         path = folder(args, workload, generate=not dry_run)
         info = describe(path, workload)
+        if chosen["batch_size"] > info.get("train_size", math.inf):
+            raise BenchError(f"--batch-size {chosen['batch_size']} is larger than the training set of {path} "
+                             f"({info['train_size']} images)")  # fmt: skip
         if chosen["steps"] == "auto" and not dry_run:
             chosen["steps"] = calibrate(path, info, chosen, gpu_count, args.variants, log)
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
         prefix = f"{workload}-" if len(names) > 1 else ""
         for repeat in range(1, args.repeats + 1):
             for variant in args.variants:
-                where = (path, info, chosen, gpu_count, nproc, args.workers, cores, workload, prefix)
+                where = (path, info, chosen, gpu_count, nproc, args.workers, cores, workload, prefix, log)
                 runs.append(training_run(variant, repeat, *where))
             for variant in args.loaders:
                 runs.append(loader_run(variant, repeat, path, chosen, gpu_count, args.workers, cores, workload, prefix))
@@ -189,7 +204,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False):
 def save(path, bench_id, machine_class, runs, works):
     """plan.json: what --resume needs to finish the bench as it was planned."""
     plan = dict(bench_id=bench_id, machine_class=machine_class, works=works, runs=[asdict(run) for run in runs])
-    Path(path).write_text(json.dumps(plan, indent=1) + "\n")
+    write_whole(path, lambda tmp: Path(tmp).write_text(json.dumps(plan, indent=1) + "\n"))
 
 
 def load(path):

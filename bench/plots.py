@@ -5,6 +5,7 @@ import textwrap
 import matplotlib
 import pandas as pd
 
+from bench import write_whole
 from bench.tables import label
 
 matplotlib.use("Agg")  # files only, no screen needed
@@ -40,9 +41,15 @@ def plot_throughput(summary, path, headings):
         ax.set_xlabel("samples/s (median of repeats; bars: min to max)")
         ax.set_xlim(0, train["rate_max"].max() * 1.35)
         ax.set_title(textwrap.fill(heading, 85), fontsize=9)
+    save(fig, path)
+
+
+def save(fig, path):
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        write_whole(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def plot_memory(summary, path, headings):
@@ -68,6 +75,4 @@ def plot_memory(summary, path, headings):
         ax.set_xlabel("peak memory, MiB (median of repeats)")
         ax.legend(fontsize=7, loc="lower right")
         ax.set_title(textwrap.fill(heading, 85), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)

@@ -17,20 +17,36 @@ are parsed before the machine is looked at; every error is a BenchError, printed
 """
 
 import argparse
+import os
 import secrets
 import signal
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import BenchError, baseline, data, plan, tables
+from bench import BenchError, baseline, check_folder, data, plan, tables, write_whole
 from bench.launch import launch
 from bench.machine import machine_class, machine_info
 from bench.plots import plot_memory, plot_throughput
 
+MAX_TIMEOUT = 7 * 24 * 3600
+OUTPUTS = ["runs.csv", "summary.csv", "summary.md", "throughput.png", "memory.png"]
+
 
 def fail(message):
     raise BenchError(message)
+
+
+def check_outputs(args):
+    """Before any work: the output folder (and for --save-baseline the baseline folder) can be written,
+    and nothing of the same name as an output file is a folder."""
+    if args.mode == "save_baseline":
+        check_folder(args.baseline_dir, "--baseline-dir")
+        return
+    check_folder(args.out, "--out")
+    for name in OUTPUTS:
+        if (args.out / name).is_dir():
+            fail(f"{args.out / name} is a folder: the bench writes a file of that name")
 
 
 def steps_flag(text):
@@ -87,6 +103,13 @@ def parse_args(argv=None):
     for name, value in dict(warmup_steps=args.warmup_steps, workers=args.workers, gpus=args.gpus).items():
         if value is not None and value < 0:
             fail(f"--{name.replace('_', '-')} must be >= 0")
+    cores = os.cpu_count() or 1
+    if args.workers is not None and args.workers > 8 * cores:
+        fail(f"--workers {args.workers}: at most 8 loading processes per core ({8 * cores} here)")
+    if not 0 <= args.seed < 2**31:
+        fail(f"--seed {args.seed}: must be from 0 to 2**31 - 1")
+    if args.timeout is not None and args.timeout > MAX_TIMEOUT:
+        fail(f"--timeout {args.timeout}: at most {MAX_TIMEOUT} s (a week)")
     if args.gpus is not None and not args.dry_run:
         fail("--gpus plans for another machine: it goes with --dry-run")
     if args.data is not None and args.workload is not None:
@@ -131,9 +154,9 @@ def write_outputs(out, bench_id, machine):
     summary = tables.summarize(runs)
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
-    summary.to_csv(out / "summary.csv.tmp", index=False)
-    Path(out / "summary.csv.tmp").replace(out / "summary.csv")
-    (out / "summary.md").write_text(tables.markdown(summary, headings, f"{when}, bench {bench_id}"))
+    write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    text = tables.markdown(summary, headings, f"{when}, bench {bench_id}")
+    write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
     plot_throughput(summary, out / "throughput.png", headings)
     plot_memory(summary, out / "memory.png", headings)
     return summary
@@ -216,7 +239,8 @@ def execute(runs, done, bench_id, args, logs, info, works):
             f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
         )
         busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
-        print(f"[{i}/{len(todo)}] {run.name}: {result} ({row['wall_s']:.1f} s{busy})", flush=True)
+        diverged = f"; DIVERGED at step {row['diverged_step']}" if row.get("diverged_step") is not None else ""
+        print(f"[{i}/{len(todo)}] {run.name}: {result} ({row['wall_s']:.1f} s{busy}{diverged})", flush=True)
     report(write_outputs(out, bench_id, info), out, info, args.baseline_dir)
     if stop.is_set():
         raise SystemExit(130)
@@ -270,4 +294,6 @@ MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_bas
 
 def main(argv=None):
     args = parse_args(argv)
+    if not args.dry_run:
+        check_outputs(args)
     MODES[args.mode](args)

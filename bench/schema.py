@@ -13,7 +13,7 @@ Who writes it: `train` (every train*.py), `loader` (loader*.py --bench), `script
 Summary: `median` over the ok runs, `first` (the same in every run), `-` not summarized.
 Flags: `required` (a positive finite number in every ok run; `required=train`: in every ok training
 run), `workload` (part of "the same work" when a bench is compared with a saved baseline), `ratio`
-(the summary adds <stem>_vs_baseline), `only=SCRIPT` (written by that script alone).
+(the summary adds <stem>_vs_baseline), `only=SCRIPT[+SCRIPT]` (written by those scripts alone).
 
 VERSION counts changes of name or meaning. A file of an older version is read by renaming its
 columns (RENAMED); runs.csv is upgraded in place, its old form kept beside it.
@@ -66,6 +66,8 @@ epoch_starts_timed      -     script  median  -          epochs whose first batc
 eval_pauses             -     train   -       -          evaluations that paused the window (epochs ended inside it)
 epoch_time_s            s     train   -       -          training images / samples_per_s: an epoch at the measured rate
 train_loss_final        -     train   median  -          mean training loss of the last 10 steps
+diverged_step           -     train   -       -          the first step (from 1) whose loss was NaN or inf: the run
+                                                           diverged; empty if it did not
 val_acc                 share train   median  -          validation accuracy after the last step
 val_samples             -     train   first   -          validation images counted, each once over all processes
 peak_mem_allocated_mib  MiB   train   median  ratio      torch.cuda.max_memory_allocated after the warm-up, max over
@@ -74,10 +76,19 @@ peak_mem_reserved_mib   MiB   train   median  ratio      torch.cuda.max_memory_r
                                                            processes (null on a CPU)
 peak_mem_allocated_sum_mib  MiB  train  median  -        the allocated peaks summed over processes
 amp_dtype               -     train   first   -          the autocast dtype (bf16, fp16); null in full precision
+memory_format           -     train   first   -          contiguous (NCHW), or channels_last (NHWC:
+                                                           train_channels_last.py, train_all.py)
 tf32_matmul             -     train   -       -          torch.backends.cuda.matmul.allow_tf32 (GPU runs)
 tf32_cudnn              -     train   -       -          torch.backends.cudnn.allow_tf32 (GPU runs)
 dp_devices              -     train   first   only=train_dp.py   GPUs DataParallel splits each batch over
-sync_bn                 -     train   -       only=train_ddp.py  SyncBatchNorm on
+sync_bn                 -     train   -       only=train_ddp.py+train_all.py  SyncBatchNorm on
+compile_mode            -     train   first   only=train_compile.py+train_all.py  torch.compile's mode
+compile_s               s     train   median  only=train_compile.py+train_all.py  the first step, which compiles the
+                                                           model: what a fresh start pays before the first timed step
+compile_cache_warm      -     train   -       only=train_compile.py+train_all.py  the compile cache held kernels at the
+                                                           start (repeats after the first, in a bench): compile_s is the
+                                                           warm cost
+checkpoint_segments     -     train   first   only=train_checkpoint.py  stages run under activation checkpointing
 seed                    -     script  -       -          the seed
 argv                    -     script  -       -          the script's command line (runs.csv keeps `command` instead)
 torch_version           -     script  -       -          torch
@@ -114,6 +125,7 @@ git_dirty               -     machine -       -          uncommitted changes in 
 runs_ok                 -     summary -       -          runs that finished
 runs_failed             -     summary -       -          runs that failed (the last error is in `error`)
 runs_busy               -     summary -       -          ok runs during which the machine was busy
+runs_diverged           -     summary -       -          ok runs whose loss diverged: their speed is of meaningless math
 rate_median             1/s   summary -       -          median samples_per_s of the ok runs
 rate_min                1/s   summary -       -          the slowest ok run
 rate_max                1/s   summary -       -          the fastest ok run
@@ -121,6 +133,8 @@ spread_pct              %     summary -       -          (max - min) / median of
 speedup                 x     summary -       -          rate_median / the reference's (baseline; loaders: loader)
 ceiling                 -     summary -       -          the synthetic row of this row's precision
 ceiling_pct             %     summary -       -          rate_median as a share of its ceiling's (above 100 is possible)
+compile_cold_s          s     summary -       -          median compile_s of the runs that started with an empty compile
+                                                           cache (a first start); compile_s is then the median of all
 """
 
 
@@ -167,7 +181,7 @@ def required(kind):
 def written_by(script):
     """The fields in the metrics JSON of a script: train*.py, or loader*.py --bench."""
     kind = "loader" if script.startswith("loader") else "train"
-    return {f.name for f in FIELDS if f.source in (kind, "script") and f.only in ("", script)}
+    return {f.name for f in FIELDS if f.source in (kind, "script") and (not f.only or script in f.only.split("+"))}
 
 
 # the names of older versions, {version: {old name: new name}}; a file without schema_version is version 1

@@ -14,7 +14,7 @@ import shutil
 
 import pandas as pd
 
-from bench import BenchError, plan, schema
+from bench import BenchError, plan, schema, write_whole
 
 try:
     import fcntl
@@ -47,27 +47,35 @@ def prepare_runs_file(path):
     if unknown:
         raise BenchError(f"{path} has columns this version does not know ({', '.join(unknown[:5])}): move it away")
     kept = f"{path}.v{version}"
-    shutil.copy2(path, kept)
-    runs.reindex(columns=RUN_COLUMNS).to_csv(f"{path}.tmp", index=False)
-    os.replace(f"{path}.tmp", path)
+    write_whole(kept, lambda tmp: shutil.copy2(path, tmp))
+    write_whole(path, lambda tmp: runs.reindex(columns=RUN_COLUMNS).to_csv(tmp, index=False))
     return f"upgraded {path} to schema version {schema.VERSION} (the file as it was: {kept})"
 
 
 def append_row(path, row):
-    """Append one row to the CSV at path, with the header first if the file is new."""
+    """Append one row to the CSV at path, with the header first if the file is new. A write that fails (a
+    full disk) is cut back to the rows before it and is a BenchError: they stay readable."""
     buffer = io.StringIO()
     csv.writer(buffer).writerow(["" if row.get(c) is None else row.get(c) for c in RUN_COLUMNS])
-    with open(path, "a", newline="") as f:
-        if fcntl:
-            fcntl.flock(f, fcntl.LOCK_EX)
-        text = buffer.getvalue()
-        if f.tell() == 0:
-            header = io.StringIO()
-            csv.writer(header).writerow(RUN_COLUMNS)
-            text = header.getvalue() + text
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "ab", buffering=0) as f:  # unbuffered: what failed to be written can be cut off
+            if fcntl:
+                fcntl.flock(f, fcntl.LOCK_EX)
+            size, data = f.seek(0, os.SEEK_END), buffer.getvalue().encode()
+            if size == 0:
+                header = io.StringIO()
+                csv.writer(header).writerow(RUN_COLUMNS)
+                data = header.getvalue().encode() + data
+            try:
+                written = 0
+                while written < len(data):
+                    written += f.write(data[written:])
+                os.fsync(f.fileno())
+            except OSError:
+                f.truncate(size)
+                raise
+    except OSError as e:
+        raise BenchError(f"cannot add a row to {path}: {e.strerror or e} (the rows before it are kept)") from None
 
 
 CEILINGS = {"full": "synthetic", "mixed": "amp-synthetic"}  # the synthetic row each precision is compared with
@@ -86,6 +94,7 @@ def summarize(runs):
         rate = ok["samples_per_s"]
         row = dict(workload=workload, kind=kind, variant=variant, runs_ok=len(ok), runs_failed=len(group) - len(ok))
         row["runs_busy"] = int(ok["busy"].astype(str).str.lower().eq("true").sum())
+        row["runs_diverged"] = int(ok["diverged_step"].notna().sum()) if "diverged_step" in ok else 0
         row.update(rate_median=rate.median(), rate_min=rate.min(), rate_max=rate.max())
         row["spread_pct"] = 100 * (row["rate_max"] - row["rate_min"]) / row["rate_median"]
         row.update({column: ok[column].median() for column in schema.MEDIANS})
@@ -93,6 +102,9 @@ def summarize(runs):
             {column: ok[column].dropna().iloc[0] if ok[column].notna().any() else None for column in schema.FIRSTS}
         )
         row["error"] = group.loc[group["status"] != "ok", "error"].iloc[-1] if len(ok) < len(group) else None
+        if "compile_cache_warm" in ok and ok["compile_s"].notna().any():
+            cold = ok[ok["compile_cache_warm"].astype(str).str.lower().eq("false")]
+            row["compile_cold_s"] = cold["compile_s"].median()
         rows.append(row)
     summary = pd.DataFrame(rows)
     for workload in summary["workload"].unique():
@@ -122,6 +134,18 @@ def busy_note(summary):
     )
 
 
+def diverged_note(summary):
+    """A sentence on the runs whose loss diverged, or None: their speed must not be read without it."""
+    diverged = summary[summary["runs_diverged"] > 0]
+    if diverged.empty:
+        return None
+    names = ", ".join(sorted(set(diverged["variant"])))
+    return (
+        f"The loss diverged (NaN or inf) in {int(diverged['runs_diverged'].sum())} runs ({names}): their speed was"
+        " measured on meaningless numbers and is not a fair comparison (diverged_step in runs.csv; try a lower --lr)."
+    )
+
+
 def fmt(value, pattern="{:,.0f}"):
     return "" if value is None or pd.isna(value) else pattern.format(value)
 
@@ -136,11 +160,21 @@ def table(frame, columns):
 
 def runs_cell(row):
     cell = f"{row.runs_ok}" + (f" ({row.runs_failed} failed)" if row.runs_failed else "")
+    cell += f", {row.runs_diverged} DIVERGED" if row.get("runs_diverged") else ""
     return cell + (f", {row.runs_busy} busy" if row.get("runs_busy") else "")
+
+
+def compile_cell(row):
+    """The first step's time, which compiles: on an empty cache, and the median over the repeats."""
+    if pd.isna(row.get("compile_s")):
+        return ""
+    return f"{fmt(row.get('compile_cold_s'), '{:.1f}') or '-'} / {row.compile_s:.1f}"
 
 
 def label(row):
     """A variant's name, and what its row can and cannot show."""
+    if row.get("runs_diverged"):
+        return f"{row.variant} (DIVERGED)"
     if row.get("dataset") == "synthetic":
         return f"{row.variant} (ceiling)"
     if row.variant in plan.MULTI_GPU and row.get("device") == "cuda":
@@ -157,9 +191,9 @@ def markdown(summary, headings, stamp):
     lines = []
     for workload, heading in headings.items():
         lines += section(summary[summary["workload"] == workload], f"{heading} ({stamp})")
-    note = busy_note(summary)
-    if note:
-        lines += ["", f"**{note}**"]
+    for note in diverged_note(summary), busy_note(summary):
+        if note:
+            lines += ["", f"**{note}**"]
     return "\n".join(lines) + "\n"
 
 
@@ -190,6 +224,8 @@ def section(summary, title):
                 ("host memory MiB (PSS)", lambda r: fmt(r.peak_host_mem_mib)),
                 ("vs baseline", lambda r: fmt(r.get("peak_host_mem_vs_baseline"), "{:.2f}x")),
             ]
+        if "compile_s" in train and train["compile_s"].notna().any():
+            columns += [("compile s, cold / median", compile_cell)]
         columns += [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
         lines += table(train, columns)
     if not loaders.empty:

@@ -1,9 +1,24 @@
 """Fixtures: tiny generated data sets, and the baseline's result that the variants are compared with.
 The helpers the tests share are in helpers.py."""
 
+import os
+import tempfile
+
 import pytest
 
-from helpers import LEARN, generate, train
+from helpers import LEARN, SCRIPTS, generate, train
+
+# one compile cache for every test that compiles (torch.compile's kernels, kept between runs of the same model):
+# the first compile of a configuration is cold (a minute or two on 2 cores), the next ones take seconds
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"tests-compile-cache-{os.getuid()}")
+)
+
+
+@pytest.fixture(params=[name if name == "train" else pytest.param(name, marks=pytest.mark.slow) for name in SCRIPTS])
+def script(request):
+    """(script, its flags): every way of training, one after another (the base alone in make test-fast)."""
+    return SCRIPTS[request.param]
 
 
 @pytest.fixture(scope="session")

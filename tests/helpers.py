@@ -11,18 +11,45 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SMALL_MODEL = "shufflenet_v2_x0_5"  # learns in seconds on a CPU; BN momentum 0.1, so eval works early
 LEARN = ("--epochs", 3, "--batch-size", 32)  # on small_data: enough for accuracy far above chance
+# every way of training, as the command after `python`: each train*.py (train_ddp.py as one process,
+# without torchrun), and the base with the DALI loader; bad input is tried on all of them
+SCRIPTS = {
+    "train": ("train.py",),
+    "dp": ("train_dp.py",),
+    "ddp": ("train_ddp.py",),
+    "amp": ("train_amp.py",),
+    "channels_last": ("train_channels_last.py",),
+    "compile": ("train_compile.py",),
+    "checkpoint": ("train_checkpoint.py",),
+    "all": ("train_all.py",),
+    "dali": ("train.py", "--loader", "dali"),
+}
+LOADERS = ("loader.py", "loader_dali.py")
 
 
-def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None):
+def fast_first(values):
+    """Parameters of which only the first runs in make test-fast; the others are marked slow (make test runs all).
+    A tuple is the values of several parameters."""
+    import pytest
+
+    slow = [pytest.param(*v if isinstance(v, tuple) else (v,), marks=pytest.mark.slow) for v in values[1:]]
+    return [*values[:1], *slow]
+
+
+def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=None):
     """Run `python ARGS...` the way a user would, from the repository root; return CompletedProcess.
-    memory_limit: bytes of address space for it and the processes it starts (RLIMIT_AS)."""
+    memory_limit: bytes of address space for it and the processes it starts (RLIMIT_AS);
+    file_limit: the largest file they may write, in bytes (RLIMIT_FSIZE): a disk that fills up."""
     cmd = [PY, *map(str, args)]
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
 
     def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        if memory_limit:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        if file_limit:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
-    preexec = limit if memory_limit else None
+    preexec = limit if memory_limit or file_limit else None
     return subprocess.run(
         cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env, preexec_fn=preexec
     )
@@ -51,10 +78,10 @@ def generate(out, train=12, val=4, size=16, seed=0):
     return Path(out)
 
 
-def train(script, data, metrics, *args, timeout=600, env=None):
+def train(script, data, metrics, *args, timeout=600, env=None, file_limit=None):
     """Run a training script on data with the small model; return (CompletedProcess, metrics or None)."""
     cmd = [script, "--data", data, "--model", SMALL_MODEL, "--metrics-out", metrics, "--no-progress"]
     cmd += ["--batch-size", 16, "--workers", 1, *args]  # later flags win
-    result = run(*cmd, timeout=timeout, env=env)
-    written = json.loads(Path(metrics).read_text()) if Path(metrics).exists() else None
+    result = run(*cmd, timeout=timeout, env=env, file_limit=file_limit)
+    written = json.loads(Path(metrics).read_text()) if Path(metrics).is_file() else None
     return result, written

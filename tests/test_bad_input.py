@@ -8,21 +8,7 @@ import shutil
 
 import pytest
 
-from helpers import check_clean_failure, run, train
-
-SCRIPTS = {
-    "train": ("train.py",),
-    "dp": ("train_dp.py",),
-    "ddp": ("train_ddp.py",),
-    "amp": ("train_amp.py",),
-    "dali": ("train.py", "--loader", "dali"),
-}
-
-
-@pytest.fixture(params=[name if name == "train" else pytest.param(name, marks=pytest.mark.slow) for name in SCRIPTS])
-def script(request):
-    """(script, its flags): every way of training, one after another (the base alone in make test-fast)."""
-    return SCRIPTS[request.param]
+from helpers import check_clean_failure, fast_first, run, train
 
 
 def fail(script, data, metrics, *args, env=None):
@@ -67,7 +53,7 @@ def test_train_and_val_with_different_classes(script, data, tmp_path):
     assert "different classes" in error and "09_dots_cool" in error and "10_other" in error
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", fast_first([0, 2]))
 def test_corrupt_image_is_named(data, tmp_path, workers):
     bad = data / "train" / "05_hstripes_cool" / "00003.jpg"
     bad.write_bytes(bad.read_bytes()[:200])  # truncated
@@ -107,7 +93,7 @@ def test_warmup_longer_than_the_run(script, tiny_data, tmp_path):
     assert "--warmup-steps 3" in fail(script, tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 3)
 
 
-@pytest.mark.parametrize("loader", ["loader.py", "loader_dali.py"])
+@pytest.mark.parametrize("loader", fast_first(["loader.py", "loader_dali.py"]))
 @pytest.mark.parametrize("problem", ["missing", "empty", "batch too large", "corrupt image"])
 def test_loader_bench_on_bad_data(loader, problem, data, tmp_path):
     bad = data / "train" / "05_hstripes_cool" / "00003.jpg"

@@ -18,6 +18,10 @@ VARIANTS = [
     ("train_dp.py", "train.py"),
     ("train_ddp.py", "train.py"),
     ("train_amp.py", "train.py"),
+    ("train_channels_last.py", "train.py"),
+    ("train_compile.py", "train.py"),
+    ("train_checkpoint.py", "train.py"),
+    ("train_all.py", "train.py"),
     ("loader_dali.py", "loader.py"),
 ]
 MARK = "# new #"

@@ -81,6 +81,7 @@ def test_class_folder_named_with_spaces_and_non_ascii(loaders, tiny_data, tmp_pa
     assert torch.equal(labels_dali, labels_base) and torch.allclose(images_dali, images_base, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_damage_inside_a_jpeg(tiny_data, tmp_path):
     """A JPEG whose ends are intact but whose data is not: PIL reads through (with lost pixels), DALI's
     decoder refuses it. loader.py trains; loader_dali.py ends naming the file. DALI's image codec prints

@@ -9,7 +9,8 @@ import pytest
 from bench import BenchError, baseline, schema, tables
 from helpers import ROOT, run, train
 
-SCRIPTS = ["train.py", "train_dp.py", "train_ddp.py", "train_amp.py"]
+SCRIPTS = ["train.py", "train_dp.py", "train_ddp.py", "train_amp.py", "train_channels_last.py", "train_compile.py"]
+SCRIPTS += ["train_checkpoint.py", "train_all.py"]
 
 
 @pytest.mark.parametrize("script", [s if s == "train.py" else pytest.param(s, marks=pytest.mark.slow) for s in SCRIPTS])

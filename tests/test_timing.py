@@ -7,7 +7,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from helpers import PY, ROOT, SMALL_MODEL, run, train
+from helpers import PY, ROOT, SMALL_MODEL, fast_first, run, train
 
 # tiny_data: 120 training images, batch 16, the last partial batch dropped: 7 steps an epoch
 STEPS = ("--steps", 20, "--batch-size", 16, "--workers", 0)
@@ -34,6 +34,7 @@ def test_a_known_delay_per_batch_is_the_data_wait(tiny_data, tmp_path):
     assert compute_s == pytest.approx(m["window_s"] - starved, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_epoch_starts_inside_the_window_are_counted_exactly(tiny_data, tmp_path):
     # steps 1-2 warm up; epochs begin at steps 1, 8 and 15: two of them in the window
     result, m = train("train.py", tiny_data, tmp_path / "a.json", *STEPS, "--warmup-steps", 2)
@@ -46,6 +47,7 @@ def test_epoch_starts_inside_the_window_are_counted_exactly(tiny_data, tmp_path)
     assert m["epoch_starts_timed"] == 1 and m["eval_pauses"] == 1
 
 
+@pytest.mark.slow
 def test_evaluation_is_left_out_of_the_window(tiny_data, tmp_path):
     """3 validation batches of 1 s each, after each of the 2 epochs that end inside the window: 6 s paused."""
     m = slowed(tmp_path, tiny_data, 0, 1.0, "--warmup-steps", 2)
@@ -54,6 +56,7 @@ def test_evaluation_is_left_out_of_the_window(tiny_data, tmp_path):
     assert m["data_wait_frac"] < 0.5
 
 
+@pytest.mark.slow
 def test_loader_bench_counts_its_epoch_starts(tiny_data, tmp_path):
     # batches 1-5 warm up, 6-25 are timed; epochs begin at batches 1, 8, 15 and 22
     for loader in "loader.py", "loader_dali.py":
@@ -85,7 +88,7 @@ def test_synthetic_loader_bench(tmp_path):
     assert m["dataset"] == "synthetic" and m["image_size"] == 32 and m["num_classes"] == 10 and m["samples_per_s"] > 0
 
 
-@pytest.mark.parametrize("spec", ["synthetic:0", "synthetic:32:1", "synthetic:big", "synthetic:32:10:3"])
+@pytest.mark.parametrize("spec", fast_first(["synthetic:0", "synthetic:32:1", "synthetic:big", "synthetic:32:10:3"]))
 def test_synthetic_spec_that_makes_no_sense(tmp_path, spec):
     result, _ = train("train.py", spec, tmp_path / "m.json", "--steps", 3)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr

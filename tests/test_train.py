@@ -41,12 +41,14 @@ def test_epochs_cover_the_training_set(tiny_data, tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_baseline_learns(baseline_small):
     """Far above chance (0.1) on the generated data: the data, the loop and evaluation all work."""
     assert baseline_small["val_acc"] >= 0.5
     assert baseline_small["val_samples"] == 200
 
 
+@pytest.mark.slow
 def test_same_seed_same_result(tiny_data, tmp_path):
     args = ("--steps", 4, "--warmup-steps", 1, "--batch-size", 16, "--workers", 0)
     _, a = train("train.py", tiny_data, tmp_path / "a.json", *args)

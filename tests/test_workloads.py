@@ -55,6 +55,7 @@ def dry_run(*args):
     return result.stdout
 
 
+@pytest.mark.slow
 def test_the_gpu_plan_prints_from_any_machine():
     plan = dry_run("--workload", "imagenet", "--gpus", 1, "--repeats", 1)
     header, *commands = plan.strip().splitlines()
@@ -70,6 +71,7 @@ def test_the_gpu_plan_prints_from_any_machine():
     assert both.count("train_dp.py") == 4
 
 
+@pytest.mark.slow
 def test_the_cpu_plan_is_the_small_workload():
     plan = dry_run("--repeats", 1)
     assert plan.startswith("# small: shufflenet_v2_x0_5") and "global batch 64, steps 25" in plan

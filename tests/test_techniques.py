@@ -1,0 +1,133 @@
+"""channels_last, torch.compile, activation checkpointing and all of them together (train_all.py), on a CPU.
+
+Each learns like the baseline on the same seed and data, and each technique is checked to be really on:
+the memory format recorded, a compile cache filled and then reused, stages that run forward twice.
+The compile tests share one compile cache (conftest.py) unless they need a cold one.
+"""
+
+import importlib
+import json
+import sys
+
+import pytest
+import torch
+
+from helpers import LEARN, ROOT, SMALL_MODEL, check_clean_failure, run, train
+
+TIMED = ("--steps", 4, "--warmup-steps", 2, "--workers", 0)
+
+
+def learns_like_the_baseline(m, baseline):
+    """Far above chance (0.10), and at least half the baseline's accuracy. A technique changes the numerics, and
+    3 short epochs then land anywhere in a wide band: on one run here the baseline reached 0.775, channels_last
+    0.95, checkpoint 0.65-0.8, compile 0.575, all (2 processes) 0.615. The check catches a model that stops
+    learning, not a difference of luck."""
+    assert m["val_samples"] == 200
+    assert m["val_acc"] >= max(0.4, baseline["val_acc"] / 2), (m["variant"], m["val_acc"], baseline["val_acc"])
+
+
+@pytest.fixture(scope="module")
+def checkpointing():
+    sys.path.insert(0, str(ROOT))
+    return importlib.import_module("train_checkpoint")
+
+
+@pytest.mark.parametrize(
+    "model,expected",
+    [
+        ("resnet18", ["layer1", "layer2", "layer3", "layer4"]),
+        ("shufflenet_v2_x0_5", ["stage2", "stage3", "stage4"]),
+        ("mobilenet_v2", [f"features.{i}" for i in range(19)]),
+        ("vit_b_16", [f"encoder.layers.encoder_layer_{i}" for i in range(12)]),
+        ("vgg11", []),
+    ],
+)
+def test_the_stages_checkpointed(checkpointing, model, expected):
+    import torchvision
+
+    assert checkpointing.stages(torchvision.models.get_model(model, num_classes=10)) == expected
+
+
+def test_a_checkpointed_stage_runs_forward_again_in_backward(checkpointing):
+    import torchvision
+
+    model = torchvision.models.get_model(SMALL_MODEL, num_classes=10)
+    calls, conv = [], model.stage3[0].branch2[0]  # a layer inside the stage, its forward counted
+    forward = conv.forward
+    conv.forward = lambda x: calls.append(1) or forward(x)
+    model.stage3 = checkpointing.Checkpointed(model.stage3)
+    model(torch.randn(2, 3, 64, 64)).sum().backward()
+    assert len(calls) == 2  # forward, then again in backward
+    calls.clear()
+    with torch.no_grad():
+        model.eval()(torch.randn(2, 3, 64, 64))
+    assert len(calls) == 1
+
+
+def test_channels_last_records_its_format(tiny_data, tmp_path):
+    result, m = train("train_channels_last.py", tiny_data, tmp_path / "m.json", *TIMED)
+    assert result.returncode == 0, result.stderr
+    assert m["variant"] == "channels_last" and m["memory_format"] == "channels_last"
+
+
+def test_checkpoint_records_its_segments(tiny_data, tmp_path):
+    result, m = train("train_checkpoint.py", tiny_data, tmp_path / "m.json", *TIMED)
+    assert result.returncode == 0, result.stderr
+    assert m["variant"] == "checkpoint" and m["checkpoint_segments"] == 3
+
+
+@pytest.mark.slow
+def test_a_model_without_stages_is_refused(tiny_data, tmp_path):
+    metrics = tmp_path / "m.json"
+    result, _ = train("train_checkpoint.py", tiny_data, metrics, "--model", "alexnet", *TIMED)
+    check_clean_failure(result, metrics, "alexnet has no stages of blocks to checkpoint")
+
+
+def test_compile_without_a_compiler(tiny_data, tmp_path):
+    """A cold cache (nothing compiled to reuse) and no C++ compiler: one line saying what is missing."""
+    metrics = tmp_path / "m.json"
+    env = {"CXX": "/no/such/g++", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    result, _ = train("train_compile.py", tiny_data, metrics, *TIMED, env=env)
+    check_clean_failure(result, metrics, "torch.compile cannot compile on this machine", "C++ compiler")
+
+
+def test_compile_needs_a_warmup_step(tiny_data, tmp_path):
+    metrics = tmp_path / "m.json"
+    result, _ = train("train_compile.py", tiny_data, metrics, "--warmup-steps", 0)
+    check_clean_failure(result, metrics, "--warmup-steps 0", "compiles")
+
+
+@pytest.mark.slow
+def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path):
+    cache = tmp_path / "cache"
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    cold_result, cold = train("train_compile.py", tiny_data, tmp_path / "cold.json", *TIMED, env=env)
+    assert cold_result.returncode == 0, cold_result.stderr[-3000:]
+    assert cold["variant"] == "compile" and cold["compile_mode"] == "default"
+    assert cold["compile_cache_warm"] is False and cold["compile_s"] > 0
+    assert len(list(cache.rglob("*"))) > 10, "nothing compiled into the cache"
+    warm_result, warm = train("train_compile.py", tiny_data, tmp_path / "warm.json", *TIMED, env=env)
+    assert warm_result.returncode == 0, warm_result.stderr[-3000:]
+    assert warm["compile_cache_warm"] is True and 0 < warm["compile_s"] < cold["compile_s"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["train_channels_last.py", "train_checkpoint.py", "train_compile.py"])
+def test_each_learns_like_the_baseline(baseline_small, small_data, tmp_path, script):
+    result, m = train(script, small_data, tmp_path / "m.json", *LEARN, "--workers", 0)
+    assert result.returncode == 0, result.stderr[-3000:]
+    learns_like_the_baseline(m, baseline_small)
+
+
+@pytest.mark.slow
+def test_all_of_them_under_torchrun_learn_like_the_baseline(baseline_small, small_data, tmp_path):
+    """Two CPU processes (gloo), bf16 autocast, channels_last, compiled: the whole recipe at once."""
+    metrics = tmp_path / "all.json"
+    cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2, "train_all.py"]
+    cmd += ["--data", small_data, "--model", SMALL_MODEL, "--workers", 0, "--no-progress", *LEARN]
+    result = run(*cmd, "--metrics-out", metrics)
+    assert result.returncode == 0, result.stderr[-3000:]
+    m = json.loads(metrics.read_text())
+    assert m["variant"] == "all" and m["world_size"] == 2 and m["amp_dtype"] == "bf16"
+    assert m["memory_format"] == "channels_last" and m["compile_s"] > 0
+    learns_like_the_baseline(m, baseline_small)
