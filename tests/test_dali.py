@@ -163,6 +163,7 @@ def test_cifar10_needs_the_default_loader(loaders, tmp_path, monkeypatch, capsys
     assert len(error.splitlines()) == 1 and "CIFAR-10" in error and "loader.py" in error, error
 
 
+@pytest.mark.slow
 def test_dali_not_installed(tiny_data, tmp_path):
     """With `import nvidia.dali` failing as it does when DALI is not installed: one line saying how to install it."""
     (tmp_path / "sitecustomize.py").write_text('import sys\n\nsys.modules["nvidia.dali"] = None  # import fails\n')

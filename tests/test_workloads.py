@@ -12,7 +12,7 @@ import pytest
 from test_data import digest
 
 from bench import data, tables
-from helpers import PY, ROOT, run, train
+from helpers import PY, ROOT, fast_first, run, train
 
 
 def test_a_workload_is_made_once_and_again_when_its_parameters_change(tmp_path, monkeypatch):
@@ -27,6 +27,7 @@ def test_a_workload_is_made_once_and_again_when_its_parameters_change(tmp_path, 
     assert len(list((tmp_path / "data" / "tiny" / "train").rglob("*.jpg"))) == 30
 
 
+@pytest.mark.slow
 def test_photos_vary_in_size_and_are_read_at_224(tmp_path):
     out = tmp_path / "photos"
     result = run("-m", "bench.data", out, "--photo", "--train", 3, "--val", 1, "--processes", 2)
@@ -171,7 +172,7 @@ def test_auto_steps_are_calibrated_for_a_window_of_seconds(tiny_data, tmp_path):
     assert json.loads(plan.read_text())["works"]["custom"]["steps"] == timed + 2
 
 
-@pytest.mark.parametrize("loader", ["torchvision", "dali"])
+@pytest.mark.parametrize("loader", fast_first(["torchvision", "dali"]))
 def test_both_loaders_train_on_photos_at_224(tmp_path, loader):
     photos = tmp_path / "photos"
     assert run("-m", "bench.data", photos, "--photo", "--train", 2, "--val", 1).returncode == 0
