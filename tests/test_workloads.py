@@ -12,6 +12,7 @@ import pytest
 from test_data import digest
 
 from bench import data, tables
+from bench import plan as plan_module
 from helpers import PY, ROOT, fast_first, run, train
 
 
@@ -61,8 +62,10 @@ def test_the_gpu_plan_prints_from_any_machine():
     plan = dry_run("--workload", "imagenet", "--gpus", 1, "--repeats", 1)
     header, *commands = plan.strip().splitlines()
     assert "imagenet: resnet50" in header and "(224 px, 10 classes)" in header and "steps auto" in header
-    assert len(commands) == 9 and all("--device cuda" in c for c in commands if "--bench" not in c)
+    assert len(commands) == len(plan_module.TRAIN) + len(plan_module.LOADERS)
+    assert all("--device cuda" in c for c in commands if "--bench" not in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c for c in commands)
+    assert any("--nproc-per-node 1 train_all.py" in c for c in commands)
     assert any("--data synthetic:224:10" in c and "train_amp.py" in c for c in commands)
     assert all("--eval-samples 2000" in c for c in commands if "train" in c)
     four = dry_run("--workload", "imagenet", "--gpus", 4, "--repeats", 1)
