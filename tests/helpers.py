@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SMALL_MODEL = "shufflenet_v2_x0_5"  # learns in seconds on a CPU; BN momentum 0.1, so eval works early
@@ -30,8 +32,6 @@ LOADERS = ("loader.py", "loader_dali.py")
 def fast_first(values):
     """Parameters of which only the first runs in make test-fast; the others are marked slow (make test runs all).
     A tuple is the values of several parameters."""
-    import pytest
-
     slow = [pytest.param(*v if isinstance(v, tuple) else (v,), marks=pytest.mark.slow) for v in values[1:]]
     return [*values[:1], *slow]
 
