@@ -7,13 +7,16 @@ Every train_*.py is this file plus one technique: `diff train.py train_amp.py` s
     python train.py --data ~/imagenet --model resnet50 --batch-size 256 --epochs 90
     python train.py --loader dali                         # read the data with loader_dali.py
     python train.py --data synthetic:224:1000 --model resnet50 --steps 300   # no data loading: the speed limit
+    python train.py --model examples/smallnet.py:build    # your own model: FILE.py:FACTORY or package.module:FACTORY
 """
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import math
 import os
+import pickle
 import platform
 import sys
 import time
@@ -30,7 +33,11 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument(
     "--data", default="data/small", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
 )
-parser.add_argument("--model", default="resnet18", help="any torchvision classification model")
+parser.add_argument(
+    "--model",
+    default="resnet18",
+    help="a torchvision classification model, or your own: FILE.py:FACTORY, module:FACTORY",
+)
 parser.add_argument("--batch-size", type=int, default=128, help="global batch: images per step over all processes")
 parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
 parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (overrides --epochs)")
@@ -44,6 +51,9 @@ parser.add_argument("--loader", default="torchvision", help="torchvision (loader
 parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
 parser.add_argument("--metrics-out", default=None, help="write the run's metrics here as JSON")
 parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+parser.add_argument(
+    "--memory-snapshot", default=None, help="CUDA: the allocator's history over 3 steps, for pytorch.org/memory_viz"
+)
 
 # -----------------------------------------------------------------------------
 # helpers
@@ -55,11 +65,55 @@ def die(message):
     raise SystemExit(2)
 
 
-def build_model(name, num_classes, image_size):
-    """A torchvision model by name; for small images (<= 64 px) its stem keeps the resolution:
-    the first conv becomes 3x3 stride 1 and a max-pool right after it goes, as in CIFAR ResNets."""
-    model = torchvision.models.get_model(name, weights=None, num_classes=num_classes)
-    if image_size <= 64:
+def model_factory(name):
+    """What --model names, as factory(num_classes) -> nn.Module: a torchvision model, or the user's own factory
+    from `path/to/file.py:factory` or `package.module:factory` (found from the current folder first)."""
+    if ":" not in name:
+        if name not in torchvision.models.list_models(module=torchvision.models):
+            die(
+                f"unknown model {name!r}: see torchvision.models.list_models(module=torchvision.models),"
+                " or give your own as FILE.py:FACTORY"
+            )
+        return lambda num_classes: torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+    source, _, attr = name.rpartition(":")
+    if source.endswith(".py") and not os.path.isfile(source):
+        die(f"--model {name}: no file {source}")
+    try:
+        if source.endswith(".py"):  # its own folder first, as `python FILE.py` would have it
+            sys.path.insert(0, os.path.dirname(os.path.abspath(source)))
+            spec = importlib.util.spec_from_file_location(os.path.basename(source)[:-3], source)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(source)
+    except Exception as e:  # the user's code: whatever it raises ends the run in one line
+        die(f"--model {name}: importing {source} failed: {one_line(e)}")
+    factory = getattr(module, attr, None)
+    if factory is None:
+        die(f"--model {name}: {source} has no {attr!r}")
+    if not callable(factory):
+        die(f"--model {name}: {attr} in {source} is not callable: a {type(factory).__name__}")
+    return factory
+
+
+def one_line(error):
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+
+
+def build_model(name, factory, num_classes, image_size):
+    """factory(num_classes), tried on two images. A torchvision model's stem keeps the resolution of small images
+    (<= 64 px): the first conv becomes 3x3 stride 1 and a max-pool right after it goes, as in CIFAR ResNets.
+    A model of your own is used as given."""
+    try:
+        model = factory(num_classes)
+    except Exception as e:  # the user's code: whatever it raises ends the run in one line
+        die(f"model {name}: factory({num_classes}) raised {one_line(e)}")
+    if not isinstance(model, nn.Module):
+        die(f"model {name}: factory({num_classes}) returned a {type(model).__name__}, not a torch.nn.Module")
+    if not any(p.requires_grad for p in model.parameters()):
+        die(f"model {name} has no parameters to train")
+    if image_size <= 64 and ":" not in name:
         stem = [n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.MaxPool2d))][:2]
         conv = model.get_submodule(stem[0])
         replace(model, stem[0], nn.Conv2d(conv.in_channels, conv.out_channels, 3, 1, 1, bias=conv.bias is not None))
@@ -68,10 +122,11 @@ def build_model(name, num_classes, image_size):
     try:  # one tiny forward pass, so a model that cannot take these images fails here, clearly
         with torch.no_grad():
             out = model(torch.zeros(2, 3, image_size, image_size))
-    except RuntimeError as e:
-        die(f"model {name} cannot take {image_size} px images: {str(e).splitlines()[0]}")
+    except Exception as e:
+        die(f"model {name} cannot take {image_size} px images: {one_line(e)}")
     if not isinstance(out, torch.Tensor) or out.shape != (2, num_classes):
-        die(f"model {name} does not return one score per class in training mode")
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        die(f"model {name} returns {shape} for 2 images in training mode, not one score per class (2, {num_classes})")
     for module in model.modules():  # undo what the dry run did to batch-norm statistics
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
             module.reset_running_stats()
@@ -122,29 +177,36 @@ def check_numbers(args):
         die(f"--lr {args.lr}: the learning rate must be a finite number above 0")
 
 
-def check_writable(path):
-    """Fail now, not after training, when the metrics cannot be written."""
+def check_writable(path, what="metrics"):
+    """Fail now, not after training, when a file cannot be written."""
     if os.path.isdir(path):
-        die(f"cannot write metrics to {path}: it is a folder")
+        die(f"cannot write {what} to {path}: it is a folder")
     try:
         with open(path + ".tmp", "w"):
             pass
         os.remove(path + ".tmp")
     except OSError as e:
-        die(f"cannot write metrics to {path}: {e.strerror}")
+        die(f"cannot write {what} to {path}: {e.strerror}")
 
 
-def write_json(path, data):
-    """Write data to path whole (a temporary file, then renamed) or not at all: a full disk ends the run with
+def write_whole(path, what, write):
+    """write(file) into path whole (a temporary file, then renamed) or not at all: a full disk ends the run with
     one line, and no partial file is left."""
     try:
-        with open(path + ".tmp", "w") as f:
-            json.dump(data, f, indent=1)
+        with open(path + ".tmp", "wb") as f:
+            write(f)
         os.replace(path + ".tmp", path)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.remove(path + ".tmp")
-        die(f"cannot write metrics to {path}: {e.strerror or e}")
+        die(f"cannot write {what} to {path}: {e.strerror or e}")
+
+
+def snapshot():
+    """The CUDA allocator's state and recorded history, for pytorch.org/memory_viz; the recording stops."""
+    data = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return data
 
 
 class Window:
@@ -214,8 +276,7 @@ def main():
     args = parser.parse_args()
     rank, local_rank, world_size = 0, 0, 1  # one process; train_ddp.py reads torchrun's
     is_main = rank == 0
-    if args.model not in torchvision.models.list_models(module=torchvision.models):
-        die(f"unknown model {args.model!r}: see torchvision.models.list_models(module=torchvision.models)")
+    factory = model_factory(args.model)
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
     device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
@@ -224,6 +285,10 @@ def main():
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
     if args.metrics_out and is_main:
         check_writable(args.metrics_out)
+    if args.memory_snapshot and is_main:
+        check_writable(args.memory_snapshot, "the memory snapshot")
+    if args.memory_snapshot and device.type != "cuda":
+        die(f"--memory-snapshot records the CUDA allocator's history: this run is on the {device.type}")
     torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.benchmark = True
 
@@ -236,7 +301,7 @@ def main():
     train_loader, val_loader, info = build_loaders(
         args.data, batch_size, device, args.workers, args.seed, rank, world_size, args.download, args.eval_samples
     )
-    model = build_model(args.model, info.num_classes, info.image_size).to(device)
+    model = build_model(args.model, factory, info.num_classes, info.image_size).to(device)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
     total_steps = args.steps or args.epochs * len(train_loader)
@@ -245,8 +310,10 @@ def main():
         optimizer, lambda step: min((step + 1) / peak, (total_steps - step) / max(1, total_steps - peak))
     )
     autocast = torch.amp.autocast(device.type, enabled=False)  # full precision; train_amp.py turns it on
-    if args.warmup_steps >= total_steps:
-        die(f"--warmup-steps {args.warmup_steps} leaves none of the {total_steps} steps to time")
+    warmup = args.warmup_steps + (3 if args.memory_snapshot else 0)  # a snapshot records 3 steps after the warm-up
+    if warmup >= total_steps:
+        recorded = " (+ 3 recorded by --memory-snapshot)" if args.memory_snapshot else ""
+        die(f"--warmup-steps {args.warmup_steps}{recorded} leaves none of the {total_steps} steps to time")
 
     # -----------------------------------------------------------------------------
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
@@ -254,12 +321,14 @@ def main():
     epochs = math.ceil(total_steps / len(train_loader))
     window, losses, step, diverged = Window(device), [], 0, None
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
-    if args.warmup_steps == 0:
+    if warmup == 0:
         window.open()
     for epoch in range(epochs):
         model.train()
         waiting = time.perf_counter()
         for i, (images, labels) in enumerate(train_loader):
+            if args.memory_snapshot and is_main and step == args.warmup_steps:  # before the window: it slows the steps
+                torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
             ready = window.mark()
@@ -272,7 +341,9 @@ def main():
             window.step(waited, ready, window.mark(), epoch_start=i == 0)
             losses.append(loss.detach())
             step += 1
-            if step == args.warmup_steps:  # the warm-up is over: the memory peaks and the clock start now
+            if args.memory_snapshot and is_main and step == warmup:  # open it at pytorch.org/memory_viz
+                write_whole(args.memory_snapshot, "the memory snapshot", lambda f: pickle.dump(snapshot(), f))
+            if step == warmup:  # the warm-up is over: the memory peaks and the clock start now
                 if device.type == "cuda":
                     torch.cuda.reset_peak_memory_stats(device)
                 window.open()
@@ -351,7 +422,7 @@ def main():
     )
     if is_main:
         if args.metrics_out:
-            write_json(args.metrics_out, metrics)
+            write_whole(args.metrics_out, "metrics", lambda f: f.write(json.dumps(metrics, indent=1).encode()))
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
         print(
             f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"

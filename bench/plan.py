@@ -117,6 +117,21 @@ def describe(path, workload):
         return json.loads(out.read_text())
 
 
+def check_model(model, info):
+    """A model of the user's own (FILE.py:FACTORY, module:FACTORY) tried once on the workload's shape, two steps on
+    the CPU, before any run: a bad one is one line here rather than a failed row in every run."""
+    if ":" not in model:
+        return  # a torchvision name: every script checks it in its first second
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["train.py", "--data", synthetic_spec(info), "--model", model, "--batch-size", "2", "--steps", "2"]
+        cmd += ["--warmup-steps", "1", "--workers", "0", "--device", "cpu", "--no-progress"]
+        probe = subprocess.run([sys.executable, *cmd, "--metrics-out", str(Path(tmp) / "probe.json")],
+                               cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or ["no output"]
+        raise BenchError(f"the model cannot be used: {lines[-1].split('error: ', 1)[-1]}")
+
+
 def synthetic_spec(info):
     return f"synthetic:{info['image_size']}:{len(info['classes'])}"
 
@@ -188,6 +203,8 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False):
         if chosen["batch_size"] > info.get("train_size", math.inf):
             raise BenchError(f"--batch-size {chosen['batch_size']} is larger than the training set of {path} "
                              f"({info['train_size']} images)")  # fmt: skip
+        if not dry_run:
+            check_model(chosen["model"], info)
         if chosen["steps"] == "auto" and not dry_run:
             chosen["steps"] = calibrate(path, info, chosen, gpu_count, args.variants, log)
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))

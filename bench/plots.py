@@ -1,4 +1,5 @@
-"""The plots: throughput.png (median samples/s with the spread of the repeats) and memory.png, a panel per workload."""
+"""The plots: throughput.png (median samples/s with the spread of the repeats), memory.png, tradeoff.png (speed-up
+against memory) and time.png (where a step's time goes), a panel per workload."""
 
 import textwrap
 
@@ -12,12 +13,12 @@ matplotlib.use("Agg")  # files only, no screen needed
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def panels(summary, headings, rows_of, height):
+def panels(summary, headings, rows_of, height, width=7.5):
     """A figure with one panel per workload that has rows to draw; (figure, [(axes, rows, heading)])."""
     parts = [(rows_of(summary[summary["workload"] == w]), h) for w, h in headings.items()]
     parts = [(rows, h) for rows, h in parts if not rows.empty]
     sizes = [height(rows) for rows, _ in parts] or [1]
-    fig, axes = plt.subplots(len(sizes), 1, figsize=(7.5, sum(sizes)), height_ratios=sizes, squeeze=False)
+    fig, axes = plt.subplots(len(sizes), 1, figsize=(width, sum(sizes)), height_ratios=sizes, squeeze=False)
     return fig, [(ax, rows, h) for ax, (rows, h) in zip(axes[:, 0], parts)]
 
 
@@ -47,7 +48,7 @@ def plot_throughput(summary, path, headings):
 def save(fig, path):
     fig.tight_layout()
     try:
-        write_whole(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+        write_whole(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png", bbox_inches="tight"))
     finally:
         plt.close(fig)
 
@@ -75,4 +76,63 @@ def plot_memory(summary, path, headings):
         ax.set_xlabel("peak memory, MiB (median of repeats)")
         ax.legend(fontsize=7, loc="lower right")
         ax.set_title(textwrap.fill(heading, 85), fontsize=9)
+    save(fig, path)
+
+
+def plot_tradeoff(summary, path, headings):
+    """Speed-up against memory, one point per variant with the range of its repeats: up and left is better."""
+    fig, parts = panels(summary, headings, compared, lambda rows: 4.8, width=10.5)
+    for ax, rows, heading in parts:
+        ax.axhline(1, color="grey", lw=0.8, ls=":")
+        ax.axvline(1, color="grey", lw=0.8, ls=":")
+        for (_, row), color, marker in zip(rows.iterrows(), COLORS, MARKERS):
+            x, y = row.memory_vs_baseline, row.speedup
+            xerr = [[x - row.memory_vs_baseline_low], [row.memory_vs_baseline_high - x]]
+            yerr = [[y - row.speedup_low], [row.speedup_high - y]]
+            name = f"{label(row)}: {y:.2f}x speed, {x:.2f}x memory"
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=marker, color=color, ms=7, capsize=3, lw=1, label=name)
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+        memory = {"nvml_peak_mib": "GPU memory (NVML)", "peak_mem_reserved_mib": "GPU memory (torch reserved)"}
+        what = memory.get(rows["memory_source"].iloc[0], "host memory (PSS)")
+        ax.set_xlabel(f"peak {what} vs baseline, x (left: less memory)")
+        ax.set_ylabel("speed-up vs baseline, x (up: faster)")
+        ax.set_title(textwrap.fill(heading + "; bars: range over the repeats", 85), fontsize=9)
+        ax.grid(alpha=0.25)
+    save(fig, path)
+
+
+COLORS = [plt.get_cmap("tab10")(i % 10) for i in range(40)]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<"] * 4
+
+
+def compared(frame):
+    """Training rows with a speed-up and a memory ratio to place."""
+    rows = trained(frame)
+    rows = rows[rows["dataset"] != "synthetic"]
+    if "memory_vs_baseline" not in rows:
+        return rows.iloc[:0]
+    return rows.dropna(subset=["speedup", "memory_vs_baseline", "speedup_low", "memory_vs_baseline_low"])
+
+
+def plot_time(summary, path, headings):
+    """Where the time of a step goes, per variant: waiting for data and computing (and on a GPU, the share of the
+    window it starved for data), in ms per step at the measured rate."""
+    fig, parts = panels(summary, headings, trained, lambda rows: 0.45 * len(rows) + 1.8)
+    for ax, rows, heading in parts:
+        step_ms = 1e3 * rows["global_batch_size"] / rows["rate_median"]
+        wait_ms = step_ms * rows["data_wait_frac"].fillna(0)
+        y = list(range(len(rows)))
+        ax.barh(y, wait_ms, color="tab:orange", label="host waiting for data (data_wait_frac)")
+        ax.barh(y, step_ms - wait_ms, left=wait_ms, color="tab:blue", label="computing (the rest of the step)")
+        if rows["device"].eq("cuda").any():
+            starved = step_ms * rows["starved_frac"].fillna(0)
+            ax.barh([i + 0.3 for i in y], starved, height=0.2, color="tab:red", label="GPU starved for data")
+        for i, (ms, wait) in enumerate(zip(step_ms, rows["data_wait_frac"].fillna(0))):
+            ax.text(ms, i, f" {ms:.1f} ms, {wait:.0%} waiting", va="center", fontsize=7.5)
+        ax.set_yticks(y, [label(row) for _, row in rows.iterrows()], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, step_ms.max() * 1.4)
+        ax.set_xlabel("ms per step at the measured rate (global batch / samples per s)")
+        ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1), ncol=3, frameon=False)
+        ax.set_title(textwrap.fill(heading, 85), fontsize=9, pad=22)
     save(fig, path)

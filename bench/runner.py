@@ -11,7 +11,7 @@
     python -m bench --save-baseline                # keep results/ as baseline/<machine class>/ (make baseline)
 
 Writes results/runs.csv (one row per run, appended), results/summary.csv, results/summary.md,
-results/throughput.png, results/memory.png, and each run's output under results/logs/<bench>/.
+results/throughput.png, memory.png, tradeoff.png, time.png, and each run's output under results/logs/<bench>/.
 Four modes, one function each: run (the default), resume, summarize, save_baseline. The arguments
 are parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
 """
@@ -27,10 +27,10 @@ from pathlib import Path
 from bench import BenchError, baseline, check_folder, data, plan, tables, write_whole
 from bench.launch import launch
 from bench.machine import machine_class, machine_info
-from bench.plots import plot_memory, plot_throughput
+from bench.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
 
 MAX_TIMEOUT = 7 * 24 * 3600
-OUTPUTS = ["runs.csv", "summary.csv", "summary.md", "throughput.png", "memory.png"]
+OUTPUTS = ["runs.csv", "summary.csv", "summary.md", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
 
 
 def fail(message):
@@ -66,7 +66,10 @@ def parse_args(argv=None):
     p.add_argument("--out", default="results", help="folder for the tables, plots and logs")
     p.add_argument("--variants", default=",".join(plan.TRAIN), help="training variants, comma-separated")
     p.add_argument("--loaders", default=",".join(plan.LOADERS), help="loader-only benchmarks, or 'none'")
-    p.add_argument("--model", help="model for every run (CPU: shufflenet_v2_x0_5; GPU: resnet18 small, resnet50)")
+    p.add_argument(
+        "--model",
+        help="model of every run: torchvision's or FILE.py:FACTORY (CPU: shufflenet_v2_x0_5; GPU: resnet18, resnet50)",
+    )
     p.add_argument("--batch-size", type=int, help="global batch of every run (CPU: 64, imagenet 16; GPU: 256)")
     p.add_argument(
         "--steps", type=steps_flag, help="steps of every run, warm-up included, or auto (CPU: 25; GPU: auto)"
@@ -159,6 +162,8 @@ def write_outputs(out, bench_id, machine):
     write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
     plot_throughput(summary, out / "throughput.png", headings)
     plot_memory(summary, out / "memory.png", headings)
+    plot_tradeoff(summary, out / "tradeoff.png", headings)
+    plot_time(summary, out / "time.png", headings)
     return summary
 
 
@@ -175,7 +180,8 @@ def report(summary, out, machine, baseline_dir):
         print(f"against the saved {where}:" if lines else f"{where} holds no run of the same work")
         for line in lines:
             print("  " + line)
-    print(f"tables and plots: {out}/summary.csv, summary.md, throughput.png, memory.png; every run: {out}/runs.csv")
+    plots = "throughput.png, memory.png, tradeoff.png, time.png"
+    print(f"tables and plots: {out}/summary.csv, summary.md, {plots}; every run: {out}/runs.csv")
 
 
 def machine():

@@ -49,7 +49,7 @@ image_size              px    script  first   workload   side of the square imag
 num_classes             -     script  first   -          classes in the data
 batch_size              -     script  -       -          images per step in each process
 global_batch_size       -     train   first   workload   images per step over all processes
-loader                  -     script  -       -          torchvision (loader.py), dali (loader_dali.py) or synthetic
+loader                  -     script  first   -          torchvision (loader.py), dali (loader_dali.py) or synthetic
 workers                 -     script  -       -          loader processes (DALI: threads) per training process
 window_s                s     script  median  -          wall time of the timed window, less its pauses for evaluation
 samples_per_s           1/s   script  -       required   images trained (loaders: delivered) per second: images in the
@@ -135,6 +135,19 @@ ceiling                 -     summary -       -          the synthetic row of th
 ceiling_pct             %     summary -       -          rate_median as a share of its ceiling's (above 100 is possible)
 compile_cold_s          s     summary -       -          median compile_s of the runs that started with an empty compile
                                                            cache (a first start); compile_s is then the median of all
+speedup_low             x     summary -       -          the slowest run over the reference's fastest: the speed-up's
+                                                           range over the repeats starts here
+speedup_high            x     summary -       -          the fastest run over the reference's slowest
+memory_source           -     summary -       -          the memory column the verdict reads: nvml_peak_mib,
+                                                           peak_mem_reserved_mib or peak_host_mem_mib: the first there
+memory_mib              MiB   summary -       -          median of memory_source over the ok runs
+memory_min_mib          MiB   summary -       -          its smallest run
+memory_max_mib          MiB   summary -       -          its largest run
+memory_vs_baseline      x     summary -       -          memory_mib / the baseline's (the same memory_source only)
+memory_vs_baseline_low  x     summary -       -          the smallest run over the baseline's largest
+memory_vs_baseline_high x     summary -       -          the largest run over the baseline's smallest
+verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
+                                                           (bench/verdicts.py)
 """
 
 

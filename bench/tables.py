@@ -14,7 +14,7 @@ import shutil
 
 import pandas as pd
 
-from bench import BenchError, plan, schema, write_whole
+from bench import BenchError, plan, schema, verdicts, write_whole
 
 try:
     import fcntl
@@ -79,6 +79,9 @@ def append_row(path, row):
 
 
 CEILINGS = {"full": "synthetic", "mixed": "amp-synthetic"}  # the synthetic row each precision is compared with
+# the memory a verdict and the trade-off plot read, the first measured: the GPU's whole process tree (NVML), torch's
+# reserved memory, or on a CPU the host memory of the process tree
+MEMORY = ("nvml_peak_mib", "peak_mem_reserved_mib", "peak_host_mem_mib")
 
 
 def summarize(runs):
@@ -102,6 +105,10 @@ def summarize(runs):
             {column: ok[column].dropna().iloc[0] if ok[column].notna().any() else None for column in schema.FIRSTS}
         )
         row["error"] = group.loc[group["status"] != "ok", "error"].iloc[-1] if len(ok) < len(group) else None
+        source = next((c for c in MEMORY if c in ok and ok[c].notna().any()), None)
+        if source:
+            row.update(memory_source=source, memory_mib=ok[source].median())
+            row.update(memory_min_mib=ok[source].min(), memory_max_mib=ok[source].max())
         if "compile_cache_warm" in ok and ok["compile_s"].notna().any():
             cold = ok[ok["compile_cache_warm"].astype(str).str.lower().eq("false")]
             row["compile_cold_s"] = cold["compile_s"].median()
@@ -113,6 +120,19 @@ def summarize(runs):
             base = summary[mine & (summary["variant"] == reference)]
             if not base.empty:
                 summary.loc[mine, "speedup"] = summary.loc[mine, "rate_median"] / base["rate_median"].iloc[0]
+                summary.loc[mine, "speedup_low"] = summary.loc[mine, "rate_min"] / base["rate_max"].iloc[0]
+                summary.loc[mine, "speedup_high"] = summary.loc[mine, "rate_max"] / base["rate_min"].iloc[0]
+                if "memory_mib" in summary:
+                    like = mine & (summary["memory_source"] == base["memory_source"].iloc[0])
+                    summary.loc[like, "memory_vs_baseline"] = (
+                        summary.loc[like, "memory_mib"] / base["memory_mib"].iloc[0]
+                    )
+                    low = summary.loc[like, "memory_min_mib"] / base["memory_max_mib"].iloc[0]
+                    high = summary.loc[like, "memory_max_mib"] / base["memory_min_mib"].iloc[0]
+                    summary.loc[like, "memory_vs_baseline_low"], summary.loc[like, "memory_vs_baseline_high"] = (
+                        low,
+                        high,
+                    )
                 for column, ratio in schema.RATIOS.items():
                     summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
     rates = {(w, v): rate for w, v, rate in zip(summary["workload"], summary["variant"], summary["rate_median"])}
@@ -121,6 +141,7 @@ def summarize(runs):
         if row["kind"] == "train" and row["dataset"] != "synthetic" and pd.notna(rates.get((row.workload, ceiling))):
             summary.loc[i, "ceiling"] = ceiling
             summary.loc[i, "ceiling_pct"] = 100 * row["rate_median"] / rates[(row.workload, ceiling)]
+    summary = verdicts.add(summary)
     return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
 
 
@@ -228,6 +249,8 @@ def section(summary, title):
             columns += [("compile s, cold / median", compile_cell)]
         columns += [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
         lines += table(train, columns)
+        lines += ["", "Verdicts (from the fields above, by the rules of bench/verdicts.py):", ""]
+        lines += [f"- {v}" for v in train["verdict"].dropna()]
     if not loaders.empty:
         lines += ["", "Input pipeline alone (`loader.py --bench`, `loader_dali.py --bench`):", ""]
         columns = [
@@ -239,4 +262,5 @@ def section(summary, title):
             ("runs", runs_cell),
         ]
         lines += table(loaders, columns)
+        lines += [""] + [f"- {v}" for v in loaders["verdict"].dropna()]
     return lines + [""]

@@ -52,9 +52,11 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
         by_variant.loc["dp", "rate_median"] / by_variant.loc["baseline", "rate_median"]
     )
     assert by_variant.loc["baseline", "runs_ok"] == 2
-    for plot in "throughput.png", "memory.png":
+    for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png":
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "| baseline |" in (out / "summary.md").read_text()
+    text = (out / "summary.md").read_text()
+    assert "| baseline |" in text and "- baseline: the reference" in text and "- dp: " in text
+    assert by_variant.loc["dp", "verdict"] in text and by_variant.loc["dp", "verdict"] in result.stdout
 
 
 @pytest.mark.slow

@@ -1,0 +1,131 @@
+"""The verdicts: every rule of bench/verdicts.py on runs made up for it, through the same summarize() the bench
+uses, and the numbers of a verdict checked against its table."""
+
+import pandas as pd
+import pytest
+
+from bench import tables
+
+BASE = dict(
+    workload="small", kind="train", status="ok", busy=False, dataset="generated", model="net", device="cpu",
+    world_size=1, global_batch_size=64, data_wait_frac=0.01, loader="torchvision", val_acc=0.5,
+)  # fmt: skip
+
+
+def runs_of(variants):
+    """runs.csv rows: {variant: [(rate, fields of that run), ...]}; every run computes at its rate (no starving)
+    unless its fields say otherwise, and uses 1000 MiB of host memory unless they say otherwise."""
+    rows = []
+    for variant, runs in variants.items():
+        for rate, fields in runs:
+            row = dict(BASE, variant=variant, samples_per_s=rate, compute_samples_per_s=rate, peak_host_mem_mib=1000)
+            rows.append(row | fields)
+    return pd.DataFrame(rows).reindex(columns=tables.RUN_COLUMNS)
+
+
+def verdicts(variants):
+    summary = tables.summarize(runs_of(variants))
+    return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
+
+
+STEADY = [(100.0, {}), (102.0, {}), (98.0, {})]  # the baseline: 2% either way
+
+
+def test_a_clear_gain_is_said_with_its_range_and_the_compute_per_step():
+    said, summary = verdicts({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
+    low, high = summary.loc["amp", "speedup_low"], summary.loc["amp", "speedup_high"]
+    assert (low, high) == (pytest.approx(190 / 102), pytest.approx(210 / 98))
+    assert said["amp"].startswith(f"amp: 2.00x faster ({low:.2f}x to {high:.2f}x over the repeats)")
+    assert "compute per step went from 640.0 ms to 320.0 ms while the data wait stayed at 1%" in said["amp"]
+
+
+def test_a_change_inside_the_spread_of_the_repeats_is_within_noise():
+    said, _ = verdicts({"baseline": STEADY, "channels_last": [(103.0, {}), (95.0, {}), (110.0, {})]})
+    assert "1.03x the speed, within noise (0.93x to 1.12x over the repeats)" in said["channels_last"]
+    assert "faster" not in said["channels_last"] and "slower" not in said["channels_last"]
+
+
+def test_a_clear_loss_is_slower():
+    said, _ = verdicts({"baseline": STEADY, "checkpoint": [(75.0, {}), (76.0, {}), (74.0, {})]})
+    assert said["checkpoint"].startswith("checkpoint: 0.75x slower (0.73x to 0.78x over the repeats)")
+    assert "compute per step went from 640.0 ms to 853.3 ms" in said["checkpoint"]
+
+
+def test_one_run_each_has_no_noise_to_read_against():
+    said, _ = verdicts({"baseline": [(100.0, {})], "amp": [(150.0, {})]})
+    assert "1.50x the speed (faster; one run each, no spread to judge the noise by)" in said["amp"]
+
+
+def test_memory_is_a_ratio_read_against_the_repeats_too():
+    low = [(100.0, {"peak_host_mem_mib": m}) for m in (600, 610, 590)]
+    same = [(100.0, {"peak_host_mem_mib": m}) for m in (1010, 990, 1000)]
+    said, summary = verdicts({"baseline": STEADY, "checkpoint": low, "dp": same})
+    assert summary.loc["checkpoint", "memory_vs_baseline"] == pytest.approx(0.6)
+    assert "0.60x the host memory" in said["checkpoint"]
+    assert "host memory unchanged (1.00x, within noise)" in said["dp"]
+
+
+def test_a_faster_loader_where_the_baseline_hardly_waited_had_little_to_win():
+    dali = [(101.0, {"loader": "dali"}), (99.0, {"loader": "dali"}), (103.0, {"loader": "dali"})]
+    said, _ = verdicts({"baseline": STEADY, "dali": dali})
+    assert "the baseline waited for data 1% of the time, so a faster loader had little to win" in said["dali"]
+
+
+def test_a_loader_that_cuts_the_data_wait_says_so():
+    waiting = [(r, {"data_wait_frac": 0.5, "compute_samples_per_s": 2 * r}) for r in (100.0, 102.0, 98.0)]
+    dali = [(r, {"loader": "dali", "data_wait_frac": 0.05}) for r in (180.0, 185.0, 175.0)]
+    said, _ = verdicts({"baseline": waiting, "dali": dali})
+    assert said["dali"].startswith("dali: 1.80x faster")
+    assert "and the data wait fell from 50% to 5%" in said["dali"] and "little to win" not in said["dali"]
+
+
+def test_a_technique_on_a_data_bound_run_is_told_the_pipeline_sets_the_pace():
+    bound = [(r, {"data_wait_frac": 0.6, "compute_samples_per_s": 3 * r}) for r in (100.0, 102.0, 98.0)]
+    amp = [(r, {"data_wait_frac": 0.75, "compute_samples_per_s": 6 * r}) for r in (101.0, 99.0, 100.0)]
+    said, _ = verdicts({"baseline": bound, "amp": amp})
+    assert "the data wait stayed high (60% to 75%): the input pipeline, not compute, sets the pace" in said["amp"]
+    assert "compute per step went from 213.3 ms to 106.7 ms and the data wait rose from 60% to 75%" in said["amp"]
+
+
+def test_a_diverged_or_failed_variant_gets_no_verdict():
+    nan = [(100.0, {"diverged_step": 7}), (100.0, {})]
+    failed = [(float("nan"), {"status": "failed", "error": "out of memory"})] * 2
+    said, _ = verdicts({"baseline": STEADY, "amp": nan, "compile": failed})
+    assert said["amp"] == (
+        "amp: no verdict: its loss diverged (NaN or inf) in 1 of 2 runs, so its speed was measured on meaningless"
+        " numbers."
+    )
+    assert said["compile"] == "compile: no verdict: all 2 of its runs failed (out of memory)."
+
+
+def test_compile_time_processes_accuracy_and_a_busy_machine_are_said():
+    compiled = [(100.0, {"compile_s": s, "compile_cache_warm": w}) for s, w in ((60.0, False), (4.0, True))]
+    ddp = [(100.0, {"world_size": 2, "val_acc": 0.3, "busy": True}), (100.0, {"world_size": 2, "val_acc": 0.3})]
+    said, _ = verdicts({"baseline": STEADY, "compile": compiled, "ddp": ddp})
+    assert "compiling took 32.0 s (60.0 s on an empty cache) before the first timed step" in said["compile"]
+    assert "2 processes of batch 32 on the same CPU" in said["ddp"]
+    assert "its validation accuracy, 0.300 against the baseline's 0.500 after the same steps" in said["ddp"]
+    assert said["ddp"].endswith("Taken on a busy machine in 1 of 2 runs: not to be trusted.")
+    assert "accuracy" not in said["compile"] and "busy" not in said["compile"]
+
+
+def test_the_reference_and_the_ceiling_say_what_they_are():
+    synthetic = [(r, {"dataset": "synthetic"}) for r in (200.0, 204.0, 196.0)]
+    said, _ = verdicts({"baseline": STEADY, "synthetic": synthetic})
+    assert said["baseline"] == (
+        "baseline: the reference, 100.0 samples/s (repeats spread 4%): compute 640.0 ms a step, waiting for data 1%"
+        " of the time; it reaches 50% of the ceiling."
+    )
+    assert said["synthetic"].startswith("synthetic: the ceiling: 200.0 samples/s on batches already on the device")
+
+
+def test_the_verdicts_are_in_summary_md_and_match_its_table():
+    runs = runs_of({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
+    summary = tables.summarize(runs)
+    text = tables.markdown(summary, {"small": "small"}, "now")
+    amp_row = next(line for line in text.splitlines() if line.startswith("| amp |"))
+    cells = [cell.strip() for cell in amp_row.split("|")]
+    speedup = next(cell for cell in cells if cell.endswith("x"))
+    verdict = next(line for line in text.splitlines() if line.startswith("- amp: "))
+    assert verdict.startswith(f"- amp: {speedup} faster") and "Verdicts" in text
+    assert text.index("| amp |") < text.index("- baseline: the reference")
