@@ -50,10 +50,12 @@ def verdict(row, base):
         )
     if base is None or name == base.variant:
         reached = f"; it reaches {row.ceiling_pct:.0f}% of the ceiling" if pd.notna(row.get("ceiling_pct")) else ""
-        return (
-            f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}: compute {compute_ms(row):.1f} ms"
-            f" a step, waiting for data {row.data_wait_frac:.0%} of the time{reached}.{busy(row)}"
+        parts = [f"compute {compute_ms(row):.1f} ms a step"] if pd.notna(compute_ms(row)) else []
+        parts += (
+            [f"waiting for data {row.data_wait_frac:.0%} of the time"] if pd.notna(row.get("data_wait_frac")) else []
         )
+        said = f": {', '.join(parts)}" if parts else ""
+        return f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{busy(row)}"
     head = f"{name}: {speed(row, 'speed')}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
@@ -89,13 +91,14 @@ def memory(row):
 
 def compute_ms(row):
     """Compute per step: the step's time had the device never waited for data."""
-    return 1e3 * row.get("global_batch_size") / row.get("compute_samples_per_s")
+    rate = num(row, "compute_samples_per_s")
+    return 1e3 * num(row, "global_batch_size") / rate if rate > 0 else float("nan")
 
 
 def reasons(row, base):
     """Why, from the fields: the data wait and the compute per step, then what else the row shows."""
     said = []
-    wait, base_wait = row.data_wait_frac, base.data_wait_frac
+    wait, base_wait = num(row, "data_wait_frac"), num(base, "data_wait_frac")
     fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
     if fresh_loader and pd.notna(base_wait) and base_wait < WAIT_LITTLE and not clearly_faster(row):
         said.append(f"the baseline waited for data {base_wait:.0%} of the time, so a faster loader had little to win")
@@ -117,19 +120,25 @@ def reasons(row, base):
         )
     if fresh_loader and row.get("device") == "cpu":
         said.append(f"on a CPU its {row.loader} loader shares the cores with the model")
-    if row.get("world_size", 1) > 1:
+    if num(row, "world_size") > 1:
         where = "the same CPU" if row.get("device") == "cpu" else f"{row.world_size:.0f} GPUs"
         said.append(f"{row.world_size:.0f} processes of batch {row.global_batch_size / row.world_size:.0f} on {where}")
-    if pd.notna(row.get("compile_s")):
-        cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(row.get("compile_cold_s")) else ""
+    if pd.notna(num(row, "compile_s")):
+        cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(num(row, "compile_cold_s")) else ""
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
-    if pd.notna(row.get("val_acc")) and pd.notna(base.get("val_acc")):
+    if pd.notna(num(row, "val_acc")) and pd.notna(num(base, "val_acc")):
         if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
             said.append(
                 f"its validation accuracy, {row.val_acc:.3f} against the baseline's {base.val_acc:.3f} after the"
                 " same steps, says to check that it learns alike"
             )
     return said
+
+
+def num(row, name):
+    """A number of the row, NaN where it has none (NaN compares False and prints as nan: a rule just does not fire)."""
+    value = row.get(name)
+    return float("nan") if value is None or pd.isna(value) else float(value)
 
 
 def clearly_faster(row):

@@ -275,6 +275,7 @@ def test_bad_bench_input_is_one_line(args, words):
     assert result.stderr.startswith("bench: error: ") and words in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_bad_data_is_found_before_the_first_run(tiny_data, tmp_path):
     data = tmp_path / "data"
     (data / "train" / "a").mkdir(parents=True)

@@ -116,6 +116,7 @@ def test_a_module_is_found_from_the_current_folder(tiny_data, tmp_path):
     assert "mynets:build on generated (16 px)" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_bench_runs_a_model_of_ones_own(tiny_data, tmp_path):
     out = tmp_path / "results"
     flags = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--workers", 1, "--loaders", "none"]
@@ -124,7 +125,7 @@ def test_the_bench_runs_a_model_of_ones_own(tiny_data, tmp_path):
     assert f"{EXAMPLE} on custom" in (out / "summary.md").read_text()
 
 
-@pytest.mark.parametrize("spec", fast_first(["{dir}/bad.py:wrong_scores", "{dir}/nosuch.py:build"]))
+@pytest.mark.parametrize("spec", fast_first(["{dir}/nosuch.py:build", "{dir}/bad.py:wrong_scores"]))
 def test_the_bench_refuses_a_bad_model_before_the_first_run(models, tiny_data, tmp_path, spec):
     out = tmp_path / "results"
     result = run("-m", "bench", "--data", tiny_data, "--out", out, "--model", spec.format(dir=models))

@@ -21,6 +21,7 @@ def slowed(tmp_path, data, train_delay, eval_delay, *args, script="train.py"):
     return json.loads(metrics.read_text())
 
 
+@pytest.mark.slow
 def test_a_known_delay_per_batch_is_the_data_wait(tiny_data, tmp_path):
     delay = 0.1
     m = slowed(tmp_path, tiny_data, delay, 0, "--warmup-steps", 2)

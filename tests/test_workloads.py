@@ -13,7 +13,7 @@ from test_data import digest
 
 from bench import data, tables
 from bench import plan as plan_module
-from helpers import PY, ROOT, fast_first, run, train
+from helpers import PY, ROOT, run, train
 
 
 def test_a_workload_is_made_once_and_again_when_its_parameters_change(tmp_path, monkeypatch):
@@ -175,7 +175,8 @@ def test_auto_steps_are_calibrated_for_a_window_of_seconds(tiny_data, tmp_path):
     assert json.loads(plan.read_text())["works"]["custom"]["steps"] == timed + 2
 
 
-@pytest.mark.parametrize("loader", fast_first(["torchvision", "dali"]))
+@pytest.mark.slow
+@pytest.mark.parametrize("loader", ["torchvision", "dali"])
 def test_both_loaders_train_on_photos_at_224(tmp_path, loader):
     photos = tmp_path / "photos"
     assert run("-m", "bench.data", photos, "--photo", "--train", 2, "--val", 1).returncode == 0
