@@ -6,13 +6,12 @@ The compile tests share one compile cache (conftest.py) unless they need a cold 
 """
 
 import importlib
-import json
 import sys
 
 import pytest
 import torch
 
-from helpers import LEARN, ROOT, SMALL_MODEL, check_clean_failure, run, train
+from helpers import LEARN, ROOT, SMALL_MODEL, TORCHRUN, check_clean_failure, train
 
 TIMED = ("--steps", 4, "--warmup-steps", 2, "--workers", 0)
 
@@ -122,12 +121,8 @@ def test_each_learns_like_the_baseline(baseline_small, small_data, tmp_path, scr
 @pytest.mark.slow
 def test_all_of_them_under_torchrun_learn_like_the_baseline(baseline_small, small_data, tmp_path):
     """Two CPU processes (gloo), bf16 autocast, channels_last, compiled: the whole recipe at once."""
-    metrics = tmp_path / "all.json"
-    cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2, "train_all.py"]
-    cmd += ["--data", small_data, "--model", SMALL_MODEL, "--workers", 0, "--no-progress", *LEARN]
-    result = run(*cmd, "--metrics-out", metrics)
+    result, m = train("train_all.py", small_data, tmp_path / "all.json", *LEARN, "--workers", 0, launcher=TORCHRUN)
     assert result.returncode == 0, result.stderr[-3000:]
-    m = json.loads(metrics.read_text())
     assert m["variant"] == "all" and m["world_size"] == 2 and m["amp_dtype"] == "bf16"
     assert m["memory_format"] == "channels_last" and m["compile_s"] > 0
     learns_like_the_baseline(m, baseline_small)

@@ -1,11 +1,10 @@
 """train_dp.py and train_amp.py on a CPU, and every variant against the baseline on the same seed and data."""
 
-import json
 import math
 
 import pytest
 
-from helpers import LEARN, SMALL_MODEL, run, train
+from helpers import LEARN, TORCHRUN, train
 
 
 def test_dp_on_a_cpu_is_a_passthrough_and_says_so(tiny_data, tmp_path):
@@ -38,12 +37,8 @@ def test_amp_and_two_process_ddp_learn_like_the_baseline(baseline_small, small_d
     # workers 0: bf16 on a 2-core CPU slows down many times over when a loader process competes
     result, amp = train("train_amp.py", small_data, tmp_path / "amp.json", *LEARN, "--workers", 0)
     assert result.returncode == 0, result.stderr
-    metrics = tmp_path / "ddp.json"
-    cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2, "train_ddp.py"]
-    cmd += ["--data", small_data, "--model", SMALL_MODEL, "--workers", 1, "--no-progress", *LEARN]
-    result = run(*cmd, "--metrics-out", metrics)
+    result, ddp = train("train_ddp.py", small_data, tmp_path / "ddp.json", *LEARN, launcher=TORCHRUN)
     assert result.returncode == 0, result.stderr[-3000:]
-    ddp = json.loads(metrics.read_text())
     for name, m in ("amp", amp), ("ddp x2", ddp):
         assert m["val_samples"] == 200
         assert abs(m["val_acc"] - baseline_small["val_acc"]) <= 0.15, (name, m["val_acc"], baseline_small["val_acc"])
