@@ -20,7 +20,6 @@ import os
 import pickle
 import platform
 import sys
-import tempfile  # new #
 import time
 
 import torch
@@ -157,8 +156,8 @@ def evaluate(model, val_loader, device, autocast):
     correct = torch.zeros((), dtype=torch.int64, device=device)
     total = torch.zeros((), dtype=torch.int64, device=device)
     for images, labels in val_loader:
-        images = images.to(memory_format=torch.channels_last)  # new #
         images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        images = images.to(memory_format=torch.channels_last)  # new #
         with autocast:
             outputs = model(images)
         correct += (outputs.argmax(1) == labels).sum()
@@ -285,15 +284,26 @@ class Window:
         return self.closed - self.opened - self.paused_s, step_ms, starved_s
 
 
-# new # AMP: bf16 where the device computes it natively; older GPUs only emulate it (slowly), so fp16 there
-def default_amp_dtype(device):
-    if device.type != "cuda":
-        return "bf16"
+# new # AMP: bf16 is native on GPUs from Ampere on and on CPUs with AVX-512-BF16 or AMX (Arm: bf16); elsewhere it
+# is emulated, and slow: a GPU then takes fp16, a CPU (which has no fp16 autocast to speak of) is warned
+def native_bf16(device):
+    """True or False; None where the system does not say (a CPU without /proc/cpuinfo)."""
+    if device.type == "cuda":
+        try:
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # a torch that does not know emulation
+            return torch.cuda.is_bf16_supported()
     try:
-        native = torch.cuda.is_bf16_supported(including_emulation=False)
-    except TypeError:  # a torch that does not know emulation
-        native = torch.cuda.is_bf16_supported()
-    return "bf16" if native else "fp16"
+        with open("/proc/cpuinfo") as f:
+            flags = {flag for line in f if line.startswith(("flags", "Features")) for flag in line.split()}
+    except OSError:
+        return None
+    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+
+
+# new # AMP: the default dtype: bf16 where native, and on any CPU; fp16 on a GPU without bf16
+def default_amp_dtype(device):
+    return "bf16" if device.type != "cuda" or native_bf16(device) else "fp16"
 
 
 # new # compile: torch.compile needs a toolchain: a C++ compiler on a CPU, Triton on a GPU; try it on a toy first
@@ -310,10 +320,11 @@ def check_compiler(device):
 
 # new # compile: the compile cache (TORCHINDUCTOR_CACHE_DIR): a run that finds it filled reuses compiled kernels
 def compile_cache_warm():
-    user = os.environ.get("USER") or str(os.getuid() if hasattr(os, "getuid") else "")
-    default = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
-    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR", default)
-    return os.path.isdir(folder) and any(os.scandir(folder))
+    try:  # torch's own answer to "where are the kernels kept" (torch 2.4 keeps it in runtime_utils)
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:
+        from torch._inductor.runtime.runtime_utils import cache_dir
+    return any(os.scandir(cache_dir()))
 
 
 # -----------------------------------------------------------------------------
@@ -333,9 +344,14 @@ def main():
     factory = model_factory(args.model)
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
-    # new # DDP: one GPU per process: local rank N takes GPU N (or, with one visible GPU per process, that one)
-    gpu = local_rank % max(1, torch.cuda.device_count())
-    device = torch.device(f"cuda:{gpu}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    # new # DDP: one GPU per process: local rank N takes GPU N, so this machine needs as many GPUs as processes
+    gpus, local_world_size = torch.cuda.device_count(), int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1))
+    if device.type == "cuda" and max(local_rank + 1, local_world_size) > gpus:
+        die(
+            f"{local_world_size} processes on this machine but {gpus} GPU(s): two processes on one GPU cannot"
+            f" work (NCCL refuses); launch --nproc-per-node {gpus} at most, or --device cpu for gloo processes"
+        )
     check_numbers(args)
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
@@ -400,6 +416,10 @@ def main():
     if args.amp_dtype == "fp16" and device.type == "cpu":
         die("--amp-dtype fp16 needs a CUDA GPU: on a CPU autocast runs in bf16")
     amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
+    if amp_dtype == torch.bfloat16 and native_bf16(device) is False and is_main:
+        what = "GPU (before Ampere)" if device.type == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
+        print(f"{os.path.basename(__file__)}: warning: this {what} has no native bf16: autocast emulates it, and can"
+              " be several times slower than full precision", file=sys.stderr)  # fmt: skip
     autocast = torch.amp.autocast(device.type, dtype=amp_dtype)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     warmup = args.warmup_steps + (3 if args.memory_snapshot else 0)  # a snapshot records 3 steps after the warm-up
@@ -411,7 +431,7 @@ def main():
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
-    window, losses, step, diverged = Window(device), [], 0, None
+    window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     if warmup == 0:
         window.open()
@@ -426,8 +446,8 @@ def main():
             if args.memory_snapshot and is_main and step == args.warmup_steps:  # before the window: it slows the steps
                 torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
-            images = images.to(memory_format=torch.channels_last)  # new #
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            images = images.to(memory_format=torch.channels_last)  # new #
             if step == 0:  # the first step compiles: timed apart, from here to its end  # new #
                 compiling = window.sync()  # new #
             ready = window.mark()
@@ -464,6 +484,8 @@ def main():
         if diverged is None and not seen.isfinite().all():
             diverged = step - len(losses) + 1 + int((~seen.isfinite()).nonzero()[0])
         train_loss, losses = seen[-10:].mean().item(), []
+        if train_loss_first is None:  # the first steps' loss: did it learn? (python -m bench --check)
+            train_loss_first = seen[:10].mean().item()
         window.resume()
         if is_main:
             progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
@@ -508,14 +530,17 @@ def main():
         epoch_starts_timed=window.epoch_starts,
         eval_pauses=window.pauses,
         epoch_time_s=info.train_size * seconds / images_timed,
+        train_loss_first=train_loss_first,
         train_loss_final=train_loss,
         diverged_step=diverged,
+        host_syncs_per_step=int(scaler.is_enabled()),  # new #
         val_acc=val_acc,
         val_samples=val_samples,
         peak_mem_allocated_mib=max(allocated, default=None),
         peak_mem_reserved_mib=max(reserved, default=None),
         peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
         amp_dtype=args.amp_dtype,  # new #
+        bf16_native=native_bf16(device),  # new #
         memory_format="channels_last",  # new #
         tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
         tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,

@@ -1,7 +1,9 @@
 """train.py + mixed precision: torch.amp.autocast runs the forward pass in bf16 or fp16.
 
 fp16 also needs a GradScaler, which scales the loss so that small gradients do not underflow;
-bf16 has fp32's range and needs none. On a CPU autocast runs in bf16 only.
+bf16 has fp32's range and needs none. The scaler's step() reads one number back from the GPU
+every step (found_inf), a host sync bf16 does not have (host_syncs_per_step). On a CPU autocast
+runs in bf16 only, natively with AVX-512-BF16 or AMX; elsewhere it is emulated, and it warns.
 
     python train_amp.py                                   # bf16 where supported, else fp16
     python train_amp.py --amp-dtype fp16                  # fp16 + GradScaler (CUDA only)
@@ -267,15 +269,26 @@ class Window:
         return self.closed - self.opened - self.paused_s, step_ms, starved_s
 
 
-# new # bf16 where the device computes it natively; older GPUs only emulate it (slowly), so fp16 there
-def default_amp_dtype(device):
-    if device.type != "cuda":
-        return "bf16"
+# new # bf16 is native on GPUs from Ampere on and on CPUs with AVX-512-BF16 or AMX (Arm: bf16); elsewhere it
+# is emulated, and slow: a GPU then takes fp16, a CPU (which has no fp16 autocast to speak of) is warned
+def native_bf16(device):
+    """True or False; None where the system does not say (a CPU without /proc/cpuinfo)."""
+    if device.type == "cuda":
+        try:
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # a torch that does not know emulation
+            return torch.cuda.is_bf16_supported()
     try:
-        native = torch.cuda.is_bf16_supported(including_emulation=False)
-    except TypeError:  # a torch that does not know emulation
-        native = torch.cuda.is_bf16_supported()
-    return "bf16" if native else "fp16"
+        with open("/proc/cpuinfo") as f:
+            flags = {flag for line in f if line.startswith(("flags", "Features")) for flag in line.split()}
+    except OSError:
+        return None
+    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+
+
+# new # the default dtype: bf16 where native, and on any CPU; fp16 on a GPU without bf16
+def default_amp_dtype(device):
+    return "bf16" if device.type != "cuda" or native_bf16(device) else "fp16"
 
 
 # -----------------------------------------------------------------------------
@@ -325,6 +338,10 @@ def main():
     if args.amp_dtype == "fp16" and device.type == "cpu":
         die("--amp-dtype fp16 needs a CUDA GPU: on a CPU autocast runs in bf16")
     amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
+    if amp_dtype == torch.bfloat16 and native_bf16(device) is False and is_main:
+        what = "GPU (before Ampere)" if device.type == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
+        print(f"{os.path.basename(__file__)}: warning: this {what} has no native bf16: autocast emulates it, and can"
+              " be several times slower than full precision", file=sys.stderr)  # fmt: skip
     autocast = torch.amp.autocast(device.type, dtype=amp_dtype)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     warmup = args.warmup_steps + (3 if args.memory_snapshot else 0)  # a snapshot records 3 steps after the warm-up
@@ -336,7 +353,7 @@ def main():
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
-    window, losses, step, diverged = Window(device), [], 0, None
+    window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     if warmup == 0:
         window.open()
@@ -380,6 +397,8 @@ def main():
         if diverged is None and not seen.isfinite().all():
             diverged = step - len(losses) + 1 + int((~seen.isfinite()).nonzero()[0])
         train_loss, losses = seen[-10:].mean().item(), []
+        if train_loss_first is None:  # the first steps' loss: did it learn? (python -m bench --check)
+            train_loss_first = seen[:10].mean().item()
         window.resume()
         if is_main:
             progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
@@ -419,14 +438,17 @@ def main():
         epoch_starts_timed=window.epoch_starts,
         eval_pauses=window.pauses,
         epoch_time_s=info.train_size * seconds / images_timed,
+        train_loss_first=train_loss_first,
         train_loss_final=train_loss,
         diverged_step=diverged,
+        host_syncs_per_step=int(scaler.is_enabled()),  # new #
         val_acc=val_acc,
         val_samples=val_samples,
         peak_mem_allocated_mib=max(allocated, default=None),
         peak_mem_reserved_mib=max(reserved, default=None),
         peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
         amp_dtype=args.amp_dtype,  # new #
+        bf16_native=native_bf16(device),  # new #
         memory_format="contiguous",
         tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
         tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,

@@ -144,8 +144,8 @@ def evaluate(model, val_loader, device, autocast):
     correct = torch.zeros((), dtype=torch.int64, device=device)
     total = torch.zeros((), dtype=torch.int64, device=device)
     for images, labels in val_loader:
-        images = images.to(memory_format=torch.channels_last)  # new #
         images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        images = images.to(memory_format=torch.channels_last)  # new #
         with autocast:
             outputs = model(images)
         correct += (outputs.argmax(1) == labels).sum()
@@ -321,7 +321,7 @@ def main():
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
-    window, losses, step, diverged = Window(device), [], 0, None
+    window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     if warmup == 0:
         window.open()
@@ -332,8 +332,8 @@ def main():
             if args.memory_snapshot and is_main and step == args.warmup_steps:  # before the window: it slows the steps
                 torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
-            images = images.to(memory_format=torch.channels_last)  # new #
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            images = images.to(memory_format=torch.channels_last)  # new #
             ready = window.mark()
             with autocast:
                 loss = criterion(model(images), labels)
@@ -365,6 +365,8 @@ def main():
         if diverged is None and not seen.isfinite().all():
             diverged = step - len(losses) + 1 + int((~seen.isfinite()).nonzero()[0])
         train_loss, losses = seen[-10:].mean().item(), []
+        if train_loss_first is None:  # the first steps' loss: did it learn? (python -m bench --check)
+            train_loss_first = seen[:10].mean().item()
         window.resume()
         if is_main:
             progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
@@ -404,8 +406,10 @@ def main():
         epoch_starts_timed=window.epoch_starts,
         eval_pauses=window.pauses,
         epoch_time_s=info.train_size * seconds / images_timed,
+        train_loss_first=train_loss_first,
         train_loss_final=train_loss,
         diverged_step=diverged,
+        host_syncs_per_step=0,  # the step reads nothing back from the device; fp16's GradScaler does (train_amp.py)
         val_acc=val_acc,
         val_samples=val_samples,
         peak_mem_allocated_mib=max(allocated, default=None),

@@ -19,7 +19,6 @@ import os
 import pickle
 import platform
 import sys
-import tempfile  # new #
 import time
 
 import torch
@@ -285,10 +284,11 @@ def check_compiler(device):
 
 # new # the compile cache (TORCHINDUCTOR_CACHE_DIR): a run that finds it filled reuses compiled kernels
 def compile_cache_warm():
-    user = os.environ.get("USER") or str(os.getuid() if hasattr(os, "getuid") else "")
-    default = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
-    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR", default)
-    return os.path.isdir(folder) and any(os.scandir(folder))
+    try:  # torch's own answer to "where are the kernels kept" (torch 2.4 keeps it in runtime_utils)
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:
+        from torch._inductor.runtime.runtime_utils import cache_dir
+    return any(os.scandir(cache_dir()))
 
 
 # -----------------------------------------------------------------------------
@@ -350,7 +350,7 @@ def main():
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
-    window, losses, step, diverged = Window(device), [], 0, None
+    window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     if warmup == 0:
         window.open()
@@ -397,6 +397,8 @@ def main():
         if diverged is None and not seen.isfinite().all():
             diverged = step - len(losses) + 1 + int((~seen.isfinite()).nonzero()[0])
         train_loss, losses = seen[-10:].mean().item(), []
+        if train_loss_first is None:  # the first steps' loss: did it learn? (python -m bench --check)
+            train_loss_first = seen[:10].mean().item()
         window.resume()
         if is_main:
             progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
@@ -436,8 +438,10 @@ def main():
         epoch_starts_timed=window.epoch_starts,
         eval_pauses=window.pauses,
         epoch_time_s=info.train_size * seconds / images_timed,
+        train_loss_first=train_loss_first,
         train_loss_final=train_loss,
         diverged_step=diverged,
+        host_syncs_per_step=0,  # the step reads nothing back from the device; fp16's GradScaler does (train_amp.py)
         val_acc=val_acc,
         val_samples=val_samples,
         peak_mem_allocated_mib=max(allocated, default=None),

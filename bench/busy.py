@@ -7,6 +7,11 @@ own; the rest was used by something else. Steal: time the hypervisor gave to oth
 GPUs' utilisation and SM clock, and every clock throttle reason reported. A run is busy when
 another process took more than BUSY_CPU of the machine, the hypervisor more than BUSY_STEAL, or
 another process held memory on its GPUs: its numbers are not to be trusted silently.
+
+In a container NVML reports the host's process IDs, which match none of the tree's: there a GPU
+process is counted as another's only if it was on the GPUs before the run started (it cannot be
+the run's); one that appeared during the run may be the run itself, so the GPUs' sharing is
+"unknown" then, never "busy" (gpu_sharing).
 """
 
 import resource
@@ -40,20 +45,29 @@ class Load:
     def __init__(self, handles):
         self.handles, self.cores = handles, psutil.cpu_count() or 1
         self.start_wall, self.start = time.monotonic(), cpu_clock()
-        self.other_gpu, self.others, self.util, self.clock, self.throttle = 0, set(), [], [], set()
-        self.gpu_error = None
+        self.util, self.clock, self.throttle, self.gpu_error = [], [], set(), None
+        self.outside = []  # per sample: {pid: MiB} of the GPU processes outside the tree
+        self.matched = False  # some GPU process had a PID of the tree: NVML's PIDs are ours (no container)
+        self.before = set()  # GPU processes there before the run started: never the run's
+        try:
+            self.before = {p.pid for h in handles for p in nvml.call("nvmlDeviceGetComputeRunningProcesses", h)}
+        except nvml.Unavailable as e:
+            self.gpu_error = str(e)
 
     def sample(self, pids):
         """One look at the GPUs: who else is on them, how busy, how fast."""
         if self.gpu_error or not self.handles:
             return
         try:
-            other = 0
+            outside = {}
             for handle in self.handles:
                 for proc in nvml.call("nvmlDeviceGetComputeRunningProcesses", handle):
-                    if proc.pid not in pids:
-                        other += proc.usedGpuMemory or 0
-                        self.others.add(proc.pid)
+                    if proc.pid in pids:
+                        self.matched = True
+                    else:
+                        outside[proc.pid] = outside.get(proc.pid, 0) + (proc.usedGpuMemory or 0) / 2**20
+            self.outside.append(outside)
+            for handle in self.handles:
                 rates = optional("nvmlDeviceGetUtilizationRates", handle)
                 self.util.append(rates.gpu if rates is not None else None)
                 self.clock.append(optional("nvmlDeviceGetClockInfo", handle, 1))  # 1 = NVML_CLOCK_SM
@@ -61,9 +75,19 @@ class Load:
                 if reasons is None:  # the older name of the same reading
                     reasons = optional("nvmlDeviceGetCurrentClocksThrottleReasons", handle) or 0
                 self.throttle |= {name for bit, name in THROTTLE.items() if reasons & bit}
-            self.other_gpu = max(self.other_gpu, other)
         except nvml.Unavailable as e:
             self.gpu_error = str(e)
+
+    def gpu_sharing(self):
+        """(sharing, other processes, their peak MiB): sharing is alone, shared or unknown (see the docstring)."""
+        seen = set().union(*self.outside)
+        others = seen if self.matched else seen & self.before
+        peak = max((sum(mib for pid, mib in sample.items() if pid in others) for sample in self.outside), default=0)
+        if others:
+            return "shared", others, peak
+        if seen:  # PIDs NVML gives that are not the tree's, and were not there before: perhaps the run's own
+            return f"unknown: {len(seen)} GPU processes of PIDs not seen here (NVML's in a container)", others, peak
+        return "alone", others, peak
 
     def result(self):
         """The fields of the run's row: shares of the machine, GPU readings, and whether it was busy."""
@@ -74,7 +98,9 @@ class Load:
         util = [u for u in self.util if u is not None]
         clock = [c for c in self.clock if c is not None]
         gpu = self.handles and not self.gpu_error
-        row = dict(other_cpu_frac=other, steal_frac=stolen, gpu_other_mib=self.other_gpu / 2**20 if gpu else None)
+        sharing, others, other_mib = self.gpu_sharing() if gpu else (None, set(), 0)
+        row = dict(other_cpu_frac=other, steal_frac=stolen, gpu_other_mib=other_mib if gpu else None)
+        row["gpu_sharing"] = sharing
         row.update(gpu_util_pct=statistics.median(util) if util else None)
         row.update(gpu_sm_clock_mhz=statistics.median(clock) if clock else None)
         row["gpu_throttle"] = ", ".join(sorted(self.throttle)) or None
@@ -83,8 +109,8 @@ class Load:
             reasons.append(f"other processes used {other:.0%} of the CPUs")
         if stolen > BUSY_STEAL:
             reasons.append(f"the hypervisor took {stolen:.0%} of the CPUs (steal)")
-        if gpu and self.others:
-            reasons.append(f"{len(self.others)} other processes held {self.other_gpu / 2**20:,.0f} MiB on its GPUs")
+        if others:
+            reasons.append(f"{len(others)} other processes held {other_mib:,.0f} MiB on its GPUs")
         row.update(busy=bool(reasons), busy_reason="; ".join(reasons) or None)
         return row
 

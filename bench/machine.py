@@ -25,28 +25,55 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-GPU_NAMES = (
-    "import json, torch; print(json.dumps([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]))"
-)
+# CPU features that decide the answers, as /proc/cpuinfo names them -> as the bench names them. bf16 autocast on a
+# CPU is native only with AVX-512-BF16 or AMX (x86) or the bf16 extension (Arm); without, it is emulated and slow.
+CPU_FEATURES = {"avx2": "avx2", "avx512f": "avx512", "avx512_bf16": "avx512_bf16", "amx_bf16": "amx",
+                "asimd": "neon", "sve": "sve", "bf16": "bf16"}  # fmt: skip
+NATIVE_BF16 = {"avx512_bf16", "amx", "bf16"}
+TIERS = ("amx", "avx512_bf16", "avx512", "avx2", "bf16", "sve", "neon")  # the first held names the machine class
+
+GPUS = """import json, torch
+gpus = []
+for i in range(torch.cuda.device_count()):
+    cc = torch.cuda.get_device_capability(i)
+    gpus.append(dict(name=torch.cuda.get_device_name(i), capability=f"{cc[0]}.{cc[1]}", bf16=cc >= (8, 0)))
+print(json.dumps(gpus))"""
+
+
+def cpu_flags(cpuinfo="/proc/cpuinfo"):
+    """The CPU's feature flags (x86 `flags`, Arm `Features`); an empty set where the system does not say."""
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_isa(flags):
+    """The features of CPU_FEATURES the CPU has, as the bench names them, in a fixed order."""
+    return [name for flag, name in CPU_FEATURES.items() if flag in flags]
 
 
 def gpus():
-    """(names of the GPUs torch can see, NVIDIA driver version or None).
+    """([{name, capability, bf16}] of the GPUs torch can see, NVIDIA driver version or None).
 
     torch is asked in a process of its own: imported by the runner, its libraries' pages would be
     shared with every run, and a run's host memory (PSS) would be charged only half of them.
+    bf16 (and TF32) are native from compute capability 8.0 (Ampere) on.
     """
-    probe = subprocess.run([sys.executable, "-c", GPU_NAMES], capture_output=True, text=True)
+    probe = subprocess.run([sys.executable, "-c", GPUS], capture_output=True, text=True)
     if probe.returncode != 0:
         lines = probe.stderr.strip().splitlines() or ["no output"]
         raise BenchError(f"torch does not import in {sys.executable}: {lines[-1]}")
-    names = json.loads(probe.stdout.strip().splitlines()[-1])
+    found = json.loads(probe.stdout.strip().splitlines()[-1])
     try:
         nvml.call("nvmlInit")
         driver = nvml.text(nvml.call("nvmlSystemGetDriverVersion"))
     except nvml.Unavailable:  # no NVML library or no driver: a CPU-only machine
         driver = None
-    return names, driver
+    return found, driver
 
 
 def git_info():
@@ -60,14 +87,21 @@ def git_info():
 
 
 def machine_info():
-    names, driver = gpus()
+    found, driver = gpus()
     commit, dirty = git_info()
+    isa = cpu_isa(cpu_flags())
+    first = found[0] if found else {}
     return dict(
         cpu_model=cpu_model(),
         cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        cpu_isa=" ".join(isa) or None,
+        cpu_bf16_native=bool(NATIVE_BF16 & set(isa)),
         ram_gb=round(psutil.virtual_memory().total / 2**30, 1),
-        gpu_count=len(names),
-        gpu_name=names[0] if names else None,
+        gpu_count=len(found),
+        gpu_name=first.get("name"),
+        gpu_capability=first.get("capability"),
+        gpu_bf16_native=first.get("bf16"),
+        gpu_tf32=first.get("bf16"),  # TF32 Tensor Cores came with bf16, in Ampere (compute capability 8.0)
         driver_version=driver,
         python_version=platform.python_version(),
         platform=platform.platform(),
@@ -81,7 +115,10 @@ def slug(text):
 
 
 def machine_class(info):
-    """A name for the hardware class, used to find the matching saved baseline."""
+    """A name for the hardware class, used to find the matching saved baseline. A GPU's name fixes its capabilities;
+    a CPU's does not (one model name covers AVX2-only and AVX-512-BF16 machines), so its top feature is named too."""
     if info["gpu_count"]:
         return f"{info['gpu_count']}x-{slug(info['gpu_name'])}"
-    return f"cpu-{info['cpu_cores']}core-{slug(info['cpu_model'])}"
+    isa = (info.get("cpu_isa") or "").split()
+    tier = next((t for t in TIERS if t in isa), "base")
+    return f"cpu-{info['cpu_cores']}core-{slug(info['cpu_model'])}-{slug(tier)}"

@@ -5,7 +5,8 @@ the run can see (bench/nvml.py), which includes the CUDA context, NCCL buffers a
 allocations that torch's counters never see. Where NVML cannot tell processes apart (a container
 with its own PID namespace), the rise of those devices' used memory over the run is taken instead,
 and labelled. NVML's peak covers the whole run, start-up and evaluation included, where torch's
-peaks start after the warm-up. An NVML error leaves the GPU fields unavailable, never 0.
+peaks start after the warm-up. An NVML error leaves the GPU fields unavailable, never 0; the two
+readings (per process, and the devices' rise) fail apart, so one failing leaves the other.
 Host memory is the proportional set size (PSS) of the tree: shared pages are split between the
 processes that share them, so forked loader workers are not counted many times over. PSS costs
 about 16 ms of CPU to read for a tree that maps CUDA's libraries, where the resident size (RSS)
@@ -32,7 +33,7 @@ class Sampler(threading.Thread):
     def __init__(self, pid, interval=0.2, gpu=False):
         super().__init__(daemon=True)
         self.root, self.interval = psutil.Process(pid), interval
-        self.devices, self.nvml_error = [], None
+        self.devices, self.nvml_error, self.tree_error, self.rise_error = [], None, None, None
         try:
             self.devices = nvml.visible_handles()
             self.device_used_at_start = self.device_used()
@@ -73,7 +74,7 @@ class Sampler(threading.Thread):
             cost = time.thread_time() - started
             self.last_full_read, self.full_interval = now, min(1.0, max(self.interval, cost / PSS_BUDGET))
         pids = {p.pid for p in processes}
-        if self.devices and not self.nvml_error:
+        if self.devices and not self.nvml_error and not self.tree_error:  # two readings, each failing on its own
             try:
                 tree_gpu = 0
                 for handle in self.devices:
@@ -81,9 +82,13 @@ class Sampler(threading.Thread):
                         if proc.pid in pids and proc.usedGpuMemory:
                             tree_gpu += proc.usedGpuMemory
                 self.peak_tree_gpu = max(self.peak_tree_gpu, tree_gpu)
+            except nvml.Unavailable as e:
+                self.tree_error = str(e)
+        if self.devices and not self.nvml_error and not self.rise_error:
+            try:
                 self.peak_device_rise = max(self.peak_device_rise, self.device_used() - self.device_used_at_start)
             except nvml.Unavailable as e:
-                self.nvml_error = str(e)
+                self.rise_error = str(e)
         self.load.sample(pids)
         self.samples += 1
 
@@ -100,13 +105,16 @@ class Sampler(threading.Thread):
         if self.ident is not None:  # started (a test may sample by hand)
             self.join()
         gpu, method = None, None
-        if self.nvml_error:
-            method = f"unavailable: {self.nvml_error}"[:200]
+        if self.nvml_error or (self.tree_error and self.rise_error):
+            method = f"unavailable: {self.nvml_error or self.tree_error + '; ' + self.rise_error}"[:200]
         elif self.devices:
-            if self.peak_tree_gpu:
+            if self.peak_tree_gpu and not self.tree_error:
                 gpu, method = self.peak_tree_gpu, "process tree"
-            else:
+            elif not self.rise_error:
                 gpu, method = self.peak_device_rise, "device rise"
+                method += f" (the process query failed: {self.tree_error})"[:150] if self.tree_error else ""
+            else:  # the process query worked but saw none of the tree, and the rise could not be read
+                method = f"unavailable: {self.rise_error}"[:200]
         row = dict(
             peak_host_mem_mib=self.peak_host / 2**20 if self.peak_host else None,
             nvml_peak_mib=gpu / 2**20 if gpu is not None else None,

@@ -144,8 +144,10 @@ def default_workers(cores, processes, gpu):
     return max(1, min(8, cores // (2 * processes)))
 
 
-def calibrate(path, info, chosen, gpu_count, variants, log):
-    """Steps for every row: enough for the fastest one, the mixed-precision ceiling, to time WINDOW_S seconds."""
+def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1):
+    """Steps for every row: enough for the fastest one to time WINDOW_S seconds. The fastest single process is the
+    mixed-precision ceiling; DDP rows on nproc GPUs split each step over them, so they may be up to nproc times
+    faster still, and the steps are multiplied by nproc where such rows are planned."""
     variant = next((v for v in ("amp-synthetic", "synthetic") if v in variants), variants[0])
     steps, warmup = chosen["warmup_steps"] + 60, chosen["warmup_steps"]
     run = training_run(variant, 0, path, info, dict(chosen, steps=steps), gpu_count, 1, None, 1, "custom")
@@ -155,8 +157,11 @@ def calibrate(path, info, chosen, gpu_count, variants, log):
         lines = probe.stderr.strip().splitlines() or ["no output"]
         raise BenchError(f"calibration ({' '.join(run.cmd[1:3])}) failed: {lines[-1]}")
     step_s = json.loads(out.read_text())["step_time_median_ms"] / 1e3
-    timed = max(50, math.ceil(WINDOW_S / step_s))
-    print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}", flush=True)
+    split = nproc if gpu_count and DISTRIBUTED & set(variants) else 1
+    timed = max(50, math.ceil(WINDOW_S * split / step_s))
+    over = f" ({split} DDP processes may split a step)" if split > 1 else ""
+    print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}{over}",
+          flush=True)  # fmt: skip
     return warmup + timed
 
 
@@ -195,6 +200,8 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False):
     runs, works = [], {}
     names = workloads(args, gpu_count)
     nproc = args.nproc or gpu_count or 2
+    if gpu_count and nproc > gpu_count:
+        raise BenchError(f"--nproc {nproc}: DDP runs one process per GPU and this machine has {gpu_count} GPU(s)")
     for workload in names:
         chosen = work(args, gpu_count, workload)
         chosen.update(seed=args.seed, loader_steps=args.loader_steps)
@@ -206,7 +213,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False):
         if not dry_run:
             check_model(chosen["model"], info)
         if chosen["steps"] == "auto" and not dry_run:
-            chosen["steps"] = calibrate(path, info, chosen, gpu_count, args.variants, log)
+            chosen["steps"] = calibrate(path, info, chosen, gpu_count, args.variants, log, nproc)
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
         prefix = f"{workload}-" if len(names) > 1 else ""
         for repeat in range(1, args.repeats + 1):

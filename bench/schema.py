@@ -65,9 +65,12 @@ starved_frac            share train   median  -          share of the window the
 epoch_starts_timed      -     script  median  -          epochs whose first batch fell inside the window
 eval_pauses             -     train   -       -          evaluations that paused the window (epochs ended inside it)
 epoch_time_s            s     train   -       -          training images / samples_per_s: an epoch at the measured rate
+train_loss_first        -     train   median  -          mean training loss of the first 10 steps (warm-up included)
 train_loss_final        -     train   median  -          mean training loss of the last 10 steps
 diverged_step           -     train   -       -          the first step (from 1) whose loss was NaN or inf: the run
                                                            diverged; empty if it did not
+host_syncs_per_step     -     train   first   -          times a training step waits for the device to read a value
+                                                           back: 0, or 1 with fp16's GradScaler (step() reads found_inf)
 val_acc                 share train   median  -          validation accuracy after the last step
 val_samples             -     train   first   -          validation images counted, each once over all processes
 peak_mem_allocated_mib  MiB   train   median  ratio      torch.cuda.max_memory_allocated after the warm-up, max over
@@ -76,6 +79,9 @@ peak_mem_reserved_mib   MiB   train   median  ratio      torch.cuda.max_memory_r
                                                            processes (null on a CPU)
 peak_mem_allocated_sum_mib  MiB  train  median  -        the allocated peaks summed over processes
 amp_dtype               -     train   first   -          the autocast dtype (bf16, fp16); null in full precision
+bf16_native             -     train   first   only=train_amp.py+train_all.py  the device computes bf16 natively (a GPU
+                                                           from Ampere on; a CPU with AVX-512-BF16 or AMX): else bf16 is
+                                                           emulated, often slower than full precision
 memory_format           -     train   first   -          contiguous (NCHW), or channels_last (NHWC:
                                                            train_channels_last.py, train_all.py)
 tf32_matmul             -     train   -       -          torch.backends.cuda.matmul.allow_tf32 (GPU runs)
@@ -106,6 +112,8 @@ other_cpu_frac          share runner  median  -          share of all cores used
                                                            runner
 steal_frac              share runner  median  -          share of all cores taken by the hypervisor (steal time)
 gpu_other_mib           MiB   runner  -       -          peak GPU memory of other processes on the run's GPUs
+gpu_sharing             -     runner  -       -          alone, shared (other processes on the run's GPUs: busy), or
+                                                           unknown (NVML's process IDs are not this container's)
 gpu_util_pct            %     runner  -       -          median GPU utilisation while the run ran (NVML)
 gpu_sm_clock_mhz        MHz   runner  median  -          median SM clock while the run ran (NVML)
 gpu_throttle            -     runner  -       -          clock throttle reasons NVML reported while the run ran
@@ -114,9 +122,17 @@ busy_reason             -     runner  -       -          what competed: other pr
 machine_class           -     machine -       -          the hardware class: names the saved baseline to compare with
 cpu_model               -     machine -       -          the CPU
 cpu_cores               -     machine -       -          cores the bench may use
+cpu_isa                 -     machine -       -          the CPU features that decide the results: avx2, avx512,
+                                                           avx512_bf16, amx (x86); neon, sve, bf16 (Arm)
+cpu_bf16_native         -     machine -       -          the CPU computes bf16 (AVX-512-BF16, AMX or Arm bf16): without,
+                                                           bf16 autocast on the CPU is emulated, often slower than fp32
 ram_gb                  GB    machine -       -          host memory
 gpu_count               -     machine -       -          GPUs torch sees
 gpu_name                -     machine -       -          the first GPU's name
+gpu_capability          -     machine -       -          its CUDA compute capability (8.0 Ampere, 9.0 Hopper, ...)
+gpu_bf16_native         -     machine -       -          it computes bf16 natively (compute capability 8.0 or more)
+gpu_tf32                -     machine -       -          it has TF32 Tensor Cores (8.0 or more): fp32 convolutions run
+                                                           in TF32 by default
 driver_version          -     machine -       -          NVIDIA driver
 python_version          -     machine -       -          Python
 platform                -     machine -       -          operating system

@@ -106,6 +106,9 @@ def reasons(row, base):
         said.append(
             f"the data wait stayed high ({base_wait:.0%} to {wait:.0%}): the input pipeline, not compute, sets the pace"
         )
+    if row.get("amp_dtype") == "bf16" and str(row.get("bf16_native")).lower() == "false" and row.speedup < 1:
+        where = "GPU (before Ampere)" if row.get("device") == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
+        said.append(f"bf16 is emulated on this {where}, so autocast costs more than it saves")
     step = f"compute per step went from {compute_ms(base):.1f} ms to {compute_ms(row):.1f} ms"
     if pd.isna(compute_ms(row)) or pd.isna(compute_ms(base)):
         step = None

@@ -43,9 +43,9 @@ class Joined(Exception):
     """Raised by the stubbed init_process_group: what happened up to it is all the test needs."""
 
 
-@pytest.mark.parametrize("local_rank,gpus,expected", [(1, 1, 0), (6, 4, 2), (3, 8, 3)])
+@pytest.mark.parametrize("local_rank,gpus,expected", [(0, 1, 0), (2, 4, 2), (3, 8, 3)])
 def test_each_ddp_process_takes_its_gpu(tiny_data, monkeypatch, local_rank, gpus, expected):
-    """Local rank N on a machine whose processes each see `gpus` GPUs: GPU N modulo gpus, bound at init."""
+    """Local rank N takes GPU N, bound at init (more processes than GPUs: tests/test_gpu_ready.py)."""
     train_ddp = importlib.import_module("train_ddp")
     calls = {}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -57,7 +57,7 @@ def test_each_ddp_process_takes_its_gpu(tiny_data, monkeypatch, local_rank, gpus
         raise Joined
 
     monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
-    env = dict(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16")
+    env = dict(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16", LOCAL_WORLD_SIZE=str(gpus))
     monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
     monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(tiny_data), "--batch-size", "16"])
     with pytest.raises(Joined):

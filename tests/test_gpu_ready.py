@@ -1,0 +1,316 @@
+"""Ready for the first GPU: what a review of the CUDA paths found, each reached on a CPU (device calls stubbed,
+never a measured number), and the capabilities that decide the answers (CPU ISA, native bf16)."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pandas as pd
+import pytest
+import torch
+from test_cuda_paths import FakeNVML, Joined, sleeper
+
+from bench import machine, memory, nvml, plan, verdicts
+from helpers import PY, ROOT, SMALL_MODEL, run, train
+
+sys.path.insert(0, str(ROOT))
+
+
+# ----------------------------------------------------------------------------- channels_last: copy, then convert
+
+
+class Batch(torch.Tensor):
+    """A loader's batch that records what is done to it with .to(): the first thing must be the copy to the
+    device; the layout is changed there, on the copy (a host transpose of a pinned batch is slow and pageable)."""
+
+    calls = []
+
+    def to(self, *args, **kwargs):
+        Batch.calls.append((args, kwargs))
+        return torch.Tensor.to(self.as_subclass(torch.Tensor), *args, **kwargs)
+
+
+class Recorded:
+    def __init__(self, inner):
+        self.inner, self.sampler = inner, getattr(inner, "sampler", None)
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __iter__(self):
+        for images, labels in self.inner:
+            yield images.as_subclass(Batch), labels
+
+
+@pytest.mark.parametrize("name", ["train_channels_last", "train_all"])
+def test_channels_last_converts_on_the_device_after_the_copy(tiny_data, monkeypatch, name):
+    script = importlib.import_module(name)
+    import loader
+
+    real_loaders, real_build = loader.build_loaders, script.build_model
+    seen = []
+
+    def build_loaders(*args, **kwargs):
+        train_loader, val_loader, info = real_loaders(*args, **kwargs)
+        return Recorded(train_loader), Recorded(val_loader), info
+
+    def build_model(*args):
+        model = real_build(*args)
+        model.register_forward_pre_hook(lambda _, x: seen.append(x[0].is_contiguous(memory_format=torch.channels_last)))
+        return model
+
+    monkeypatch.setattr(loader, "build_loaders", build_loaders)
+    monkeypatch.setattr(script, "build_model", build_model)
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)  # what is compiled is not the question here
+    argv = [f"{name}.py", "--data", str(tiny_data), "--model", SMALL_MODEL, "--batch-size", "16", "--steps", "3"]
+    monkeypatch.setattr(
+        sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0", "--device", "cpu", "--no-progress"]
+    )
+    Batch.calls.clear()
+    script.main()
+    assert len(Batch.calls) >= 3 + 3, Batch.calls  # 3 training batches and the validation batches (40 images)
+    for args, kwargs in Batch.calls:
+        assert "memory_format" not in kwargs and args and isinstance(args[0], torch.device), (args, kwargs)
+    assert seen and all(seen), "the model must still see channels_last batches"
+
+
+# ----------------------------------------------------------------------------- DDP: one process per GPU
+
+
+@pytest.mark.parametrize("name", ["train_ddp", "train_all"])
+@pytest.mark.parametrize("local_rank,local_world_size,gpus", [(1, 2, 1), (0, 3, 2), (5, 8, 4)])
+def test_more_ddp_processes_than_gpus_is_one_line(
+    tiny_data, monkeypatch, capsys, name, local_rank, local_world_size, gpus
+):
+    """Two processes on one GPU make NCCL fail with a traceback ("Duplicate GPU detected"): every process of the
+    machine says it in one line instead, before joining, naming --nproc-per-node and the GPUs there are."""
+    script = importlib.import_module(name)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(script.dist, "init_process_group", lambda *a, **k: pytest.fail("joined with too few GPUs"))
+    env = dict(
+        RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16", LOCAL_WORLD_SIZE=str(local_world_size)
+    )
+    monkeypatch.setattr(script.os, "environ", {**script.os.environ, **env})
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", "--data", str(tiny_data), "--batch-size", "16"])
+    with pytest.raises(SystemExit) as exit:
+        script.main()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exit.value.code == 2 and len(lines) == 1, lines
+    assert f"{local_world_size} processes on this machine but {gpus} GPU(s)" in lines[0]
+    assert f"--nproc-per-node {gpus} at most" in lines[0] and "--device cpu for gloo" in lines[0]
+
+
+def test_as_many_ddp_processes_as_gpus_join(tiny_data, monkeypatch):
+    train_ddp = importlib.import_module("train_ddp")
+    calls = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("set_device", device))
+
+    def init(backend, **kwargs):
+        calls.update(backend=backend, **kwargs)
+        raise Joined
+
+    monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
+    env = dict(RANK="3", LOCAL_RANK="3", WORLD_SIZE="4", LOCAL_WORLD_SIZE="4")
+    monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
+    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(tiny_data), "--batch-size", "16"])
+    with pytest.raises(Joined):
+        train_ddp.main()
+    assert calls["set_device"] == torch.device("cuda", 3) and calls["device_id"] == torch.device("cuda", 3)
+
+
+def test_the_bench_refuses_more_ddp_processes_than_gpus():
+    result = run("-m", "bench", "--dry-run", "--gpus", 2, "--nproc", 4, "--workload", "small")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "--nproc 4" in lines[0] and "2 GPU(s)" in lines[0], lines
+
+
+# ----------------------------------------------------------------------------- NVML in a container
+
+
+def test_in_a_container_the_gpu_sharing_is_unknown_not_busy(monkeypatch):
+    """NVML gives the host's PIDs: none is the run's. A process that appeared during the run may be the run itself:
+    unknown. One that was there before the run started cannot be: the run shared its GPU (busy)."""
+    job = sleeper()
+    try:
+        fake = FakeNVML([])
+        monkeypatch.setattr(nvml, "pynvml", fake)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = memory.Sampler(job.pid, gpu=True)
+        fake.processes.append(("gpu1", 4_000_123, 3 * 2**30))  # the run, as the host numbers it
+        sampler.sample()
+        alone = sampler.stop()
+        fake.processes[:] = [("gpu1", 4_000_777, 2**30)]  # there before the next run started
+        sampler = memory.Sampler(job.pid, gpu=True)
+        fake.processes.append(("gpu1", 4_000_123, 3 * 2**30))
+        sampler.sample()
+        shared = sampler.stop()
+    finally:
+        job.kill()
+    # (busy itself also reads the CPU, which a sample this short cannot: the GPU's part is what is asked here)
+    assert "GPUs" not in (alone["busy_reason"] or "")
+    assert alone["gpu_sharing"].startswith("unknown") and alone["gpu_other_mib"] == 0
+    assert alone["nvml_peak_mib"] == 3 * 1024 + 0 and alone["nvml_method"] == "device rise"
+    assert shared["busy"] and shared["gpu_sharing"] == "shared" and shared["gpu_other_mib"] == 1024
+    assert "1 other processes held 1,024 MiB" in shared["busy_reason"]
+
+
+def test_with_its_own_pids_a_run_alone_on_its_gpu_is_alone(monkeypatch):
+    job = sleeper()
+    try:
+        monkeypatch.setattr(nvml, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)]))
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler.sample()
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["gpu_sharing"] == "alone" and "GPUs" not in (row["busy_reason"] or "")
+    assert row["nvml_method"] == "process tree"
+
+
+def test_a_failing_process_query_leaves_the_device_rise(monkeypatch):
+    """The per-process query and the device-rise fallback fail apart: one NVML error does not disable both."""
+
+    class NoProcessQuery(FakeNVML):
+        def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802 (pynvml's name)
+            raise self.NVMLError("Not Supported")
+
+    job = sleeper()
+    try:
+        fake = NoProcessQuery([])
+        monkeypatch.setattr(nvml, "pynvml", fake)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = memory.Sampler(job.pid, gpu=True)
+        fake.processes.append(("gpu1", job.pid, 2 * 2**30))
+        sampler.sample()
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["nvml_peak_mib"] == 2 * 1024 and row["nvml_method"].startswith("device rise")
+    assert "Not Supported" in row["nvml_method"]
+
+
+# ----------------------------------------------------------------------------- fp16: one host sync a step
+
+
+def test_an_enabled_grad_scaler_reads_a_value_back_every_step(monkeypatch):
+    """What host_syncs_per_step says of fp16, checked against torch itself: GradScaler.step() calls .item()."""
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    reads = []
+    real_item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: reads.append(1) or real_item(self))
+    for enabled, expected in (True, 1), (False, 0):
+        scaler = torch.amp.GradScaler("cpu", enabled=enabled)
+        reads.clear()
+        scaler.scale(model(torch.ones(3, 4)).sum()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        assert len(reads) == expected, (enabled, reads)
+
+
+def test_bf16_makes_no_host_sync_and_says_whether_it_is_native(tiny_data, tmp_path):
+    result, metrics = train("train_amp.py", tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 1)
+    assert result.returncode == 0, result.stderr
+    native = bool({"avx512_bf16", "amx_bf16", "bf16"} & machine.cpu_flags())
+    assert metrics["host_syncs_per_step"] == 0 and metrics["amp_dtype"] == "bf16"
+    assert metrics["bf16_native"] is native
+    warned = [line for line in result.stderr.splitlines() if "warning: this CPU" in line]
+    assert len(warned) == (0 if native else 1), result.stderr  # this machine's own answer, either way
+    if not native:
+        assert "no native bf16" in warned[0] and "AVX-512-BF16" in warned[0]
+
+
+def test_train_amp_warns_where_bf16_is_emulated(monkeypatch, capsys, tiny_data):
+    train_amp = importlib.import_module("train_amp")
+    monkeypatch.setattr(train_amp, "native_bf16", lambda device: False)
+    argv = ["train_amp.py", "--data", str(tiny_data), "--model", SMALL_MODEL, "--batch-size", "16", "--steps", "2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0", "--no-progress"])
+    train_amp.main()
+    err = capsys.readouterr().err
+    assert "train_amp.py: warning: this CPU (no AVX-512-BF16 or AMX) has no native bf16" in err
+
+
+# ----------------------------------------------------------------------------- calibration and the compile cache
+
+
+def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
+    """With N GPUs the DDP rows split each step N ways: the steps are enough for them to time WINDOW_S too."""
+    step_ms = 20.0
+
+    def probe(cmd, **kwargs):
+        out = cmd[cmd.index("--metrics-out") + 1]
+        with open(out, "w") as f:
+            json.dump(dict(step_time_median_ms=step_ms), f)
+        return types.SimpleNamespace(returncode=0, stderr="")
+
+    monkeypatch.setattr(plan.subprocess, "run", probe)
+    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
+    info = dict(image_size=32, classes=list(range(10)))
+    for variants, nproc, split in (["baseline", "ddp"], 4, 4), (["baseline", "amp"], 4, 1), (["all"], 8, 8):
+        steps = plan.calibrate("data", info, chosen, 8, variants, tmp_path, nproc)
+        assert (steps - 20) * step_ms / 1e3 / split >= plan.WINDOW_S, (variants, steps)
+        assert (steps - 21) * step_ms / 1e3 / split < plan.WINDOW_S
+    assert plan.calibrate("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 20 + 350  # CPU processes share cores
+
+
+@pytest.mark.slow
+def test_the_compile_cache_is_found_where_torch_keeps_it(tmp_path):
+    """No USER and no TORCHINDUCTOR_CACHE_DIR: compile_cache_warm asks torch, and sees what torch.compile wrote."""
+    env = {k: v for k, v in os.environ.items() if k not in ("USER", "TORCHINDUCTOR_CACHE_DIR")}
+    env["TMPDIR"] = str(tmp_path)
+    code = "import sys, torch; sys.path.insert(0, '.'); import train_compile; "
+    before = code + "print(train_compile.compile_cache_warm())"
+    compile_then = code + "train_compile.check_compiler(torch.device('cpu')); print(train_compile.compile_cache_warm())"
+    answers = [
+        subprocess.run([PY, "-c", c], cwd=ROOT, env=env, capture_output=True, text=True) for c in (before, compile_then)
+    ]
+    assert [a.stdout.split()[-1] for a in answers] == ["False", "True"], [a.stderr[-2000:] for a in answers]
+    assert any(p.name.startswith("torchinductor_") for p in tmp_path.iterdir())
+
+
+# ----------------------------------------------------------------------------- capabilities
+
+
+def test_the_cpu_features_that_decide_the_answers(tmp_path):
+    avx2 = tmp_path / "avx2"
+    avx2.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
+    bf16 = tmp_path / "bf16"
+    bf16.write_text("flags\t\t: avx2 avx512f avx512_bf16 avx512bw\n")
+    arm = tmp_path / "arm"
+    arm.write_text("Features\t: fp asimd sve bf16\n")
+    assert machine.cpu_isa(machine.cpu_flags(avx2)) == ["avx2"]
+    assert machine.cpu_isa(machine.cpu_flags(bf16)) == ["avx2", "avx512", "avx512_bf16"]
+    assert machine.cpu_isa(machine.cpu_flags(arm)) == ["neon", "sve", "bf16"]
+    assert machine.cpu_flags(tmp_path / "none") == set()
+    base = dict(gpu_count=0, cpu_cores=2, cpu_model="AMD EPYC")
+    classes = {machine.machine_class(dict(base, cpu_isa=isa)) for isa in ("avx2", "avx2 avx512 avx512_bf16", None)}
+    assert classes == {"cpu-2core-amd-epyc-avx2", "cpu-2core-amd-epyc-avx512-bf16", "cpu-2core-amd-epyc-base"}
+    assert (
+        machine.machine_class(dict(base, gpu_count=1, gpu_name="NVIDIA H100 80GB HBM3")) == "1x-nvidia-h100-80gb-hbm3"
+    )
+
+
+def test_the_machine_record_carries_its_capabilities():
+    info = machine.machine_info()
+    flags = machine.cpu_flags()
+    assert info["cpu_isa"] == (" ".join(machine.cpu_isa(flags)) or None)
+    assert info["cpu_bf16_native"] == bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+    assert info["gpu_capability"] is None and info["gpu_bf16_native"] is None  # no GPU on the test machines
+
+
+def test_a_slower_amp_row_names_emulated_bf16():
+    base = dict(workload="small", kind="train", variant="baseline", runs_ok=3, runs_failed=0, rate_median=100.0)
+    amp = dict(base, variant="amp", rate_median=20.0, speedup=0.2, speedup_low=0.18, speedup_high=0.22)
+    amp.update(amp_dtype="bf16", bf16_native=False, device="cpu")
+    line = verdicts.verdict(pd.Series(amp), pd.Series(base))
+    assert "0.20x slower" in line and "bf16 is emulated on this CPU (no AVX-512-BF16 or AMX)" in line
+    native = dict(amp, bf16_native=True)
+    line = verdicts.verdict(pd.Series(native), pd.Series(base))
+    assert "emulated" not in line
