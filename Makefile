@@ -10,12 +10,16 @@ ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 endif
 
-.PHONY: bench baseline plot train data diff test test-fast lint format clean
+.PHONY: bench check baseline plot train data diff test test-fast lint format clean
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
 # WORKLOAD=small|imagenet|all (generated in data/ when missing), or DATA=folder of your own
 bench: $(SETUP)
 	$(PY) -m bench $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
+
+# does every technique work on this machine? a short run of every script and path, a table of what works (3-4 min)
+check: $(SETUP)
+	$(PY) -m bench --check $(ARGS)
 
 # keep results/ as the saved baseline for this class of machine (baseline/<machine class>/)
 baseline: $(SETUP)

@@ -120,7 +120,7 @@ def synthetic_loaders(spec, batch_size, device, seed, rank):
     return Repeat(images, labels, SYNTHETIC_STEPS), Repeat(images, labels, 1), info
 
 
-def open_datasets(data_dir, download=False):
+def open_datasets(data_dir, download=False, check_data=True):
     """Return (train_set, val_set, info) for the data in data_dir, detecting its format."""
     root = data_dir
     train_dir, val_dir = os.path.join(root, "train"), os.path.join(root, "val")
@@ -139,7 +139,8 @@ def open_datasets(data_dir, download=False):
             only_train = sorted(set(train_set.classes) - set(val_set.classes))
             only_val = sorted(set(val_set.classes) - set(train_set.classes))
             die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
-        check_files([path for path, _ in train_set.samples + val_set.samples], image_side)  # a broken file, named now
+        if check_data:  # every file's ends: a broken file is named now (the bench checks once, before its runs)
+            check_files([path for path, _ in train_set.samples + val_set.samples], image_side)
         side = statistics.median_low(image_side(path) for path, _ in train_set.samples[:: len(train_set) // 25 + 1])
         generated = os.path.exists(os.path.join(root, "generated.json"))
         dataset = "generated" if generated else "imagefolder"
@@ -177,7 +178,18 @@ def open_datasets(data_dir, download=False):
     return train_set, val_set, info
 
 
-def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_size=1, download=False, eval_samples=None):
+def build_loaders(
+    data_dir,
+    batch_size,
+    device,
+    workers,
+    seed,
+    rank=0,
+    world_size=1,
+    download=False,
+    eval_samples=None,
+    check_data=True,
+):
     """Return (train_loader, val_loader, info: DataInfo) reading data_dir, batch_size images per process.
 
     With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
@@ -188,7 +200,7 @@ def build_loaders(data_dir, batch_size, device, workers, seed, rank=0, world_siz
     """
     if str(data_dir).split(":")[0] == "synthetic":
         return synthetic_loaders(str(data_dir), batch_size, device, seed, rank)
-    train_set, val_set, info = open_datasets(data_dir, download)
+    train_set, val_set, info = open_datasets(data_dir, download, check_data)
     if batch_size * world_size > len(train_set):
         die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
     keep = range(len(val_set))  # the validation images evaluated: all, or a fixed sample (the same every run)
@@ -217,7 +229,15 @@ def bench(args, device):
     """Time args.steps batches after args.warmup_steps, each copied to the device, the way train.py
     times its steps; return (seconds, seconds blocked in next(), epoch starts timed, info)."""
     train_loader, _, info = build_loaders(
-        args.data, args.batch_size, device, args.workers, args.seed, 0, 1, args.download
+        args.data,
+        args.batch_size,
+        device,
+        args.workers,
+        args.seed,
+        0,
+        1,
+        args.download,
+        check_data=not args.no_data_check,
     )
 
     def sync():
@@ -257,6 +277,7 @@ def main():
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where batches go")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
+    parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
     parser.add_argument("--metrics-out", default=None, help="write the --bench result (else what was found) as JSON")
     parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
     args = parser.parse_args()

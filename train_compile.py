@@ -49,6 +49,7 @@ parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--eval-samples", type=int, default=None, help="evaluate a fixed sample of N validation images")
 parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py) or dali (loader_dali.py)")
 parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
+parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
 parser.add_argument("--metrics-out", default=None, help="write the run's metrics here as JSON")
 parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 # new # how hard Inductor works: default, reduce-overhead (CUDA graphs), max-autotune (tries kernels)
@@ -297,6 +298,7 @@ def compile_cache_warm():
 def main():
     parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
     args = parser.parse_args()
+    started = time.perf_counter()  # the run's phases are timed too (setup_s, warmup_s, eval_s): where its time goes
     rank, local_rank, world_size = 0, 0, 1  # one process; train_ddp.py reads torchrun's
     is_main = rank == 0
     factory = model_factory(args.model)
@@ -322,7 +324,16 @@ def main():
         from loader import build_loaders
     batch_size = args.batch_size // world_size  # per process
     train_loader, val_loader, info = build_loaders(
-        args.data, batch_size, device, args.workers, args.seed, rank, world_size, args.download, args.eval_samples
+        args.data,
+        batch_size,
+        device,
+        args.workers,
+        args.seed,
+        rank,
+        world_size,
+        args.download,
+        args.eval_samples,
+        check_data=not args.no_data_check,
     )
     # new # the first step compiles the model: it must be a warm-up step, never timed
     if args.warmup_steps < 1:
@@ -352,6 +363,7 @@ def main():
     epochs = math.ceil(total_steps / len(train_loader))
     window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
+    setup_s, eval_s = time.perf_counter() - started, 0.0  # setup: the data's check, the loaders, the model
     if warmup == 0:
         window.open()
     for epoch in range(epochs):
@@ -392,7 +404,9 @@ def main():
         if step == total_steps:
             seconds, step_ms, starved_s = window.close()
         window.pause()
+        evaluating = time.perf_counter()
         val_acc, val_samples = evaluate(model, val_loader, device, autocast)
+        eval_s += time.perf_counter() - evaluating
         seen = torch.stack(losses).float()  # the epoch's losses: the first that is not a finite number is kept
         if diverged is None and not seen.isfinite().all():
             diverged = step - len(losses) + 1 + int((~seen.isfinite()).nonzero()[0])
@@ -429,6 +443,9 @@ def main():
         workers=args.workers,
         steps_timed=len(step_ms),
         window_s=seconds,
+        setup_s=setup_s,
+        warmup_s=window.opened - started - setup_s,
+        eval_s=eval_s,
         samples_per_s=images_timed / seconds,
         compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
         step_time_median_ms=median,

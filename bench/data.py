@@ -151,9 +151,10 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ensure(workload, seed=0):
-    """The workload's folder under data/, generated when missing or made with other parameters; its path."""
-    spec = WORKLOADS[workload]
+def ensure(workload, seed=0, spec=None):
+    """The workload's folder under data/, generated when missing or made with other parameters; its path.
+    spec: the sizes of a folder that is no workload of the bench's (dict(train=, val=, size=, photo=))."""
+    spec = spec or WORKLOADS[workload]
     out = os.path.join(ROOT, "data", workload)
     try:
         with open(os.path.join(out, "generated.json")) as f:

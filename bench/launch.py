@@ -109,5 +109,8 @@ def launch(run, log_dir, timeout, stop):
             error = f"no readable metrics: {e}"
     if error is None:
         row.update({k: v for k, v in metrics.items() if k not in ("argv", "variant")})
+        phases = [metrics.get(k) for k in ("setup_s", "warmup_s", "window_s", "eval_s")]
+        if all(isinstance(p, (int, float)) for p in phases):  # training runs: where the rest of the time went
+            row["other_s"] = row["wall_s"] - sum(phases)
     row.update(status="failed" if error else "ok", error=error)
     return row

@@ -26,18 +26,20 @@ from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
 # variant -> the command after `python`: the script and the flags that make the technique
+# in the order a user needs them, the order they run in and are left out from the end of when the budget is short:
+# the ceilings and the baseline, then each technique; DP and DDP, which show only their overhead on one GPU, last
 TRAIN = {
+    "synthetic": ["train.py", "--data", "{synthetic}"],
+    "amp-synthetic": ["train_amp.py", "--data", "{synthetic}"],
     "baseline": ["train.py"],
-    "dp": ["train_dp.py"],
-    "ddp": [*TORCHRUN, "train_ddp.py"],
     "amp": ["train_amp.py"],
     "channels_last": ["train_channels_last.py"],
     "compile": ["train_compile.py"],
-    "checkpoint": ["train_checkpoint.py"],
     "all": [*TORCHRUN, "train_all.py"],
     "dali": ["train.py", "--loader", "dali"],
-    "synthetic": ["train.py", "--data", "{synthetic}"],
-    "amp-synthetic": ["train_amp.py", "--data", "{synthetic}"],
+    "checkpoint": ["train_checkpoint.py"],
+    "dp": ["train_dp.py"],
+    "ddp": [*TORCHRUN, "train_ddp.py"],
 }
 LOADERS = {"loader": "loader.py", "loader_dali": "loader_dali.py"}
 MULTI_GPU = {"dp", "ddp"}  # their speed-up needs 2 GPUs or more; with fewer, their rows show the overhead only
@@ -46,15 +48,36 @@ COMPILED = {"compile", "all"}  # one compile cache per variant and bench: the fi
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only)
 DEFAULTS = {
-    ("gpu", "small"): dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=30, eval_samples=5000),
-    ("gpu", "imagenet"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=2000),
-    ("gpu", "custom"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=2000),
-    ("cpu", "small"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=25, warmup_steps=5, eval_samples=1000),
-    ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=10, warmup_steps=3, eval_samples=100),
-    ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=25, warmup_steps=5, eval_samples=1000),
+    ("gpu", "small"): dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=30, eval_samples=2000),
+    ("gpu", "imagenet"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=1000),
+    ("gpu", "custom"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=1000),
+    ("cpu", "small"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=50, warmup_steps=5, eval_samples=500),
+    ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=20, warmup_steps=3, eval_samples=100),
+    ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=50, warmup_steps=5, eval_samples=500),
 }
+WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
+STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
 TIMEOUT = dict(gpu=900, cpu=600)  # seconds a run may take (a cold compile on 2 cores: minutes)
 WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
+WINDOW_MIN_S = 3.0  # the shortest window a budget may ask for
+BUDGET_MIN = dict(gpu=25, cpu=15)  # the default --budget, minutes: the GPU plan (both workloads) fits a lent GPU
+
+# What the estimate assumes before a bench has measured anything (after its first round, its own measured run times
+# take over). A run's seconds outside its timed window (start-up, setup, warm-up, evaluation), its window, and a
+# compile, cold (the first repeat) or from a warm cache: on a CPU as measured on a 2-core AMD EPYC (AVX2 only, the
+# default plan, 2026-11-23); on a GPU assumed, until a GPU bench measures them.
+COST_S = dict(
+    cpu=dict(fixed=9.0, window=10.0, cold=90.0, warm=12.0, calibrate=0.0),
+    gpu=dict(fixed=12.0, window=WINDOW_S, cold=60.0, warm=15.0, calibrate=25.0),
+)
+# a row's window against the fastest row's (a GPU: the mixed-precision ceiling's, which calibrates the steps; a CPU:
+# the baseline's, at its fixed steps). Assumed: full precision 2x mixed on a GPU (TF32 against bf16); checkpointing's
+# recompute 1.3x; bf16 on a CPU without native bf16 5x (as measured for shufflenet on an AVX2-only EPYC)
+SLOWER = dict(
+    gpu=dict(synthetic=2, baseline=2, channels_last=2, compile=1.6, dali=2, checkpoint=2.6, dp=2, ddp=2),
+    cpu=dict(checkpoint=1.3, compile=0.9),
+)
+EMULATED_BF16 = 5.0
 
 
 @dataclass
@@ -67,6 +90,71 @@ class Run:
     cmd: list = field(default_factory=list)
     workload: str = "custom"
     env: dict = field(default_factory=dict)  # set for the run, e.g. TORCHINDUCTOR_CACHE_DIR
+    estimate_s: float = 0.0  # the planned estimate of its wall time (see COST_S)
+
+
+def ordered(variants, gpu_count):
+    """variants in TRAIN's order; with 2 GPUs or more DP and DDP answer a question of their own, right after all."""
+    order = list(TRAIN)
+    if gpu_count >= 2:
+        order = [v for v in order if v not in MULTI_GPU]
+        order[order.index("all") + 1 : order.index("all") + 1] = ["dp", "ddp"]
+    return sorted(variants, key=order.index)
+
+
+def estimate_s(run, window_s, gpu, bf16_native=True):
+    """The seconds a run should take, by COST_S and SLOWER (window_s: the fastest row's window)."""
+    cost = COST_S["gpu" if gpu else "cpu"]
+    slower = SLOWER["gpu" if gpu else "cpu"].get(run.variant, 1)
+    if not gpu and not bf16_native and run.variant in ("amp", "amp-synthetic", "all"):
+        slower *= EMULATED_BF16
+    compiling = (cost["cold"] if run.repeat == 1 else cost["warm"]) if run.variant in COMPILED else 0
+    return cost["fixed"] + window_s * slower + compiling
+
+
+def rounds(runs):
+    """The runs grouped by (repeat, workload), in plan order: each group one complete round of a workload."""
+    groups = {}
+    for run in runs:
+        groups.setdefault((run.repeat, run.workload), []).append(run)
+    return list(groups.values())
+
+
+def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native):
+    """The fastest row's window (GPU, steps auto) that lets min(repeats, 2) rounds fit the budget, within
+    WINDOW_MIN_S..WINDOW_S."""
+    if budget_s is None or not gpu:
+        return WINDOW_S
+    probe = [Run("", v, "train", 2, 1) for v in variants] + [Run("", v, "loader", 2, 1) for v in loaders]
+    fixed = sum(estimate_s(r, 0, gpu, bf16_native) for r in probe) * len(names)
+    weight = sum(estimate_s(r, 1, gpu, bf16_native) - estimate_s(r, 0, gpu, bf16_native) for r in probe) * len(names)
+    cold = sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if v in COMPILED) * len(names)
+    wanted = min(repeats, 2)
+    spare = budget_s - COST_S["gpu"]["calibrate"] * len(names) - cold - wanted * fixed
+    return max(WINDOW_MIN_S, min(WINDOW_S, spare / (wanted * weight)))
+
+
+def fit_budget(runs, budget_s, overhead_s):
+    """(the runs that fit the budget, the variants left out): whole rounds (every workload's round r before any
+    r + 1), as many as fit; if not even the first fits, rows are left out from the end of the priority order."""
+    if budget_s is None:
+        return runs, []
+    kept, spent = [], overhead_s
+    by_repeat = {}
+    for run in runs:
+        by_repeat.setdefault(run.repeat, []).append(run)
+    for _, group in sorted(by_repeat.items()):
+        cost = sum(r.estimate_s for r in group)
+        if spent + cost > budget_s and kept:
+            break
+        kept, spent = kept + group, spent + cost
+    left_out = []
+    order = list(dict.fromkeys(r.variant for r in runs if r.kind == "train"))
+    order += list(dict.fromkeys(r.variant for r in runs if r.kind == "loader"))
+    while sum(r.estimate_s for r in kept) + overhead_s > budget_s and len(order) > 1:
+        left_out.insert(0, order.pop())
+        kept = [r for r in kept if r.variant != left_out[0]]
+    return kept, left_out
 
 
 def workloads(args, gpu_count):
@@ -144,24 +232,30 @@ def default_workers(cores, processes, gpu):
     return max(1, min(8, cores // (2 * processes)))
 
 
-def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1):
-    """Steps for every row: enough for the fastest one to time WINDOW_S seconds. The fastest single process is the
+def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WINDOW_S):
+    """Steps for every row: enough for the fastest one to time window_s seconds. The fastest single process is the
     mixed-precision ceiling; DDP rows on nproc GPUs split each step over them, so they may be up to nproc times
-    faster still, and the steps are multiplied by nproc where such rows are planned."""
+    faster still, and the steps are multiplied by nproc where such rows are planned. The calibration run warms up
+    for WARMUP_STEADY steps: where its steps are steady after them (STEADY), chosen's warm-up is cut to that."""
     variant = next((v for v in ("amp-synthetic", "synthetic") if v in variants), variants[0])
-    steps, warmup = chosen["warmup_steps"] + 60, chosen["warmup_steps"]
-    run = training_run(variant, 0, path, info, dict(chosen, steps=steps), gpu_count, 1, None, 1, "custom")
+    warmup = min(chosen["warmup_steps"], WARMUP_STEADY)
+    run = training_run(variant, 0, path, info, dict(chosen, steps=warmup + 60, warmup_steps=warmup), gpu_count, 1,
+                       None, 1, "custom")  # fmt: skip
     out = Path(log) / "calibration.json"
     probe = subprocess.run([*run.cmd, "--metrics-out", str(out)], cwd=ROOT, capture_output=True, text=True)
     if probe.returncode != 0:
         lines = probe.stderr.strip().splitlines() or ["no output"]
         raise BenchError(f"calibration ({' '.join(run.cmd[1:3])}) failed: {lines[-1]}")
-    step_s = json.loads(out.read_text())["step_time_median_ms"] / 1e3
+    metrics = json.loads(out.read_text())
+    step_s = metrics["step_time_median_ms"] / 1e3
+    if metrics["step_time_p90_ms"] > STEADY * metrics["step_time_median_ms"]:  # not steady yet: the full warm-up
+        warmup = chosen["warmup_steps"]
+    chosen["warmup_steps"] = warmup
     split = nproc if gpu_count and DISTRIBUTED & set(variants) else 1
-    timed = max(50, math.ceil(WINDOW_S * split / step_s))
+    timed = max(50, math.ceil(window_s * split / step_s))
     over = f" ({split} DDP processes may split a step)" if split > 1 else ""
-    print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}{over}",
-          flush=True)  # fmt: skip
+    print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}{over}"
+          f" (90th percentile {metrics['step_time_p90_ms']:.1f} ms)", flush=True)  # fmt: skip
     return warmup + timed
 
 
@@ -177,7 +271,7 @@ def training_run(
         cmd += ["--data", path]
     cmd += ["--model", chosen["model"], "--batch-size", chosen["batch_size"], "--steps", chosen["steps"]]
     cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
-    cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress"]
+    cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress", "--no-data-check"]  # checked once
     run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
     if variant in COMPILED and cache is not None:
         run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
@@ -191,17 +285,23 @@ def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workloa
         steps = "auto" if chosen["steps"] == "auto" else chosen["steps"] - chosen["warmup_steps"]
     cmd = [sys.executable, LOADERS[variant], "--bench", "--data", path, "--batch-size", chosen["batch_size"]]
     cmd += ["--steps", steps, "--warmup-steps", 5, "--workers", workers, "--device", "cuda" if gpu_count else "cpu"]
+    cmd += ["--no-data-check"]  # describe() checked every file, once for the bench
     return Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd)), workload)
 
 
-def make_plan(args, gpu_count, cores, log=None, dry_run=False):
-    """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, workload after workload,
-    and what each workload's work is ({workload: flags}); steps "auto" is calibrated here unless dry_run."""
+def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True):
+    """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
+    ({workload: flags}) and how the plan fits its budget (a dict for print_estimate). Steps "auto" are calibrated
+    here unless dry_run. Rounds run repeat after repeat, each workload's round whole, rows in priority order."""
     runs, works = [], {}
     names = workloads(args, gpu_count)
     nproc = args.nproc or gpu_count or 2
     if gpu_count and nproc > gpu_count:
         raise BenchError(f"--nproc {nproc}: DDP runs one process per GPU and this machine has {gpu_count} GPU(s)")
+    gpu, variants = bool(gpu_count), ordered(args.variants, gpu_count)
+    budget = None if args.budget == "none" else 60 * (args.budget or BUDGET_MIN["gpu" if gpu else "cpu"])
+    window = fit_window(budget, variants, args.loaders, names, args.repeats, gpu, bf16_native)
+    calibrations = 0
     for workload in names:
         chosen = work(args, gpu_count, workload)
         chosen.update(seed=args.seed, loader_steps=args.loader_steps)
@@ -212,17 +312,53 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False):
                              f"({info['train_size']} images)")  # fmt: skip
         if not dry_run:
             check_model(chosen["model"], info)
-        if chosen["steps"] == "auto" and not dry_run:
-            chosen["steps"] = calibrate(path, info, chosen, gpu_count, args.variants, log, nproc)
+        auto = chosen["steps"] == "auto"
+        calibrations += auto
+        if auto and not dry_run:
+            chosen["steps"] = calibrate(path, info, chosen, gpu_count, variants, log, nproc, window)
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
-        prefix = f"{workload}-" if len(names) > 1 else ""
-        for repeat in range(1, args.repeats + 1):
-            for variant in args.variants:
+        works[workload]["steps_auto"] = auto
+    for repeat in range(1, args.repeats + 1):
+        for workload, chosen in works.items():
+            path, info = chosen["data"], dict(image_size=chosen["image_size"], classes=range(chosen["classes"]))
+            prefix = f"{workload}-" if len(names) > 1 else ""
+            for variant in variants:
                 where = (path, info, chosen, gpu_count, nproc, args.workers, cores, workload, prefix, log)
                 runs.append(training_run(variant, repeat, *where))
             for variant in args.loaders:
                 runs.append(loader_run(variant, repeat, path, chosen, gpu_count, args.workers, cores, workload, prefix))
-    return runs, works
+    for run in runs:
+        chosen = works[run.workload]
+        timed = chosen["steps"] - chosen["warmup_steps"] if not chosen["steps_auto"] else None
+        fastest = window if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's default: 20
+        run.estimate_s = estimate_s(run, fastest, gpu, bf16_native)
+    overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations
+    kept, left_out = fit_budget(runs, budget, overhead)
+    fit = dict(budget_s=budget, window_s=window if gpu else None, rounds_asked=args.repeats, left_out=left_out,
+               rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
+               total_s=overhead + sum(r.estimate_s for r in kept),
+               round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)])  # fmt: skip
+    return kept, works, fit
+
+
+def print_estimate(fit, runs):
+    """The plan's estimate, before the first run (and with --dry-run)."""
+    where = "GPU: assumed until a GPU bench has measured them" if fit["gpu"] else "CPU: as measured on a 2-core CPU"
+    budget = f"{fit['budget_s'] / 60:.0f} min" if fit["budget_s"] else "none"
+    rounds = f"{fit['rounds']} round(s)" + (
+        f" of the {fit['rounds_asked']} asked" if fit["rounds"] < fit["rounds_asked"] else ""
+    )
+    longest = max(fit["round_s"], default=0) / 60
+    print(f"estimate: {fit['total_s'] / 60:.0f} min for {len(runs)} runs in {rounds} (budget {budget}); the longest"
+          f" round of a workload about {longest:.1f} min")  # fmt: skip
+    window = f"the fastest row's window {fit['window_s']:.1f} s, " if fit["window_s"] else ""
+    cost = COST_S["gpu" if fit["gpu"] else "cpu"]
+    print(f"  from: {window}{cost['fixed']:.0f} s a run outside its window, a compile {cost['cold']:.0f} s cold and"
+          f" {cost['warm']:.0f} s warm ({where}); once a round has run, its measured times")  # fmt: skip
+    if fit["left_out"]:
+        print(
+            f"  left out to fit the budget: {', '.join(fit['left_out'])} (--budget none, or a larger one, keeps them)"
+        )
 
 
 def save(path, bench_id, machine_class, runs, works):

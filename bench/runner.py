@@ -9,10 +9,11 @@
     python -m bench --resume                       # finish the last bench: its runs with no finished row
     python -m bench --summarize                    # tables and plots again from the last bench in runs.csv
     python -m bench --save-baseline                # keep results/ as baseline/<machine class>/ (make baseline)
+    python -m bench --check                        # does every technique work on this machine? (make check)
 
 Writes results/runs.csv (one row per run, appended), results/summary.csv, results/summary.md,
 results/throughput.png, memory.png, tradeoff.png, time.png, and each run's output under results/logs/<bench>/.
-Four modes, one function each: run (the default), resume, summarize, save_baseline. The arguments
+Five modes, one function each: run (the default), resume, summarize, save_baseline, check. The arguments
 are parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
 """
 
@@ -21,6 +22,7 @@ import os
 import secrets
 import signal
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -58,6 +60,18 @@ def steps_flag(text):
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number of steps, or auto") from None
 
 
+def budget_flag(text):
+    if text == "none":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: minutes, or none") from None
+    if not 0 < value <= MAX_TIMEOUT / 60:
+        raise argparse.ArgumentTypeError(f"{text}: minutes above 0, at most a week")
+    return value
+
+
 def parse_args(argv=None):
     """The flags; those whose default depends on the machine and the workload stay None (see plan.DEFAULTS)."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
@@ -77,7 +91,9 @@ def parse_args(argv=None):
     p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (CPU: 5; GPU: 20-30)")
     p.add_argument("--eval-samples", type=int, help="validation images evaluated (a fixed sample; CPU: 1000)")
     p.add_argument("--loader-steps", type=int, help="batches timed by --bench (default: the steps timed)")
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
+    p.add_argument("--repeats", type=int, default=3, help="rounds: fresh processes per variant, as the budget allows")
+    p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (CPU: 15; GPU: 25)")
+    p.add_argument("--chunk", type=float, help="minutes for this part: stop after the last whole round that fits")
     p.add_argument("--workers", type=int, default=None, help="loader processes per training process")
     p.add_argument("--nproc", type=int, default=None, help="DDP processes (default: the GPUs, or 2 on a CPU)")
     p.add_argument("--seed", type=int, default=0)
@@ -86,6 +102,7 @@ def parse_args(argv=None):
     p.add_argument("--gpus", type=int, help="with --dry-run: plan for a machine with this many GPUs")
     p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
+    p.add_argument("--check", action="store_true", help="does every technique work here? a short run of each path")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
@@ -113,6 +130,8 @@ def parse_args(argv=None):
         fail(f"--seed {args.seed}: must be from 0 to 2**31 - 1")
     if args.timeout is not None and args.timeout > MAX_TIMEOUT:
         fail(f"--timeout {args.timeout}: at most {MAX_TIMEOUT} s (a week)")
+    if args.chunk is not None and not 0 < args.chunk <= MAX_TIMEOUT / 60:
+        fail(f"--chunk {args.chunk:g}: minutes above 0, at most a week")
     if args.gpus is not None and not args.dry_run:
         fail("--gpus plans for another machine: it goes with --dry-run")
     if args.data is not None and args.workload is not None:
@@ -121,7 +140,7 @@ def parse_args(argv=None):
         fail("--data synthetic is what the ceiling rows train on: name a folder of images (or a --workload)")
     if not args.variants and not args.loaders:
         fail("nothing to run: --variants and --loaders are both empty")
-    modes = [name for name, on in (("resume", args.resume), ("summarize", args.summarize)) if on]
+    modes = [name for name, on in (("resume", args.resume), ("summarize", args.summarize), ("check", args.check)) if on]
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
         fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
@@ -220,8 +239,15 @@ def print_plan(runs, works, gpu_count):
                 print(" ".join(run.cmd))
 
 
-def execute(runs, done, bench_id, args, logs, info, works):
-    """Launch each run not in done, appending its row; then the tables. Ctrl-C keeps the finished rows."""
+def expected_s(group, measured):
+    """A round's seconds: each run as long as its variant's last run of the bench took, or as planned."""
+    return sum(measured.get((run.workload, run.variant, run.repeat > 1), run.estimate_s) for run in group)
+
+
+def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=0.0, measured=None):
+    """Launch each run not in done, appending its row; then the tables. Ctrl-C keeps the finished rows.
+    Rounds run whole: --chunk stops before a round that would end past the chunk's minutes, and a --budget
+    before one past the bench's (spent_s: what the bench has spent before), by the times measured so far."""
     out = args.out
     upgraded = tables.prepare_runs_file(out / "runs.csv")
     if upgraded:
@@ -231,28 +257,44 @@ def execute(runs, done, bench_id, args, logs, info, works):
         signal.signal(signum, lambda *_: stop.set())
     todo = [run for run in runs if run.name not in done]
     print(f"bench {bench_id}: {len(todo)} runs on {info['machine_class']}, logs in {logs}/", flush=True)
-    failed = 0
-    for i, run in enumerate(todo, 1):
-        row = None if stop.is_set() else launch(run, logs, works[run.workload]["timeout"], stop)
-        if row is None:
-            print(f"interrupted during {run.name}: the finished runs are in {out}/runs.csv (--resume goes on)")
+    failed, i, started, measured, paused = 0, 0, time.monotonic(), dict(measured or {}), None
+    for group in plan.rounds(todo):
+        ahead = expected_s(group, measured)
+        elapsed = time.monotonic() - started
+        if args.chunk and i and elapsed + ahead > 60 * args.chunk:
+            paused = f"this part's {args.chunk:g} min would end inside the next round (about {ahead / 60:.1f} min)"
+        elif budget and i and spent_s + elapsed + ahead > budget:
+            paused = f"the budget of {budget / 60:g} min would be spent inside the next round"
+        if paused or stop.is_set():
             break
-        row.update(bench_id=bench_id, workload=run.workload, **info)
-        tables.append_row(out / "runs.csv", row)
-        failed += row["status"] != "ok"
-        rate = row.get("samples_per_s")
-        result = (
-            f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
-        )
-        busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
-        diverged = f"; DIVERGED at step {row['diverged_step']}" if row.get("diverged_step") is not None else ""
-        print(f"[{i}/{len(todo)}] {run.name}: {result} ({row['wall_s']:.1f} s{busy}{diverged})", flush=True)
+        for run in group:
+            i += 1
+            row = None if stop.is_set() else launch(run, logs, works[run.workload]["timeout"], stop)
+            if row is None:
+                break
+            measured[(run.workload, run.variant, run.repeat > 1)] = row["wall_s"]
+            row.update(bench_id=bench_id, workload=run.workload, **info)
+            tables.append_row(out / "runs.csv", row)
+            failed += row["status"] != "ok"
+            print_row(row, run, i, len(todo))
+    if stop.is_set():
+        print(f"interrupted during {run.name}: the finished runs are in {out}/runs.csv (--resume goes on)")
+    elif paused:
+        print(f"stopped after {i} of {len(todo)} runs, every round whole: {paused}; python -m bench --resume goes on")
     report(write_outputs(out, bench_id, info), out, info, args.baseline_dir)
     if stop.is_set():
         raise SystemExit(130)
     if failed:
-        print(f"{failed} of {len(todo)} runs failed: see the error column of {out}/runs.csv and {logs}/")
+        print(f"{failed} of {i} runs failed: see the error column of {out}/runs.csv and {logs}/")
         raise SystemExit(1)
+
+
+def print_row(row, run, i, total):
+    rate = row.get("samples_per_s")
+    result = f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
+    busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
+    diverged = f"; DIVERGED at step {row['diverged_step']}" if row.get("diverged_step") is not None else ""
+    print(f"[{i}/{total}] {run.name}: {result} ({row['wall_s']:.1f} s{busy}{diverged})", flush=True)
 
 
 def run(args):
@@ -263,12 +305,16 @@ def run(args):
     logs = args.out / "logs" / bench_id
     if not args.dry_run:
         logs.mkdir(parents=True, exist_ok=True)
-    runs, works = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, dry_run=args.dry_run)
+    native = info["cpu_bf16_native"]
+    started = time.monotonic()
+    runs, works, fit = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, native)
     if args.dry_run:
         print_plan(runs, works, gpu_count)
+        plan.print_estimate(fit, runs)
         return
+    plan.print_estimate(fit, runs)
     plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works)
-    execute(runs, set(), bench_id, args, logs, info, works)
+    execute(runs, set(), bench_id, args, logs, info, works, fit["budget_s"], time.monotonic() - started)
 
 
 def resume(args):
@@ -286,16 +332,27 @@ def resume(args):
     for workload, w in saved["works"].items():
         if workload in data.WORKLOADS and not Path(w["data"]).exists():
             data.ensure(workload)
-    done = set()
+    done, spent, measured = set(), 0.0, {}
     if (args.out / "runs.csv").exists():
         rows = tables.read_runs(args.out / "runs.csv")
-        rows = rows[(rows["bench_id"] == saved["bench_id"]) & (rows["status"] == "ok")]
-        done = set(rows["run"])
+        rows = rows[rows["bench_id"] == saved["bench_id"]]
+        spent = rows["wall_s"].sum()
+        for row in rows.itertuples():
+            measured[(row.workload, row.variant, row.repeat > 1)] = row.wall_s
+        done = set(rows.loc[rows["status"] == "ok", "run"])
     print(f"resuming bench {saved['bench_id']}: {len(done)} of {len(runs)} runs finished before")
-    execute(runs, done, saved["bench_id"], args, plans[-1].parent, info, saved["works"])
+    budget = None if args.budget in (None, "none") else 60 * args.budget  # the plan fitted its own; a new one here
+    execute(runs, done, saved["bench_id"], args, plans[-1].parent, info, saved["works"], budget, spent, measured)
 
 
-MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline)
+def check(args):
+    """Does every technique work on this machine? (bench/check.py)"""
+    from bench import check as paths
+
+    paths.main(args, machine())
+
+
+MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check)
 
 
 def main(argv=None):

@@ -38,6 +38,8 @@ returncode              -     runner  -       -          the run's exit code
 error                   -     runner  -       -          why it failed: the script's error line, or `timed out ...`
 wall_s                  s     runner  median  -          the whole process: start-up, warm-up and evaluation included
 runner_cpu_s            s     runner  median  -          CPU the runner spent on the run (launching, sampling)
+other_s                 s     runner  median  -          wall_s less setup, warm-up, window and evaluation: starting the
+                                                           interpreter, imports, launching (torchrun), writing, exiting
 command                 -     runner  -       -          the command line, to run it again
 script                  -     script  -       -          the script that ran
 world_size              -     train   first   -          training processes
@@ -52,6 +54,10 @@ global_batch_size       -     train   first   workload   images per step over al
 loader                  -     script  first   -          torchvision (loader.py), dali (loader_dali.py) or synthetic
 workers                 -     script  -       -          loader processes (DALI: threads) per training process
 window_s                s     script  median  -          wall time of the timed window, less its pauses for evaluation
+setup_s                 s     train   median  -          from the flags parsed to the first step: the data's check,
+                                                           the loaders, the model (the interpreter and imports before)
+warmup_s                s     train   median  -          the warm-up steps, compilation and cuDNN's autotuning included
+eval_s                  s     train   median  -          evaluating the validation sample (outside the window)
 samples_per_s           1/s   script  -       required   images trained (loaders: delivered) per second: images in the
                                                            window / its wall time
 compute_samples_per_s   1/s   train   median  required   the same with the starved time left out: the rate if the

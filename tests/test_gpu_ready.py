@@ -241,23 +241,31 @@ def test_train_amp_warns_where_bf16_is_emulated(monkeypatch, capsys, tiny_data):
 
 
 def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
-    """With N GPUs the DDP rows split each step N ways: the steps are enough for them to time WINDOW_S too."""
-    step_ms = 20.0
+    """With N GPUs the DDP rows split each step N ways: the steps are enough for them to time WINDOW_S too. The
+    warm-up is cut to WARMUP_STEADY where the calibration's steps were steady after it, and kept where not."""
+    step_ms, p90_ms = 20.0, 21.0
 
     def probe(cmd, **kwargs):
         out = cmd[cmd.index("--metrics-out") + 1]
+        assert cmd[cmd.index("--warmup-steps") + 1] == str(plan.WARMUP_STEADY)
         with open(out, "w") as f:
-            json.dump(dict(step_time_median_ms=step_ms), f)
+            json.dump(dict(step_time_median_ms=step_ms, step_time_p90_ms=p90_ms), f)
         return types.SimpleNamespace(returncode=0, stderr="")
 
     monkeypatch.setattr(plan.subprocess, "run", probe)
-    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
     info = dict(image_size=32, classes=list(range(10)))
     for variants, nproc, split in (["baseline", "ddp"], 4, 4), (["baseline", "amp"], 4, 1), (["all"], 8, 8):
+        chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
         steps = plan.calibrate("data", info, chosen, 8, variants, tmp_path, nproc)
-        assert (steps - 20) * step_ms / 1e3 / split >= plan.WINDOW_S, (variants, steps)
-        assert (steps - 21) * step_ms / 1e3 / split < plan.WINDOW_S
-    assert plan.calibrate("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 20 + 350  # CPU processes share cores
+        warmup = chosen["warmup_steps"]
+        assert warmup == plan.WARMUP_STEADY  # steady: p90 within 10% of the median
+        assert (steps - warmup) * step_ms / 1e3 / split >= plan.WINDOW_S, (variants, steps)
+        assert (steps - warmup - 1) * step_ms / 1e3 / split < plan.WINDOW_S
+    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
+    assert plan.calibrate("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 10 + 350  # CPU processes share cores
+    p90_ms = 30.0  # not steady after 10 steps: the full warm-up
+    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
+    assert plan.calibrate("data", info, chosen, 1, ["amp"], tmp_path, 1) == 20 + 350 and chosen["warmup_steps"] == 20
 
 
 @pytest.mark.slow

@@ -1,0 +1,215 @@
+"""python -m bench --check (make check): does every technique work on this machine?
+
+A short run of every script and path, a row each: works (and learns: its training loss fell from its
+first steps to its last), fails (the reason, in one line), or does not apply here (why). The machine's
+capabilities head the table. It is printed and written to OUT/check.md; the exit code is 0 when every
+path that applies works, 1 when one fails. What a user runs first on a new machine, and what we run
+first on a GPU.
+
+Each path runs as the bench runs its rows (bench/launch.py: a process with a time limit, its memory
+sampled, through NVML on a GPU) on data/check, a small generated data set (10 classes of 60 training
+and 10 validation images, 32 px), with a small model (examples/smallnet.py:build) for 20 steps of 8
+images. The compiled paths keep their kernels in OUT/check/compile-cache: the first check compiles
+cold, a later one reuses them.
+"""
+
+import math
+import pickle
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import check_folder, data, write_whole
+from bench.launch import launch
+from bench.plan import TORCHRUN, Run
+
+MODEL = "examples/smallnet.py:build"
+DATA = dict(train=60, val=10, size=32, photo=False)  # data/check: 700 images, generated in a few seconds
+FLAGS = ["--batch-size", "8", "--steps", "20", "--warmup-steps", "3", "--workers", "1", "--no-progress"]
+# seconds a path takes, for the estimate printed before the first run: on a CPU as measured on a 2-core AMD EPYC
+# (AVX2 only, `python -m bench --check`, 2026-11-23); on a GPU assumed (no GPU has run the check yet)
+ESTIMATE_S = dict(cpu=dict(run=9, compile=35, process=5, emulated=25), gpu=dict(run=15, compile=45, process=3))
+MEASURED = dict(cpu="as measured on a 2-core CPU", gpu="assumed: the check has not yet run on a GPU")
+
+
+@dataclass
+class Probe:
+    """One path of one script: its command after `python`, where it applies, and what its metrics must say."""
+
+    name: str
+    cmd: list
+    needs: str = ""  # "cuda": a CUDA GPU; "gpus": 2 or more; "" everywhere
+    kind: str = "train"
+    expect: dict = field(default_factory=dict)  # metric fields that must have these values
+    compiled: bool = False
+    processes: int = 1
+
+
+def paths(gpus, model=MODEL):
+    """Every path, in the order a user meets them; {data} and {snapshot} are filled in when run."""
+    device = ["--device", "cuda" if gpus else "cpu"]
+    dali = "mixed (GPU)" if gpus else "CPU"
+    nccl = [*TORCHRUN[:-1], str(max(gpus, 2)), "train_ddp.py"]
+    every = [
+        Probe("train.py: the baseline", ["train.py", *device]),
+        Probe("train_dp.py: DataParallel", ["train_dp.py", *device]),
+        Probe("train_ddp.py: DDP over gloo, 2 CPU processes", [*TORCHRUN[:-1], "2", "train_ddp.py", "--device", "cpu"],
+             expect=dict(world_size=2), processes=2),
+        Probe("train_ddp.py: DDP over NCCL, 1 process", [*TORCHRUN[:-1], "1", "train_ddp.py", *device], "cuda",
+             expect=dict(world_size=1)),
+        Probe(f"train_ddp.py: DDP over NCCL, {max(gpus, 2)} processes", [*nccl, *device], "gpus",
+             expect=dict(world_size=max(gpus, 2)), processes=max(gpus, 2)),
+        Probe("train_amp.py: bf16 autocast", ["train_amp.py", "--amp-dtype", "bf16", *device],
+             expect=dict(amp_dtype="bf16", host_syncs_per_step=0)),
+        Probe("train_amp.py: fp16 autocast + GradScaler", ["train_amp.py", "--amp-dtype", "fp16", *device], "cuda",
+             expect=dict(amp_dtype="fp16", host_syncs_per_step=1)),
+        Probe("train_channels_last.py", ["train_channels_last.py", *device],
+              expect=dict(memory_format="channels_last")),
+        Probe("train_compile.py: mode default", ["train_compile.py", *device], expect=dict(compile_mode="default"),
+             compiled=True),
+        Probe("train_compile.py: reduce-overhead (CUDA graphs)",
+             ["train_compile.py", "--compile-mode", "reduce-overhead", *device], "cuda",
+             expect=dict(compile_mode="reduce-overhead"), compiled=True),
+        Probe("train_checkpoint.py", ["train_checkpoint.py", *device]),
+        Probe(f"train_all.py: DDP + AMP + channels_last + compile, {max(gpus, 1)} process{'es' * (gpus > 1)}",
+             [*TORCHRUN[:-1], str(max(gpus, 1)), "train_all.py", *device], expect=dict(world_size=max(gpus, 1)),
+             compiled=True, processes=max(gpus, 1)),
+        Probe(f"train.py --loader dali: DALI, {dali} decoding", ["train.py", "--loader", "dali", *device],
+             expect=dict(loader="dali")),
+        Probe("train.py --data synthetic: the ceiling", ["train.py", "--data", "{synthetic}", *device],
+             expect=dict(dataset="synthetic")),
+        Probe("train_amp.py --data synthetic: the mixed-precision ceiling",
+             ["train_amp.py", "--data", "{synthetic}", *device], expect=dict(dataset="synthetic")),
+        Probe("loader.py --bench: the input pipeline alone", ["loader.py", "--bench", *device], kind="loader"),
+        Probe("loader_dali.py --bench: DALI's pipeline alone", ["loader_dali.py", "--bench", *device], kind="loader",
+             expect=dict(loader="dali")),
+        Probe("train.py --memory-snapshot: the allocator's history", ["train.py", "--memory-snapshot", "{snapshot}",
+             *device], "cuda", kind="snapshot"),
+        Probe("NVML: GPU memory of the run's processes", ["train.py", *device], "cuda", kind="nvml"),
+    ]  # fmt: skip
+    for path in every:
+        if path.kind != "loader":
+            path.cmd += ["--model", model]
+        path.cmd += FLAGS if path.kind != "loader" else ["--batch-size", "8", "--steps", "20", "--warmup-steps", "3"]
+    return every
+
+
+def command(path, where, snapshot):
+    """The path's command line, on the check's data (where) or on synthetic data of its shape."""
+    cmd = [part.format(synthetic="synthetic:32:10", snapshot=snapshot) for part in path.cmd]
+    return [sys.executable, *cmd, *([] if "--data" in cmd else ["--data", str(where)])]
+
+
+def applies(path, gpus):
+    """None where the path applies on this machine, else why not."""
+    if path.needs == "cuda" and not gpus:
+        return "needs a CUDA GPU: none here"
+    if path.needs == "gpus" and gpus < 2:
+        return f"needs 2 GPUs or more: {gpus or 'none'} here"
+    return None
+
+
+def estimate_s(todo, gpus, bf16_native=True):
+    cost = ESTIMATE_S["gpu" if gpus else "cpu"]
+    seconds = sum(cost["run"] + cost["compile"] * p.compiled + cost["process"] * (p.processes - 1) for p in todo)
+    if not gpus and not bf16_native:  # bf16 emulated: the paths that autocast run several times slower
+        seconds += cost["emulated"] * sum("train_amp.py" in p.cmd or "train_all.py" in p.cmd for p in todo)
+    return seconds
+
+
+def capabilities(info):
+    """The lines that head the table: what decides which paths apply and how fast they can be."""
+    isa = info.get("cpu_isa") or "not known"
+    bf16 = "native" if info.get("cpu_bf16_native") else "emulated (no AVX-512-BF16 or AMX): bf16 autocast is slow here"
+    lines = [f"CPU: {info['cpu_model']}, {info['cpu_cores']} cores; features {isa}; bf16 {bf16}"]
+    if info["gpu_count"]:
+        native = "native" if info.get("gpu_bf16_native") else "emulated: fp16 is the default"
+        tf32 = "TF32 on" if info.get("gpu_tf32") else "no TF32"
+        lines.append(f"GPU: {info['gpu_count']}x {info['gpu_name']}, compute capability {info['gpu_capability']}, "
+                     f"bf16 {native}, {tf32}; driver {info['driver_version']}")  # fmt: skip
+    else:
+        lines.append("GPU: none that torch can see (the CUDA paths do not apply)")
+    return lines
+
+
+def verdict(path, row, snapshot):
+    """(result, detail) of a path that ran: works, or fails with the reason."""
+    if row["status"] != "ok":
+        return "fails", row["error"]
+    for name, value in path.expect.items():
+        if row.get(name) != value:
+            return "fails", f"its metrics say {name}={row.get(name)!r}, not {value!r}"
+    rate = f"{row['samples_per_s']:,.0f} {'images' if path.kind == 'loader' else 'samples'}/s"
+    if path.kind == "loader":
+        return "works", f"{rate} delivered"
+    first, final = row.get("train_loss_first"), row.get("train_loss_final")
+    if not (isinstance(first, float) and isinstance(final, float) and math.isfinite(final) and final < first):
+        return "fails", f"it runs but does not learn: its loss went from {first} to {final}"
+    detail = f"loss {first:.2f} -> {final:.2f}, {rate}"
+    if row.get("compile_s") is not None:
+        cache = "warm cache" if row.get("compile_cache_warm") else "cold"
+        detail += f", compiling {row['compile_s']:.0f} s ({cache})"
+    if path.kind == "snapshot":
+        try:
+            with open(snapshot, "rb") as f:
+                segments = pickle.load(f)["segments"]
+        except (OSError, pickle.UnpicklingError, KeyError, TypeError, EOFError) as e:
+            return "fails", f"the snapshot {snapshot} does not load: {e}"
+        if not segments:
+            return "fails", f"the snapshot {snapshot} holds no memory segment"
+        detail = f"{len(segments)} segments, {sum(s['total_size'] for s in segments) / 2**20:,.0f} MiB; {snapshot}"
+    if path.kind == "nvml":
+        if row.get("nvml_peak_mib") is None:
+            return "fails", f"no GPU memory read: {row.get('nvml_method')}"
+        detail = f"{row['nvml_peak_mib']:,.0f} MiB ({row['nvml_method']}), GPU sharing: {row.get('gpu_sharing')}"
+    return "works", detail
+
+
+def table(results, lines):
+    rows = ["| path | result | detail |", "| --- | --- | --- |"]
+    rows += [f"| {name} | {result} | {detail.replace('|', '/')} |" for name, result, detail in results]
+    return "\n".join([*(f"- {line}" for line in lines), "", *rows]) + "\n"
+
+
+def main(args, info):
+    """Run every path that applies; print and write the table; exit 1 if one failed."""
+    gpus = info["gpu_count"] if args.gpus is None else args.gpus  # --gpus: the plan of another machine (--dry-run)
+    every = paths(gpus, args.model or MODEL)
+    todo = [p for p in every if applies(p, gpus) is None]
+    lines = capabilities(info)
+    minutes = estimate_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
+    for line in lines:
+        print(line)
+    source = MEASURED["gpu" if gpus else "cpu"]
+    print(f"check: {len(todo)} of {len(every)} paths apply here, about {minutes:.0f} min ({source})", flush=True)
+    folder, snapshot = args.out / "check", args.out / "check" / "snapshot.pickle"
+    if args.dry_run:
+        for path in todo:
+            print(" ".join(command(path, data.ROOT + "/data/check", snapshot)))
+        return
+    check_folder(folder, "--out")
+    where = data.ensure("check", spec=DATA)
+    stop, results, started = threading.Event(), [], time.perf_counter()
+    for i, path in enumerate(every, 1):
+        why = applies(path, gpus)
+        if why:
+            results.append((path.name, "does not apply", why))
+            continue
+        run = Run(f"check-{i:02d}", path.name, "loader" if path.kind == "loader" else "train", 1, path.processes,
+                  command(path, where, snapshot), "check")  # fmt: skip
+        run.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "compile-cache" / f"{i:02d}")  # each path its own
+        row = launch(run, folder, args.timeout or 600, stop)
+        result, detail = verdict(path, row, snapshot)
+        results.append((path.name, result, detail))
+        print(f"[{len(results)}/{len(every)}] {path.name}: {result}: {detail} ({row['wall_s']:.0f} s)", flush=True)
+    text = table(results, lines)
+    write_whole(folder / "check.md", lambda tmp: Path(tmp).write_text(f"# python -m bench --check\n\n{text}"))
+    failed = [name for name, result, _ in results if result == "fails"]
+    print()
+    print(text)
+    took = (time.perf_counter() - started) / 60
+    print(f"check: {len(todo) - len(failed)} of {len(todo)} paths work here ({took:.1f} min); {folder}/check.md")
+    if failed:
+        raise SystemExit(1)
