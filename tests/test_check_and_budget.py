@@ -1,0 +1,245 @@
+"""python -m bench --check (does every path work here?), and a plan that fits its budget: priority order,
+estimates, whole rounds, --chunk and --resume, the data checked once per bench, where a run's time goes."""
+
+import pickle
+import sys
+import types
+
+import pytest
+
+from bench import check, plan, tables
+from helpers import ROOT, run
+
+sys.path.insert(0, str(ROOT))
+
+TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
+
+
+# ----------------------------------------------------------------------------- the check
+
+
+@pytest.mark.slow
+def test_make_check_passes_on_this_machine(tmp_path):
+    """Every path that applies on a CPU runs and learns; the CUDA ones say why they do not apply; exit 0."""
+    result = run("-m", "bench", "--check", "--out", tmp_path, timeout=1500)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert out.startswith("CPU: ") and "features " in out and "GPU: none that torch can see" in out
+    table = (tmp_path / "check" / "check.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| path")]
+    assert len(rows) == len(check.paths(0)) == 19
+    works = [r for r in rows if "| works |" in r]
+    not_here = [r for r in rows if "| does not apply | needs" in r]
+    assert len(works) == 13 and len(not_here) == 6, table
+    assert all("loss " in r or "delivered" in r for r in works)
+    assert all("NCCL" in r or "fp16" in r or "reduce-overhead" in r or "snapshot" in r or "NVML" in r for r in not_here)
+    assert "check: 13 of 13 paths work here" in out
+
+
+def test_the_check_on_a_gpu_machine_runs_every_cuda_path():
+    """Planned for 2 GPUs: NCCL at 1 and 2 processes, fp16, reduce-overhead, the snapshot, NVML; and an estimate."""
+    result = run("-m", "bench", "--check", "--dry-run", "--gpus", 2)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "check: 19 of 19 paths apply here, about" in out and "assumed" in out
+    commands = [line for line in out.splitlines() if line.startswith("/") or line.startswith(sys.executable)]
+    assert len(commands) == 19 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
+    assert any("--nproc-per-node 1 train_ddp.py" in c and "--device cuda" in c for c in commands)
+    assert any("--nproc-per-node 2 train_ddp.py" in c and "--device cuda" in c for c in commands)
+    assert any("--amp-dtype fp16" in c for c in commands) and any("reduce-overhead" in c for c in commands)
+    assert any("--memory-snapshot" in c for c in commands)
+    one = run("-m", "bench", "--check", "--dry-run", "--gpus", 1).stdout
+    assert "check: 18 of 19 paths apply here" in one
+
+
+def row(**fields):
+    base = dict(status="ok", error=None, samples_per_s=100.0, train_loss_first=2.3, train_loss_final=1.5)
+    return {**base, **fields}
+
+
+def test_a_path_works_only_if_it_ran_learned_and_did_what_it_says(tmp_path):
+    amp = check.Probe("amp", ["train_amp.py"], expect=dict(amp_dtype="fp16", host_syncs_per_step=1))
+    ok = row(amp_dtype="fp16", host_syncs_per_step=1)
+    assert check.verdict(amp, ok, None) == ("works", "loss 2.30 -> 1.50, 100 samples/s")
+    assert check.verdict(amp, row(status="failed", error="train_amp.py: error: out of memory"), None) == (
+        "fails",
+        "train_amp.py: error: out of memory",
+    )
+    assert check.verdict(amp, dict(ok, amp_dtype="bf16"), None)[1] == "its metrics say amp_dtype='bf16', not 'fp16'"
+    result, why = check.verdict(amp, dict(ok, train_loss_final=2.4), None)
+    assert result == "fails" and "does not learn: its loss went from 2.3 to 2.4" in why
+    assert check.verdict(amp, dict(ok, train_loss_final=float("nan")), None)[0] == "fails"
+    loader = check.Probe("loader", ["loader.py"], kind="loader")
+    assert check.verdict(loader, dict(status="ok", samples_per_s=5000.0), None) == ("works", "5,000 images/s delivered")
+
+
+def test_the_snapshot_and_nvml_paths_check_what_they_wrote_and_read(tmp_path):
+    snapshot = check.Probe("snapshot", ["train.py"], kind="snapshot")
+    path = tmp_path / "s.pickle"
+    assert check.verdict(snapshot, row(), path)[0] == "fails"  # not written
+    path.write_bytes(b"not a pickle")
+    assert "does not load" in check.verdict(snapshot, row(), path)[1]
+    path.write_bytes(pickle.dumps(dict(segments=[])))
+    assert "holds no memory segment" in check.verdict(snapshot, row(), path)[1]
+    path.write_bytes(pickle.dumps(dict(segments=[dict(total_size=2**21), dict(total_size=2**21)], device_traces=[])))
+    assert check.verdict(snapshot, row(), path) == ("works", f"2 segments, 4 MiB; {path}")
+    nvml = check.Probe("nvml", ["train.py"], kind="nvml")
+    assert check.verdict(nvml, row(nvml_peak_mib=None, nvml_method="unavailable: x"), None) == (
+        "fails",
+        "no GPU memory read: unavailable: x",
+    )
+    works = check.verdict(nvml, row(nvml_peak_mib=1500.0, nvml_method="process tree", gpu_sharing="alone"), None)
+    assert works == ("works", "1,500 MiB (process tree), GPU sharing: alone")
+
+
+def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(check.data, "ensure", lambda *args, **kwargs: str(tmp_path / "data"))
+    info = dict(gpu_count=0, cpu_model="X", cpu_cores=2, cpu_isa="avx2", cpu_bf16_native=False)
+    args = types.SimpleNamespace(out=tmp_path / "out", model=None, timeout=None, dry_run=False, gpus=None)
+
+    def launch(run, folder, timeout, stop, failing=()):
+        failed = any(f in run.cmd for f in failing)
+        processes = int(run.cmd[run.cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in run.cmd else 1
+        return dict(row(), status="failed" if failed else "ok", error="boom" if failed else None, wall_s=1.0,
+                    loader="dali", world_size=processes, amp_dtype="bf16", host_syncs_per_step=0,
+                    memory_format="channels_last", compile_mode="default",
+                    dataset="synthetic" if "synthetic:32:10" in run.cmd else "generated")  # fmt: skip
+
+    monkeypatch.setattr(check, "launch", lambda *a: launch(*a, failing=["train_checkpoint.py"]))
+    with pytest.raises(SystemExit) as done:
+        check.main(args, info)
+    assert done.value.code == 1
+    text = (tmp_path / "out" / "check" / "check.md").read_text()
+    assert "| train_checkpoint.py | fails | boom |" in text
+    assert "bf16 emulated (no AVX-512-BF16 or AMX)" in text
+    monkeypatch.setattr(check, "launch", lambda *a: launch(*a))
+    check.main(args, info)  # no SystemExit: every path works
+    assert "check: 13 of 13 paths work here" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- the plan: order, estimate, budget
+
+
+def test_rows_run_in_the_order_a_user_needs_them():
+    every = list(plan.TRAIN)
+    one = plan.ordered(every, 1)
+    assert one[:3] == ["synthetic", "amp-synthetic", "baseline"] and one[-2:] == ["dp", "ddp"]
+    assert one.index("amp") < one.index("channels_last") < one.index("compile") < one.index("all") < one.index("dali")
+    two = plan.ordered(every, 2)
+    assert two[two.index("all") + 1 : two.index("all") + 3] == ["dp", "ddp"] and two[-1] == "checkpoint"
+    assert plan.ordered(["ddp", "baseline", "amp"], 0) == ["baseline", "amp", "ddp"]
+
+
+def runs_of(variants, repeats, workloads=("small",), estimate=10.0):
+    return [
+        plan.Run(f"{w}-{v}-{r}", v, "train", r, 1, workload=w, estimate_s=estimate)
+        for r in range(1, repeats + 1)
+        for w in workloads
+        for v in variants
+    ]
+
+
+def test_the_budget_keeps_whole_rounds_then_leaves_rows_out_from_the_end():
+    runs = runs_of(["baseline", "amp", "dp"], 3, ("small", "imagenet"))  # 60 s a round of both workloads
+    kept, left_out = plan.fit_budget(runs, 130, 5)
+    assert [r.repeat for r in kept] == [1] * 6 + [2] * 6 and left_out == []
+    kept, left_out = plan.fit_budget(runs, 45, 0)  # not even one round: dp goes, then nothing else need
+    assert {r.variant for r in kept} == {"baseline", "amp"} and left_out == ["dp"] and {r.repeat for r in kept} == {1}
+    assert plan.fit_budget(runs, None, 0) == (runs, [])
+    groups = plan.rounds(runs)
+    assert len(groups) == 6 and [(g[0].repeat, g[0].workload) for g in groups[:2]] == [(1, "small"), (1, "imagenet")]
+
+
+def test_the_window_shrinks_to_fit_two_rounds_but_never_below_its_floor():
+    args = (["baseline", "amp", "compile"], ["loader"], ["small", "imagenet"], 3, True, True)
+    assert plan.fit_window(None, *args) == plan.WINDOW_S
+    assert plan.fit_window(10**6, *args) == plan.WINDOW_S
+    assert plan.fit_window(60, *args) == plan.WINDOW_MIN_S
+    middle = plan.fit_window(20 * 60, *args)
+    assert plan.WINDOW_MIN_S < middle < plan.WINDOW_S
+    assert plan.fit_window(60, *args[:-2], False, True) == plan.WINDOW_S  # a CPU's steps are fixed
+
+
+def test_the_gpu_plan_fits_25_minutes_in_rounds_of_at_most_9():
+    """The default plan of one GPU, both workloads: within 25 min by its own estimate, each workload's round (a
+    part of --chunk 9 never cuts one) well under 9 min."""
+    result = run("-m", "bench", "--dry-run", "--gpus", 1)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("estimate: ")]
+    minutes = float(line.split()[1])
+    assert minutes <= 25, line
+    longest = float(line.split("about ")[1].split(" min")[0])
+    assert longest <= 9, line
+    assert "2 round(s)" in line or "3 round(s)" in line, line
+    commands = [c for c in result.stdout.splitlines() if c.startswith(sys.executable)]
+    assert commands[0].split()[1] == "train.py" and "synthetic" in commands[0]
+    assert all("--no-data-check" in c for c in commands)
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--budget", "abc"], "--budget: invalid value 'abc': minutes, or none"),
+        (["--budget", "0"], "--budget: 0: minutes above 0"),
+        (["--budget", "-5"], "--budget: -5: minutes above 0"),
+        (["--chunk", "0"], "--chunk 0: minutes above 0"),
+        (["--chunk", "x"], "--chunk: invalid float value: 'x'"),
+        (["--check", "--resume"], "--resume and --check are two modes: give one"),
+        (["--check", "--summarize"], "--summarize and --check are two modes: give one"),
+    ],
+)
+def test_bad_budget_chunk_and_check_input_is_one_line(args, words):
+    result = run("-m", "bench", *args)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("bench: error: ") and words in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_bench_in_chunks_stops_between_whole_rounds_and_resume_goes_on(tiny_data, tmp_path):
+    out = tmp_path / "results"
+    common = ["--data", tiny_data, "--out", out, *TINY, "--variants", "baseline,amp", "--loaders", "none"]
+    first = run("-m", "bench", *common, "--repeats", 3, "--budget", "none", "--chunk", "0.01")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "stopped after 2 of 6 runs, every round whole" in first.stdout and "--resume goes on" in first.stdout
+    rows = tables.read_runs(out / "runs.csv")
+    assert sorted(rows["run"]) == ["amp-1", "baseline-1"]
+    second = run("-m", "bench", "--resume", "--out", out, "--chunk", "0.01")
+    assert second.returncode == 0 and "stopped after 2 of 4 runs" in second.stdout, second.stdout + second.stderr
+    third = run("-m", "bench", "--resume", "--out", out)
+    assert third.returncode == 0 and "stopped" not in third.stdout, third.stdout + third.stderr
+    rows = tables.read_runs(out / "runs.csv")
+    assert len(rows) == 6 and rows["bench_id"].nunique() == 1 and (rows["status"] == "ok").all()
+    assert list(rows["run"]) == ["baseline-1", "amp-1", "baseline-2", "amp-2", "baseline-3", "amp-3"]
+    # where each run's time went: its phases add up to its wall time
+    phases = rows[["setup_s", "warmup_s", "window_s", "eval_s", "other_s"]]
+    assert (phases >= -0.05).all().all() and ((phases.sum(axis=1) - rows["wall_s"]).abs() < 1e-6).all()
+
+
+@pytest.mark.slow
+def test_a_short_budget_keeps_fewer_rounds_and_says_so(tiny_data, tmp_path):
+    out = tmp_path / "results"
+    args = ["--data", tiny_data, "--out", out, *TINY, "--variants", "baseline,amp,dp", "--loaders", "none"]
+    result = run("-m", "bench", *args, "--repeats", 3, "--budget", "0.5")  # 30 s: the plan's estimate keeps 1 round
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "round(s) of the 3 asked (budget 0 min)" in result.stdout or "of the 3 asked" in result.stdout
+    rows = tables.read_runs(out / "runs.csv")
+    assert set(rows["repeat"]) == {1}
+    assert "left out to fit the budget: dp" in result.stdout and "dp" not in set(rows["variant"])
+
+
+def test_every_file_is_checked_once_per_bench_not_per_run(tiny_data, tmp_path):
+    """A run of the bench skips the check (--no-data-check) because the bench's own look at the folder did it:
+    damage is found before the first run (test_bench.py), and a script alone still checks."""
+    data, image = tmp_path / "data", next((tiny_data / "train").glob("*/*.jpg")).read_bytes()
+    for split in "train", "val":
+        for cls in "a", "b":
+            (data / split / cls).mkdir(parents=True)
+            for i in range(2):
+                (data / split / cls / f"{i}.jpg").write_bytes(image)
+    (data / "val" / "b" / "1.jpg").write_bytes(b"\xff\xd8\xff\xe0 cut short")
+    checked = run("loader.py", "--data", data)
+    assert checked.returncode == 2 and "1.jpg" in checked.stderr
+    trusted = run("loader.py", "--data", data, "--no-data-check")
+    assert trusted.returncode == 0, trusted.stderr
+    result = run("-m", "bench", "--data", data, "--out", tmp_path / "out", "--dry-run")
+    assert result.returncode == 2 and "the data cannot be used" in result.stderr and "1.jpg" in result.stderr
