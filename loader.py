@@ -298,7 +298,9 @@ def main():
     torch.manual_seed(args.seed)
     script = os.path.basename(__file__)
     if not args.bench:
-        info = build_loaders(args.data, 1, torch.device("cpu"), 0, args.seed, download=args.download)[2]
+        info = build_loaders(
+            args.data, 1, torch.device("cpu"), 0, args.seed, download=args.download, check_data=not args.no_data_check
+        )[2]
         print(f"{args.data}: {info.dataset}, {info.num_classes} classes, {info.train_size} train / ", end="")
         print(f"{info.val_size} val images, read at {info.image_size} px by {info.loader}")
         result = info._asdict()

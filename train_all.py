@@ -347,13 +347,15 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
     device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
-    # new # DDP: one GPU per process: local rank N takes GPU N, so this machine needs as many GPUs as processes
+    # new # DDP: one GPU per process: local rank N takes GPU N; NCCL refuses two processes on one GPU, gloo shares
     gpus, local_world_size = torch.cuda.device_count(), int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1))
     if device.type == "cuda" and max(local_rank + 1, local_world_size) > gpus:
-        die(
-            f"{local_world_size} processes on this machine but {gpus} GPU(s): two processes on one GPU cannot"
-            f" work (NCCL refuses); launch --nproc-per-node {gpus} at most, or --device cpu for gloo processes"
-        )
+        if args.backend != "gloo":
+            die(
+                f"{local_world_size} processes on this machine but {gpus} GPU(s): NCCL cannot put two on one GPU;"
+                f" launch --nproc-per-node {gpus} at most, or let them share with --backend gloo (slower)"
+            )
+        device = torch.device("cuda", local_rank % gpus)
     check_numbers(args)
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")

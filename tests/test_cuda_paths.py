@@ -130,8 +130,10 @@ def test_the_loader_bench_leaves_a_padded_batch_out(monkeypatch):
             time.sleep(0.3)
             self.unused_s += 0.3
 
-    monkeypatch.setattr(loader, "build_loaders", lambda *args: (Padded(), None, None))
+    monkeypatch.setattr(loader, "build_loaders", lambda *args, **kwargs: (Padded(), None, None))
     args = types.SimpleNamespace(data="x", batch_size=2, workers=0, seed=0, download=False, warmup_steps=1, steps=8)
+    args.no_data_check = False
+    args.no_data_check = False
     seconds, waited, epoch_starts, _ = loader.bench(args, torch.device("cpu"))
     assert epoch_starts == 2 and seconds < 0.2 and waited < 0.2, (seconds, waited)
 

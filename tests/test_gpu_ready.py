@@ -101,7 +101,28 @@ def test_more_ddp_processes_than_gpus_is_one_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert exit.value.code == 2 and len(lines) == 1, lines
     assert f"{local_world_size} processes on this machine but {gpus} GPU(s)" in lines[0]
-    assert f"--nproc-per-node {gpus} at most" in lines[0] and "--device cpu for gloo" in lines[0]
+    assert f"--nproc-per-node {gpus} at most" in lines[0] and "--backend gloo" in lines[0]
+
+
+def test_gloo_lets_ddp_processes_share_a_gpu(tiny_data, monkeypatch):
+    train_ddp = importlib.import_module("train_ddp")
+    calls = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("set_device", device))
+
+    def init(backend, **kwargs):
+        calls.update(backend=backend, **kwargs)
+        raise Joined
+
+    monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
+    env = dict(RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+    monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
+    argv = ["train_ddp.py", "--data", str(tiny_data), "--batch-size", "16", "--backend", "gloo"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(Joined):
+        train_ddp.main()
+    assert calls["set_device"] == torch.device("cuda", 0) and calls["backend"] == "gloo"
 
 
 def test_as_many_ddp_processes_as_gpus_join(tiny_data, monkeypatch):
