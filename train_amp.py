@@ -349,16 +349,18 @@ def main():
     if args.amp_dtype == "fp16" and device.type == "cpu":
         die("--amp-dtype fp16 needs a CUDA GPU: on a CPU autocast runs in bf16")
     amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
-    if amp_dtype == torch.bfloat16 and native_bf16(device) is False and is_main:
-        what = "GPU (before Ampere)" if device.type == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
-        print(f"{os.path.basename(__file__)}: warning: this {what} has no native bf16: autocast emulates it, and can"
-              " be several times slower than full precision", file=sys.stderr)  # fmt: skip
     autocast = torch.amp.autocast(device.type, dtype=amp_dtype)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     warmup = args.warmup_steps + (3 if args.memory_snapshot else 0)  # a snapshot records 3 steps after the warm-up
     if warmup >= total_steps:
         recorded = " (+ 3 recorded by --memory-snapshot)" if args.memory_snapshot else ""
         die(f"--warmup-steps {args.warmup_steps}{recorded} leaves none of the {total_steps} steps to time")
+
+    # new # bf16 where the device only emulates it: said once, after every check of the input, before training
+    if amp_dtype == torch.bfloat16 and native_bf16(device) is False and is_main:
+        what = "GPU (before Ampere)" if device.type == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
+        print(f"{os.path.basename(__file__)}: warning: this {what} has no native bf16: autocast emulates it, and can"
+              " be several times slower than full precision", file=sys.stderr)  # fmt: skip
 
     # -----------------------------------------------------------------------------
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;

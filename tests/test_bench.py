@@ -267,6 +267,17 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
         (["--batch-size", "two"], "--batch-size: invalid int value"),
         (["--data", "/no/such/folder"], "data folder /no/such/folder does not exist"),
         (["--summarize", "--out", "/no/such/results"], "no /no/such/results/runs.csv"),
+        (["--budget", "abc"], "--budget: invalid value 'abc': minutes, or none"),
+        (["--budget", "0"], "--budget: 0: minutes above 0"),
+        (["--budget", "-5"], "--budget: -5: minutes above 0"),
+        (["--chunk", "0"], "--chunk 0: minutes above 0"),
+        (["--chunk", "x"], "--chunk: invalid float value: 'x'"),
+        (["--check", "--resume"], "--resume and --check are two modes: give one"),
+        (["--check", "--summarize"], "--summarize and --check are two modes: give one"),
+        (
+            ["--dry-run", "--gpus", "2", "--nproc", "4", "--workload", "small"],
+            "--nproc 4: DDP runs one process per GPU",
+        ),
     ],
 )
 def test_bad_bench_input_is_one_line(args, words):

@@ -180,24 +180,6 @@ def test_the_gpu_plan_fits_25_minutes_in_rounds_of_at_most_9():
     assert all("--no-data-check" in c for c in commands)
 
 
-@pytest.mark.parametrize(
-    "args,words",
-    [
-        (["--budget", "abc"], "--budget: invalid value 'abc': minutes, or none"),
-        (["--budget", "0"], "--budget: 0: minutes above 0"),
-        (["--budget", "-5"], "--budget: -5: minutes above 0"),
-        (["--chunk", "0"], "--chunk 0: minutes above 0"),
-        (["--chunk", "x"], "--chunk: invalid float value: 'x'"),
-        (["--check", "--resume"], "--resume and --check are two modes: give one"),
-        (["--check", "--summarize"], "--summarize and --check are two modes: give one"),
-    ],
-)
-def test_bad_budget_chunk_and_check_input_is_one_line(args, words):
-    result = run("-m", "bench", *args)
-    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert result.stderr.startswith("bench: error: ") and words in result.stderr and "Traceback" not in result.stderr
-
-
 @pytest.mark.slow
 def test_a_bench_in_chunks_stops_between_whole_rounds_and_resume_goes_on(tiny_data, tmp_path):
     out = tmp_path / "results"

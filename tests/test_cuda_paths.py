@@ -43,9 +43,9 @@ class Joined(Exception):
     """Raised by the stubbed init_process_group: what happened up to it is all the test needs."""
 
 
-@pytest.mark.parametrize("local_rank,gpus,expected", [(0, 1, 0), (2, 4, 2), (3, 8, 3)])
-def test_each_ddp_process_takes_its_gpu(tiny_data, monkeypatch, local_rank, gpus, expected):
-    """Local rank N takes GPU N, bound at init (more processes than GPUs: tests/test_gpu_ready.py)."""
+def join_stubbed(monkeypatch, data, gpus, local_rank, local_world_size, *flags):
+    """train_ddp.main() as process local_rank of local_world_size on a machine of `gpus` GPUs, up to its joining:
+    the calls it made to bind its GPU and join (the device calls stubbed)."""
     train_ddp = importlib.import_module("train_ddp")
     calls = {}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -57,11 +57,20 @@ def test_each_ddp_process_takes_its_gpu(tiny_data, monkeypatch, local_rank, gpus
         raise Joined
 
     monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
-    env = dict(RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16", LOCAL_WORLD_SIZE=str(gpus))
+    env = dict(
+        RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16", LOCAL_WORLD_SIZE=str(local_world_size)
+    )
     monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
-    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(tiny_data), "--batch-size", "16"])
+    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(data), "--batch-size", "16", *flags])
     with pytest.raises(Joined):
         train_ddp.main()
+    return calls
+
+
+@pytest.mark.parametrize("local_rank,gpus,expected", [(0, 1, 0), (2, 4, 2), (3, 8, 3)])
+def test_each_ddp_process_takes_its_gpu(tiny_data, monkeypatch, local_rank, gpus, expected):
+    """Local rank N takes GPU N, bound at init (more processes than GPUs: tests/test_gpu_ready.py)."""
+    calls = join_stubbed(monkeypatch, tiny_data, gpus, local_rank, gpus)
     assert calls["set_device"] == torch.device("cuda", expected)
     assert calls["backend"] == "nccl" and calls["device_id"] == torch.device("cuda", expected)
 

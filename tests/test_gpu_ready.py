@@ -11,10 +11,10 @@ import types
 import pandas as pd
 import pytest
 import torch
-from test_cuda_paths import FakeNVML, Joined, sleeper
+from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
 from bench import machine, memory, nvml, plan, verdicts
-from helpers import PY, ROOT, SMALL_MODEL, run, train
+from helpers import PY, ROOT, SMALL_MODEL, train
 
 sys.path.insert(0, str(ROOT))
 
@@ -104,51 +104,15 @@ def test_more_ddp_processes_than_gpus_is_one_line(
     assert f"--nproc-per-node {gpus} at most" in lines[0] and "--backend gloo" in lines[0]
 
 
-def test_gloo_lets_ddp_processes_share_a_gpu(tiny_data, monkeypatch):
-    train_ddp = importlib.import_module("train_ddp")
-    calls = {}
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("set_device", device))
-
-    def init(backend, **kwargs):
-        calls.update(backend=backend, **kwargs)
-        raise Joined
-
-    monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
-    env = dict(RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
-    monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
-    argv = ["train_ddp.py", "--data", str(tiny_data), "--batch-size", "16", "--backend", "gloo"]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(Joined):
-        train_ddp.main()
-    assert calls["set_device"] == torch.device("cuda", 0) and calls["backend"] == "gloo"
-
-
-def test_as_many_ddp_processes_as_gpus_join(tiny_data, monkeypatch):
-    train_ddp = importlib.import_module("train_ddp")
-    calls = {}
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
-    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("set_device", device))
-
-    def init(backend, **kwargs):
-        calls.update(backend=backend, **kwargs)
-        raise Joined
-
-    monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
-    env = dict(RANK="3", LOCAL_RANK="3", WORLD_SIZE="4", LOCAL_WORLD_SIZE="4")
-    monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
-    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(tiny_data), "--batch-size", "16"])
-    with pytest.raises(Joined):
-        train_ddp.main()
-    assert calls["set_device"] == torch.device("cuda", 3) and calls["device_id"] == torch.device("cuda", 3)
-
-
-def test_the_bench_refuses_more_ddp_processes_than_gpus():
-    result = run("-m", "bench", "--dry-run", "--gpus", 2, "--nproc", 4, "--workload", "small")
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and "--nproc 4" in lines[0] and "2 GPU(s)" in lines[0], lines
+@pytest.mark.parametrize(
+    "local_rank,gpus,flags,expected",
+    [(3, 4, (), 3), (1, 1, ("--backend", "gloo"), 0)],  # as many as the GPUs; gloo shares one GPU between two
+    ids=["nccl, one GPU each", "gloo, two on one GPU"],
+)
+def test_ddp_processes_that_fit_join(tiny_data, monkeypatch, local_rank, gpus, flags, expected):
+    calls = join_stubbed(monkeypatch, tiny_data, gpus, local_rank, max(gpus, local_rank + 1), *flags)
+    assert calls["set_device"] == torch.device("cuda", expected)
+    assert calls["backend"] == ("gloo" if flags else "nccl")
 
 
 # ----------------------------------------------------------------------------- NVML in a container
