@@ -62,8 +62,10 @@ def assert_no_orphans(marker):
 
 
 def check_clean_failure(result, metrics, *words):
-    """Exit code 2, one line on stderr holding every word, no traceback, no metrics file (or its .tmp)."""
-    lines = result.stderr.strip().splitlines()
+    """Exit code 2, one line on stderr holding every word, no traceback, no metrics file (or its .tmp). A run that
+    started training said first, in a line of its own, when this CPU only emulates bf16 (train_amp.py, train_all.py):
+    that warning is not the error, and is left out."""
+    lines = [line for line in result.stderr.strip().splitlines() if "has no native bf16" not in line]
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
