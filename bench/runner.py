@@ -92,7 +92,7 @@ def parse_args(argv=None):
     p.add_argument("--eval-samples", type=int, help="validation images evaluated (a fixed sample; CPU: 1000)")
     p.add_argument("--loader-steps", type=int, help="batches timed by --bench (default: the steps timed)")
     p.add_argument("--repeats", type=int, default=3, help="rounds: fresh processes per variant, as the budget allows")
-    p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (CPU: 15; GPU: 25)")
+    p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (default 25)")
     p.add_argument("--chunk", type=float, help="minutes for this part: stop after the last whole round that fits")
     p.add_argument("--workers", type=int, default=None, help="loader processes per training process")
     p.add_argument("--nproc", type=int, default=None, help="DDP processes (default: the GPUs, or 2 on a CPU)")
