@@ -9,7 +9,7 @@ import importlib.util
 import sys
 
 NEEDED = dict(torch="torch", torchvision="torchvision", numpy="numpy", PIL="pillow", tqdm="tqdm")
-NEEDED.update(pandas="pandas", matplotlib="matplotlib", psutil="psutil")
+NEEDED.update(pandas="pandas", matplotlib="matplotlib", psutil="psutil", scipy="scipy")
 
 missing = [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
 if missing:

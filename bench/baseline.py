@@ -31,6 +31,9 @@ def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
         runs = tables.read_runs(results_dir / "runs.csv")
         runs = runs[runs["bench_id"] == runs["bench_id"].iloc[-1]]
         write_whole(folder / "runs.csv", lambda tmp: runs.to_csv(tmp, index=False))
+        rounds = results_dir / "logs" / str(runs["bench_id"].iloc[-1]) / "rounds.txt"  # why its rounds stopped
+        if rounds.exists():
+            write_whole(folder / "rounds.txt", lambda tmp: shutil.copy2(rounds, tmp))
     write_whole(folder / "machine.json", lambda tmp: Path(tmp).write_text(json.dumps(machine, indent=1) + "\n"))
     return folder
 

@@ -73,6 +73,7 @@ def launch(run, log_dir, timeout, stop):
     cmd = [*run.cmd, "--metrics-out", str(metrics_path)]
     row = dict(schema_version=schema.VERSION, run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat)
     row["command"] = shlex.join(cmd)
+    row["threads"] = run.env.get("OMP_NUM_THREADS")  # set by the plan: the same cores for every row
     row["time_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started, runner_cpu = time.perf_counter(), time.process_time()
     try:
@@ -112,5 +113,7 @@ def launch(run, log_dir, timeout, stop):
         phases = [metrics.get(k) for k in ("setup_s", "warmup_s", "window_s", "eval_s")]
         if all(isinstance(p, (int, float)) for p in phases):  # training runs: where the rest of the time went
             row["other_s"] = row["wall_s"] - sum(phases)
+        if metrics.get("step_time_median_ms") and metrics.get("global_batch_size"):  # the rate without the stalls
+            row["median_step_samples_per_s"] = 1e3 * metrics["global_batch_size"] / metrics["step_time_median_ms"]
     row.update(status="failed" if error else "ok", error=error)
     return row

@@ -15,13 +15,14 @@ is stored with the bench (plan.json in its log folder) so that `--resume` can fi
 
 import json
 import math
+import random
 import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, data, write_whole
+from bench import BenchError, data, stats, write_whole
 from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
@@ -277,6 +278,7 @@ def training_run(
     cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
     cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress", "--no-data-check"]  # checked once
     run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
+    run.env["OMP_NUM_THREADS"] = str(threads(cores, processes))
     if variant in COMPILED and cache is not None:
         run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
     return run
@@ -290,7 +292,46 @@ def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workloa
     cmd = [sys.executable, LOADERS[variant], "--bench", "--data", path, "--batch-size", chosen["batch_size"]]
     cmd += ["--steps", steps, "--warmup-steps", 5, "--workers", workers, "--device", "cuda" if gpu_count else "cpu"]
     cmd += ["--no-data-check"]  # describe() checked every file, once for the bench
-    return Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd)), workload)
+    run = Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd)), workload)
+    run.env["OMP_NUM_THREADS"] = str(threads(cores, 1))
+    return run
+
+
+def threads(cores, processes):
+    """torch's threads per process, set for every row alike (OMP_NUM_THREADS): the cores shared by its processes.
+    Left alone, torch takes every core in each process, and torchrun gives each of its processes one thread."""
+    return max(1, cores // processes)
+
+
+def first_rounds(repeats):
+    """The rounds planned before the bench starts: --repeats N, or with auto the rounds before the first look."""
+    return stats.MIN_ROUNDS if repeats == "auto" else repeats
+
+
+def round_runs(repeat, works, variants, loaders, context):
+    """One round of every workload: its training rows, then its loader rows. After the first round the training
+    rows run in an order shuffled by the seed and the round, so that no row always runs next to the same ones
+    (a round's first round keeps the priority order: the budget cuts it from the end)."""
+    runs, c = [], context
+    for workload, chosen in works.items():
+        path, info = chosen["data"], dict(image_size=chosen["image_size"], classes=range(chosen["classes"]))
+        prefix = f"{workload}-" if len(works) > 1 else ""
+        order = ordered(variants, c["gpu_count"])
+        if repeat > 1:
+            random.Random(f"{chosen.get('seed', 0)}-{repeat}").shuffle(order)
+        for variant in order:
+            where = (path, info, chosen, c["gpu_count"], c["nproc"], c["workers"], c["cores"], workload, prefix)
+            runs.append(training_run(variant, repeat, *where, c["log"]))
+        for variant in loaders:
+            where = (path, chosen, c["gpu_count"], c["workers"], c["cores"], workload, prefix)
+            runs.append(loader_run(variant, repeat, *where))
+    gpu = bool(c["gpu_count"])
+    for run in runs:
+        chosen = works[run.workload]
+        timed = chosen["steps"] - chosen["warmup_steps"] if not chosen["steps_auto"] else None
+        fastest = c["window_s"] if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's: 20
+        run.estimate_s = estimate_s(run, fastest, gpu, c["bf16_native"])
+    return runs
 
 
 def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True):
@@ -304,7 +345,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
         raise BenchError(f"--nproc {nproc}: DDP runs one process per GPU and this machine has {gpu_count} GPU(s)")
     gpu, variants = bool(gpu_count), ordered(args.variants, gpu_count)
     budget = None if args.budget == "none" else 60 * (args.budget or BUDGET_MIN["gpu" if gpu else "cpu"])
-    window = fit_window(budget, variants, args.loaders, names, args.repeats, gpu, bf16_native)
+    window = fit_window(budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native)
     calibrations = 0
     for workload in names:
         chosen = work(args, gpu_count, workload)
@@ -322,23 +363,16 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
             chosen["steps"] = calibrate(path, info, chosen, gpu_count, variants, log, nproc, window)
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
         works[workload]["steps_auto"] = auto
-    for repeat in range(1, args.repeats + 1):
-        for workload, chosen in works.items():
-            path, info = chosen["data"], dict(image_size=chosen["image_size"], classes=range(chosen["classes"]))
-            prefix = f"{workload}-" if len(names) > 1 else ""
-            for variant in variants:
-                where = (path, info, chosen, gpu_count, nproc, args.workers, cores, workload, prefix, log)
-                runs.append(training_run(variant, repeat, *where))
-            for variant in args.loaders:
-                runs.append(loader_run(variant, repeat, path, chosen, gpu_count, args.workers, cores, workload, prefix))
-    for run in runs:
-        chosen = works[run.workload]
-        timed = chosen["steps"] - chosen["warmup_steps"] if not chosen["steps_auto"] else None
-        fastest = window if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's default: 20
-        run.estimate_s = estimate_s(run, fastest, gpu, bf16_native)
+    context = dict(gpu_count=gpu_count, nproc=nproc, workers=args.workers, cores=cores, log=log and str(log),
+                   bf16_native=bf16_native, window_s=window, variants=variants, loaders=args.loaders)  # fmt: skip
+    for repeat in range(1, first_rounds(args.repeats) + 1):
+        runs += round_runs(repeat, works, variants, args.loaders, context)
     overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations
     kept, left_out = fit_budget(runs, budget, overhead)
-    fit = dict(budget_s=budget, window_s=window if gpu else None, rounds_asked=args.repeats, left_out=left_out,
+    context["variants"] = [v for v in variants if v not in left_out]  # rounds added later: the rows kept
+    context["loaders"] = [v for v in args.loaders if v not in left_out]
+    fit = dict(budget_s=budget, window_s=window if gpu else None, rounds_asked=first_rounds(args.repeats),
+               auto=args.repeats == "auto", left_out=left_out, context=context,
                rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
                total_s=overhead + sum(r.estimate_s for r in kept),
                round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)])  # fmt: skip
@@ -352,6 +386,11 @@ def print_estimate(fit, runs):
     rounds = f"{fit['rounds']} round(s)" + (
         f" of the {fit['rounds_asked']} asked" if fit["rounds"] < fit["rounds_asked"] else ""
     )
+    if fit["auto"]:
+        rounds += (
+            f", then more for the rows whose interval is wider than +-{stats.PRECISION:.0%}, while the budget"
+            f" allows ({stats.MAX_ROUNDS} rounds at most)"
+        )
     longest = max(fit["round_s"], default=0) / 60
     print(f"estimate: {fit['total_s'] / 60:.0f} min for {len(runs)} runs in {rounds} (budget {budget}); the longest"
           f" round of a workload about {longest:.1f} min")  # fmt: skip
@@ -365,9 +404,11 @@ def print_estimate(fit, runs):
         )
 
 
-def save(path, bench_id, machine_class, runs, works):
-    """plan.json: what --resume needs to finish the bench as it was planned."""
+def save(path, bench_id, machine_class, runs, works, context=None, auto=False):
+    """plan.json: what --resume needs to finish the bench as it was planned (and, with --repeats auto, to add
+    rounds: context)."""
     plan = dict(bench_id=bench_id, machine_class=machine_class, works=works, runs=[asdict(run) for run in runs])
+    plan.update(context=context, auto=auto)
     write_whole(path, lambda tmp: Path(tmp).write_text(json.dumps(plan, indent=1) + "\n"))
 
 

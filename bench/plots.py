@@ -6,7 +6,7 @@ import textwrap
 import matplotlib
 import pandas as pd
 
-from bench import write_whole
+from bench import verdicts, write_whole
 from bench.tables import label
 
 matplotlib.use("Agg")  # files only, no screen needed
@@ -80,7 +80,8 @@ def plot_memory(summary, path, headings):
 
 
 def plot_tradeoff(summary, path, headings):
-    """Speed-up against memory, one point per variant with the range of its repeats: up and left is better."""
+    """Speed-up against memory, one point per variant with its 95% intervals over the paired rounds: up and left is
+    better."""
     fig, parts = panels(summary, headings, compared, lambda rows: 4.8, width=10.5)
     for ax, rows, heading in parts:
         ax.axhline(1, color="grey", lw=0.8, ls=":")
@@ -96,7 +97,7 @@ def plot_tradeoff(summary, path, headings):
         what = memory.get(rows["memory_source"].iloc[0], "host memory (PSS)")
         ax.set_xlabel(f"peak {what} vs baseline, x (left: less memory)")
         ax.set_ylabel("speed-up vs baseline, x (up: faster)")
-        ax.set_title(textwrap.fill(heading + "; bars: range over the repeats", 85), fontsize=9)
+        ax.set_title(textwrap.fill(heading + "; bars: 95% intervals over the paired rounds", 85), fontsize=9)
         ax.grid(alpha=0.25)
     save(fig, path)
 
@@ -119,7 +120,7 @@ def plot_time(summary, path, headings):
     window it starved for data), in ms per step at the measured rate."""
     fig, parts = panels(summary, headings, trained, lambda rows: 0.45 * len(rows) + 1.8)
     for ax, rows, heading in parts:
-        step_ms = 1e3 * rows["global_batch_size"] / rows["rate_median"]
+        step_ms = rows.apply(verdicts.step_ms, axis=1)  # the one step time of the table and the verdicts
         wait_ms = step_ms * rows["data_wait_frac"].fillna(0)
         y = list(range(len(rows)))
         ax.barh(y, wait_ms, color="tab:orange", label="host waiting for data (data_wait_frac)")

@@ -2,7 +2,7 @@
 
     python -m bench                                # the default plan for this machine: CPU, 1 GPU or N GPUs
     python -m bench --workload imagenet            # ImageNet-like photos (data/imagenet, made when missing)
-    python -m bench --variants baseline,amp --repeats 5
+    python -m bench --variants baseline,amp --repeats 5   # 5 rounds, not auto (the default: until the answers settle)
     python -m bench --data ~/my_images --model resnet50 --batch-size 512 --steps 200
     python -m bench --dry-run                      # print the plan's command lines and stop
     python -m bench --dry-run --gpus 8             # ... as it would be on a machine with 8 GPUs
@@ -10,14 +10,16 @@
     python -m bench --summarize                    # tables and plots again from the last bench in runs.csv
     python -m bench --save-baseline                # keep results/ as baseline/<machine class>/ (make baseline)
     python -m bench --check                        # does every technique work on this machine? (make check)
+    python -m bench --readme                       # the README's result blocks, from the saved runs they show
 
 Writes results/runs.csv (one row per run, appended), results/summary.csv, results/summary.md,
 results/throughput.png, memory.png, tradeoff.png, time.png, and each run's output under results/logs/<bench>/.
-Five modes, one function each: run (the default), resume, summarize, save_baseline, check. The arguments
+Six modes, one function each: run (the default), resume, summarize, save_baseline, check, readme. The arguments
 are parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
 """
 
 import argparse
+import json
 import os
 import secrets
 import signal
@@ -26,7 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import BenchError, baseline, check_folder, data, plan, tables, write_whole
+from bench import BenchError, baseline, check_folder, data, plan, stats, tables, write_whole
 from bench.launch import launch
 from bench.machine import machine_class, machine_info
 from bench.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
@@ -45,6 +47,8 @@ def check_outputs(args):
     if args.mode == "save_baseline":
         check_folder(args.baseline_dir, "--baseline-dir")
         return
+    if args.mode == "readme":  # writes README.md and the folders it shows, not --out
+        return
     check_folder(args.out, "--out")
     for name in OUTPUTS:
         if (args.out / name).is_dir():
@@ -58,6 +62,15 @@ def steps_flag(text):
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number of steps, or auto") from None
+
+
+def repeats_flag(text):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number of rounds, or auto") from None
 
 
 def budget_flag(text):
@@ -91,7 +104,13 @@ def parse_args(argv=None):
     p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (CPU: 5; GPU: 20-30)")
     p.add_argument("--eval-samples", type=int, help="validation images evaluated (a fixed sample; CPU: 1000)")
     p.add_argument("--loader-steps", type=int, help="batches timed by --bench (default: the steps timed)")
-    p.add_argument("--repeats", type=int, default=3, help="rounds: fresh processes per variant, as the budget allows")
+    p.add_argument(
+        "--repeats",
+        type=repeats_flag,
+        default="auto",
+        help="rounds (fresh processes per variant), or auto: 3, then more for the rows whose 95%% interval is wider"
+        " than +-5%%, while the budget allows (10 at most)",
+    )
     p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (default 25)")
     p.add_argument("--chunk", type=float, help="minutes for this part: stop after the last whole round that fits")
     p.add_argument("--workers", type=int, default=None, help="loader processes per training process")
@@ -103,6 +122,7 @@ def parse_args(argv=None):
     p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
     p.add_argument("--check", action="store_true", help="does every technique work here? a short run of each path")
+    p.add_argument("--readme", action="store_true", help="the README's result blocks, from the saved runs they show")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
@@ -140,7 +160,8 @@ def parse_args(argv=None):
         fail("--data synthetic is what the ceiling rows train on: name a folder of images (or a --workload)")
     if not args.variants and not args.loaders:
         fail("nothing to run: --variants and --loaders are both empty")
-    modes = [name for name, on in (("resume", args.resume), ("summarize", args.summarize), ("check", args.check)) if on]
+    modes = [("resume", args.resume), ("summarize", args.summarize), ("check", args.check), ("readme", args.readme)]
+    modes = [name for name, on in modes if on]
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
         fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
@@ -177,7 +198,9 @@ def write_outputs(out, bench_id, machine):
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
-    text = tables.markdown(summary, headings, f"{when}, bench {bench_id}")
+    rounds = [out / "logs" / bench_id / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
+    notes = [path.read_text().strip() for path in rounds if path.exists()][:1]
+    text = tables.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
     write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
     plot_throughput(summary, out / "throughput.png", headings)
     plot_memory(summary, out / "memory.png", headings)
@@ -218,6 +241,27 @@ def save_baseline(args):
     print(f"saved {args.out}/summary.* as {folder}")
 
 
+def readme(args):
+    """The README's result blocks, from the saved runs of each folder they show (bench/readme.py)."""
+    from bench import readme as blocks
+
+    def resummarize(folder):
+        if not (folder / "runs.csv").exists():
+            fail(f"README.md shows {folder}, which holds no runs.csv")
+        runs = tables.read_runs(folder / "runs.csv")
+        write_outputs(folder, runs["bench_id"].iloc[-1], saved_machine(folder, runs))
+
+    for folder in blocks.rewrite(resummarize):
+        print(f"README.md: the results of {folder}, summarized again from its runs.csv")
+
+
+def saved_machine(folder, runs):
+    """The machine a saved bench ran on: its machine.json, else the machine fields of its last run."""
+    if (folder / "machine.json").exists():
+        return json.loads((folder / "machine.json").read_text())
+    return runs.iloc[-1].to_dict()
+
+
 def summarize(args):
     """Tables and plots again from the last bench in runs.csv."""
     if not (args.out / "runs.csv").exists():
@@ -244,10 +288,30 @@ def expected_s(group, measured):
     return sum(measured.get((run.workload, run.variant, run.repeat > 1), run.estimate_s) for run in group)
 
 
-def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=0.0, measured=None):
+def next_round(out, bench_id, works, context, repeat):
+    """--repeats auto: (the runs of round `repeat`, None), or (None, why no round is added). A round holds the
+    reference rows and every row whose speed-up's interval is still wider than stats.PRECISION."""
+    if repeat > stats.MAX_ROUNDS:
+        return None, f"{stats.MAX_ROUNDS} rounds, the most --repeats auto runs"
+    rows = tables.read_runs(out / "runs.csv")
+    summary = tables.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
+    wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
+    wide = wide[[not stats.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
+    if wide.empty:
+        return None, f"every row's 95% interval is within +-{stats.PRECISION:.0%}"
+    variants = [v for v in context["variants"] if v == "baseline" or v in set(wide["variant"])]
+    loaders = [v for v in context["loaders"] if v in set(wide["variant"])]
+    loaders = [v for v in context["loaders"] if v == "loader" or v in loaders] if loaders else []
+    if variants == ["baseline"]:
+        variants = []
+    return plan.round_runs(repeat, works, variants, loaders, context), None
+
+
+def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=0.0, measured=None, more=None):
     """Launch each run not in done, appending its row; then the tables. Ctrl-C keeps the finished rows.
     Rounds run whole: --chunk stops before a round that would end past the chunk's minutes, and a --budget
-    before one past the bench's (spent_s: what the bench has spent before), by the times measured so far."""
+    before one past the bench's (spent_s: what the bench has spent before), by the times measured so far.
+    more: the plan's context with --repeats auto: after the planned rounds, rounds are added (next_round)."""
     out = args.out
     upgraded = tables.prepare_runs_file(out / "runs.csv")
     if upgraded:
@@ -257,15 +321,27 @@ def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=
         signal.signal(signum, lambda *_: stop.set())
     todo = [run for run in runs if run.name not in done]
     print(f"bench {bench_id}: {len(todo)} runs on {info['machine_class']}, logs in {logs}/", flush=True)
-    failed, i, started, measured, paused = 0, 0, time.monotonic(), dict(measured or {}), None
-    for group in plan.rounds(todo):
+    failed, i, started, measured, paused, ended = 0, 0, time.monotonic(), dict(measured or {}), None, None
+    planned = iter(plan.rounds(todo))
+    while not stop.is_set():
+        group = next(planned, None)
+        if group is None and more is not None:
+            group, ended = next_round(out, bench_id, works, more, max(r.repeat for r in runs) + 1)
+            if group is not None:
+                runs += group
+                todo += group
+                plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works, more, auto=True)
+                names = ", ".join(dict.fromkeys(r.variant for r in group))
+                print(f"round {group[0].repeat}: {names} (intervals wider than +-{stats.PRECISION:.0%})", flush=True)
+        if group is None:
+            break
         ahead = expected_s(group, measured)
         elapsed = time.monotonic() - started
         if args.chunk and i and elapsed + ahead > 60 * args.chunk:
             paused = f"this part's {args.chunk:g} min would end inside the next round (about {ahead / 60:.1f} min)"
         elif budget and i and spent_s + elapsed + ahead > budget:
             paused = f"the budget of {budget / 60:g} min would be spent inside the next round"
-        if paused or stop.is_set():
+        if paused:
             break
         for run in group:
             i += 1
@@ -277,10 +353,15 @@ def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=
             tables.append_row(out / "runs.csv", row)
             failed += row["status"] != "ok"
             print_row(row, run, i, len(todo))
+    if ended or (paused and more is not None and not args.chunk):
+        note = f"Rounds stopped: {ended or paused}."
+        write_whole(logs / "rounds.txt", lambda tmp: Path(tmp).write_text(note + "\n"))
     if stop.is_set():
         print(f"interrupted during {run.name}: the finished runs are in {out}/runs.csv (--resume goes on)")
     elif paused:
         print(f"stopped after {i} of {len(todo)} runs, every round whole: {paused}; python -m bench --resume goes on")
+    elif ended:
+        print(f"no more rounds: {ended}")
     report(write_outputs(out, bench_id, info), out, info, args.baseline_dir)
     if stop.is_set():
         raise SystemExit(130)
@@ -313,8 +394,9 @@ def run(args):
         plan.print_estimate(fit, runs)
         return
     plan.print_estimate(fit, runs)
-    plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works)
-    execute(runs, set(), bench_id, args, logs, info, works, fit["budget_s"], time.monotonic() - started)
+    more = fit["context"] if fit["auto"] else None
+    plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works, more, fit["auto"])
+    execute(runs, set(), bench_id, args, logs, info, works, fit["budget_s"], time.monotonic() - started, more=more)
 
 
 def resume(args):
@@ -342,7 +424,8 @@ def resume(args):
         done = set(rows.loc[rows["status"] == "ok", "run"])
     print(f"resuming bench {saved['bench_id']}: {len(done)} of {len(runs)} runs finished before")
     budget = None if args.budget in (None, "none") else 60 * args.budget  # the plan fitted its own; a new one here
-    execute(runs, done, saved["bench_id"], args, plans[-1].parent, info, saved["works"], budget, spent, measured)
+    more = saved.get("context") if saved.get("auto") else None
+    execute(runs, done, saved["bench_id"], args, plans[-1].parent, info, saved["works"], budget, spent, measured, more)
 
 
 def check(args):
@@ -352,7 +435,7 @@ def check(args):
     paths.main(args, machine())
 
 
-MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check)
+MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
 
 
 def main(argv=None):

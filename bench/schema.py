@@ -53,6 +53,8 @@ batch_size              -     script  -       -          images per step in each
 global_batch_size       -     train   first   workload   images per step over all processes
 loader                  -     script  first   -          torchvision (loader.py), dali (loader_dali.py) or synthetic
 workers                 -     script  -       -          loader processes (DALI: threads) per training process
+threads                 -     runner  first   -          torch's threads per process (OMP_NUM_THREADS, set by the bench
+                                                           for every row: processes x threads = the cores it uses)
 window_s                s     script  median  -          wall time of the timed window, less its pauses for evaluation
 setup_s                 s     train   median  -          from the flags parsed to the first step: the data's check,
                                                            the loaders, the model (the interpreter and imports before)
@@ -60,6 +62,9 @@ warmup_s                s     train   median  -          the warm-up steps, comp
 eval_s                  s     train   median  -          evaluating the validation sample (outside the window)
 samples_per_s           1/s   script  -       required   images trained (loaders: delivered) per second: images in the
                                                            window / its wall time
+median_step_samples_per_s  1/s  runner  median  -       global_batch_size / the median step: the rate without the
+                                                           stalls of a few slow steps (samples_per_s keeps them: it is
+                                                           what training pays, and what the verdicts read)
 compute_samples_per_s   1/s   train   median  required   the same with the starved time left out: the rate if the
                                                            device never waited for data
 steps_timed             -     script  first   required=train,workload  steps (batches) inside the timed window
@@ -152,22 +157,29 @@ rate_median             1/s   summary -       -          median samples_per_s of
 rate_min                1/s   summary -       -          the slowest ok run
 rate_max                1/s   summary -       -          the fastest ok run
 spread_pct              %     summary -       -          (max - min) / median of the repeats
-speedup                 x     summary -       -          rate_median / the reference's (baseline; loaders: loader)
+speedup                 x     summary -       -          the geometric mean over the rounds of rate / the reference's
+                                                           rate in the same round (baseline; loaders: loader)
+speedup_low             x     summary -       -          the 95% confidence interval of speedup starts here (Student's t
+                                                           on the log ratios: bench/stats.py)
+speedup_high            x     summary -       -          ... and ends here
+speedup_precision_pct   %     summary -       -          the interval's half-width, as a share of speedup
+rounds_paired           -     summary -       -          rounds in which both this row and its reference ran ok
+speed_answer            -     summary -       -          same (the interval wholly inside 0.97-1.03), else faster or
+                                                           slower (wholly above or below 1), else unsettled
 ceiling                 -     summary -       -          the synthetic row of this row's precision
 ceiling_pct             %     summary -       -          rate_median as a share of its ceiling's (above 100 is possible)
 compile_cold_s          s     summary -       -          median compile_s of the runs that started with an empty compile
                                                            cache (a first start); compile_s is then the median of all
-speedup_low             x     summary -       -          the slowest run over the reference's fastest: the speed-up's
-                                                           range over the repeats starts here
-speedup_high            x     summary -       -          the fastest run over the reference's slowest
 memory_source           -     summary -       -          the memory column the verdict reads: nvml_peak_mib,
                                                            peak_mem_reserved_mib or peak_host_mem_mib: the first there
 memory_mib              MiB   summary -       -          median of memory_source over the ok runs
 memory_min_mib          MiB   summary -       -          its smallest run
 memory_max_mib          MiB   summary -       -          its largest run
-memory_vs_baseline      x     summary -       -          memory_mib / the baseline's (the same memory_source only)
-memory_vs_baseline_low  x     summary -       -          the smallest run over the baseline's largest
-memory_vs_baseline_high x     summary -       -          the largest run over the baseline's smallest
+memory_vs_baseline      x     summary -       -          the geometric mean over the rounds of memory_source / the
+                                                           baseline's in the same round (the same memory_source only)
+memory_vs_baseline_low  x     summary -       -          its 95% confidence interval starts here
+memory_vs_baseline_high x     summary -       -          ... and ends here
+memory_answer           -     summary -       -          more, less, same or unsettled, as speed_answer
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
                                                            (bench/verdicts.py)
 """

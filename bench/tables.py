@@ -14,7 +14,7 @@ import shutil
 
 import pandas as pd
 
-from bench import BenchError, plan, schema, verdicts, write_whole
+from bench import BenchError, plan, schema, stats, verdicts, write_whole
 
 try:
     import fcntl
@@ -25,9 +25,11 @@ RUN_COLUMNS = schema.RUN_COLUMNS
 
 
 def read_runs(path):
-    """All rows of runs.csv as a DataFrame with this version's columns (a torn last line is skipped)."""
+    """All rows of runs.csv as a DataFrame with this version's columns, those a file lacks empty (a torn last line
+    is skipped)."""
     try:
-        return schema.upgrade(pd.read_csv(path, on_bad_lines="skip"))
+        runs = schema.upgrade(pd.read_csv(path, on_bad_lines="skip"))
+        return runs.reindex(columns=list(dict.fromkeys(RUN_COLUMNS + list(runs.columns))))
     except schema.VersionError as e:
         raise BenchError(f"{path}: {e}") from None
 
@@ -118,23 +120,32 @@ def summarize(runs):
         for kind, reference in ("train", "baseline"), ("loader", "loader"):
             mine = (summary["kind"] == kind) & (summary["workload"] == workload)
             base = summary[mine & (summary["variant"] == reference)]
-            if not base.empty:
-                summary.loc[mine, "speedup"] = summary.loc[mine, "rate_median"] / base["rate_median"].iloc[0]
-                summary.loc[mine, "speedup_low"] = summary.loc[mine, "rate_min"] / base["rate_max"].iloc[0]
-                summary.loc[mine, "speedup_high"] = summary.loc[mine, "rate_max"] / base["rate_min"].iloc[0]
-                if "memory_mib" in summary:
-                    like = mine & (summary["memory_source"] == base["memory_source"].iloc[0])
-                    summary.loc[like, "memory_vs_baseline"] = (
-                        summary.loc[like, "memory_mib"] / base["memory_mib"].iloc[0]
-                    )
-                    low = summary.loc[like, "memory_min_mib"] / base["memory_max_mib"].iloc[0]
-                    high = summary.loc[like, "memory_max_mib"] / base["memory_min_mib"].iloc[0]
-                    summary.loc[like, "memory_vs_baseline_low"], summary.loc[like, "memory_vs_baseline_high"] = (
+            if base.empty:
+                continue
+            ok = runs[(runs["workload"] == workload) & (runs["kind"] == kind) & (runs["status"] == "ok")]
+            paired_rates = stats.paired(ok, "samples_per_s", reference)
+            source = base["memory_source"].iloc[0] if "memory_source" in base else None  # alike only: one source
+            paired_memory = stats.paired(ok, source, reference) if isinstance(source, str) else {}
+            for i in summary.index[mine]:
+                variant = summary.at[i, "variant"]
+                ratios = paired_rates.get(variant, [])
+                estimate, low, high = stats.interval(ratios)
+                summary.loc[i, ["speedup", "speedup_low", "speedup_high"]] = estimate, low, high
+                summary.loc[i, "rounds_paired"] = len(ratios)
+                summary.loc[i, "speedup_precision_pct"] = 100 * stats.half_width(estimate, low, high)
+                summary.loc[i, "speed_answer"] = None if variant == reference else stats.classify(low, high)
+                if isinstance(source, str) and summary.at[i, "memory_source"] == source:
+                    estimate, low, high = stats.interval(paired_memory.get(variant, []))
+                    summary.loc[i, ["memory_vs_baseline", "memory_vs_baseline_low", "memory_vs_baseline_high"]] = (
+                        estimate,
                         low,
                         high,
                     )
-                for column, ratio in schema.RATIOS.items():
-                    summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
+                    answer = stats.classify(low, high)
+                    answer = dict(faster="more", slower="less").get(answer, answer)
+                    summary.loc[i, "memory_answer"] = None if variant == reference else answer
+            for column, ratio in schema.RATIOS.items():
+                summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
     rates = {(w, v): rate for w, v, rate in zip(summary["workload"], summary["variant"], summary["rate_median"])}
     for i, row in summary.iterrows():
         ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
@@ -185,6 +196,22 @@ def runs_cell(row):
     return cell + (f", {row.runs_busy} busy" if row.get("runs_busy") else "")
 
 
+def interval_cell(row):
+    """The speed-up's 95% interval over the paired rounds (bench/stats.py)."""
+    low, high = row.get("speedup_low"), row.get("speedup_high")
+    if row.get("speed_answer") is None or pd.isna(row.get("speed_answer")):
+        return ""
+    return "one round" if pd.isna(low) else f"{low:.2f}-{high:.2f}x"
+
+
+def answer_cell(row):
+    answer = row.get("speed_answer")
+    if answer is None or pd.isna(answer):
+        return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
+    words = dict(same="no difference", unsettled=f"not settled ({row.rounds_paired:.0f} rounds)")
+    return words.get(answer, answer)
+
+
 def compile_cell(row):
     """The first step's time, which compiles: on an empty cache, and the median over the repeats."""
     if pd.isna(row.get("compile_s")):
@@ -207,12 +234,26 @@ def label(row):
     return row.variant
 
 
-def markdown(summary, headings, stamp):
+def settled_note(summary):
+    """How many of the rows compared with a reference got a settled answer, and over how many rounds."""
+    asked = summary[summary["speed_answer"].notna()] if "speed_answer" in summary else summary.iloc[:0]
+    if asked.empty:
+        return None
+    settled = asked[asked["speed_answer"] != "unsettled"]
+    rounds = asked["rounds_paired"]
+    span = f"{rounds.min():.0f}" if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {rounds.max():.0f}"
+    return (
+        f"Settled: {len(settled)} of {len(asked)} rows (faster, slower or no difference beyond +-{stats.BAND:.0%},"
+        f" by 95% intervals over {span} paired rounds)."
+    )
+
+
+def markdown(summary, headings, stamp, notes=()):
     """The summary as markdown: per workload, a table for training runs and one for the input pipeline alone."""
     lines = []
     for workload, heading in headings.items():
         lines += section(summary[summary["workload"] == workload], f"{heading} ({stamp})")
-    for note in diverged_note(summary), busy_note(summary):
+    for note in [settled_note(summary), *notes, diverged_note(summary), busy_note(summary)]:
         if note:
             lines += ["", f"**{note}**"]
     return "\n".join(lines) + "\n"
@@ -225,12 +266,13 @@ def section(summary, title):
         columns = [
             ("variant", label),
             ("samples/s (median)", lambda r: fmt(r.rate_median, "{:,.1f}")),
-            ("spread", lambda r: fmt(r.spread_pct, "{:.1f}%")),
             ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+            ("95% interval", interval_cell),
+            ("answer", answer_cell),
             ("of ceiling", lambda r: fmt(r.get("ceiling_pct"), "{:.0f}%")),
             ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
             ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
-            ("step ms", lambda r: fmt(r.step_time_median_ms, "{:.1f}")),
+            ("ms per step", lambda r: fmt(verdicts.step_ms(r), "{:.1f}")),
             ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
         ]
         if train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any():
@@ -256,8 +298,9 @@ def section(summary, title):
         columns = [
             ("loader", lambda r: r.variant),
             ("images/s (median)", lambda r: fmt(r.rate_median)),
-            ("spread", lambda r: fmt(r.spread_pct, "{:.1f}%")),
             ("vs loader.py", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+            ("95% interval", interval_cell),
+            ("answer", answer_cell),
             ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
             ("runs", runs_cell),
         ]

@@ -1,14 +1,18 @@
 """The verdicts: one line per variant, computed from its own summary row and its reference's by the rules
 below, never written by hand. Every number in a verdict is a field of the summary (or the plain arithmetic
-of one: compute per step is global_batch_size / compute_samples_per_s), so it matches the table.
+of one: a step is global_batch_size / samples_per_s), so it matches the table.
 
-A change is read against the repeats: the speed-up's range runs from the variant's slowest run over the
-baseline's fastest to its fastest over the baseline's slowest (speedup_low, speedup_high), the memory's alike;
-a range that holds 1.0 is "within noise". With one run of either there is no spread to read it against, and the
-verdict says so.
+A change is read from paired rounds (bench/stats.py): the ratio of the variant's rate to its reference's in
+each round, their geometric mean and its 95% confidence interval. The answer is settled when the interval
+lies wholly inside 1 +- stats.BAND (no measurable difference), else wholly above 1 (faster) or below
+(slower); otherwise the verdict says it is not settled and after how many rounds. Memory alike. One step
+time everywhere: ms per step at the row's measured rate (global batch / samples_per_s), the same figure as
+the table's and time.png's; compute per step is that step less its data wait.
 """
 
 import pandas as pd
+
+from bench.stats import BAND
 
 WAIT_BOUND = 0.2  # a run that waits for data this share of its window or more is limited by its input pipeline
 WAIT_LITTLE = 0.05  # below this share, a faster input pipeline has little to win
@@ -63,36 +67,51 @@ def verdict(row, base):
     return f"{head}{': ' + '; '.join(said) if said else ''}.{busy(row)}"
 
 
-def within_noise(low, high):
-    return pd.notna(low) and pd.notna(high) and low <= 1 <= high
+def interval(low, high, rounds):
+    return f"95% interval {low:.2f}x to {high:.2f}x over {rounds:.0f} paired rounds"
 
 
 def speed(row, what):
-    """'1.51x faster (1.01x to 2.42x over the repeats)', '1.00x the speed, within noise (0.77x to 1.95x ...)'."""
-    s, low, high = row.speedup, row.get("speedup_low"), row.get("speedup_high")
-    if row.runs_ok < 2 or pd.isna(low) or low == high:
-        word = "faster" if s >= 1 else "slower"
-        return f"{s:.2f}x the {what} ({word}; one run each, no spread to judge the noise by)"
-    if within_noise(low, high):
-        return f"{s:.2f}x the {what}, within noise ({low:.2f}x to {high:.2f}x over the repeats)"
-    word = "faster" if s > 1 else "slower"
-    return f"{s:.2f}x {word} ({low:.2f}x to {high:.2f}x over the repeats)"
+    """'1.51x faster (95% interval 1.21x to 1.88x over 3 paired rounds)', 'not settled after 3 rounds ...'."""
+    s, low, high, rounds = row.speedup, num(row, "speedup_low"), num(row, "speedup_high"), num(row, "rounds_paired")
+    answer = row.get("speed_answer")
+    if pd.isna(low):
+        return f"{s:.2f}x the {what}, not settled: one paired round, no interval to judge the noise by"
+    if answer in ("faster", "slower"):
+        return f"{s:.2f}x {answer} ({interval(low, high, rounds)})"
+    if answer == "same":
+        return f"no measurable difference in {what} ({s:.2f}x; {interval(low, high, rounds)}, inside 1 +- {BAND:.0%})"
+    return (
+        f"{s:.2f}x the {what}, not settled after {rounds:.0f} rounds ({interval(low, high, rounds)}: the noise,"
+        f" +-{row.speedup_precision_pct:.0f}%, is wider than the effect)"
+    )
 
 
 def memory(row):
     what = "GPU memory" if row.get("memory_source") == "nvml_peak_mib" else "memory"
     if row.get("memory_source") == "peak_host_mem_mib":
         what = "host memory"
-    m, low, high = row.memory_vs_baseline, row.get("memory_vs_baseline_low"), row.get("memory_vs_baseline_high")
-    if row.runs_ok >= 2 and within_noise(low, high) and low != high:
-        return f"{what} unchanged ({m:.2f}x, within noise)"
-    return f"{m:.2f}x the {what}"
+    m, low, high = row.memory_vs_baseline, num(row, "memory_vs_baseline_low"), num(row, "memory_vs_baseline_high")
+    answer = row.get("memory_answer")
+    if pd.isna(low):
+        return f"{m:.2f}x the {what} (one round)"
+    if answer == "same":
+        return f"{what} unchanged ({m:.2f}x, {low:.2f}x to {high:.2f}x)"
+    if answer in ("more", "less"):
+        return f"{m:.2f}x the {what}, {answer} ({low:.2f}x to {high:.2f}x)"
+    return f"{m:.2f}x the {what}, not settled ({low:.2f}x to {high:.2f}x)"
+
+
+def step_ms(row):
+    """A step at the row's measured rate: the one step time of the table, time.png and the verdicts."""
+    rate = num(row, "rate_median")
+    return 1e3 * num(row, "global_batch_size") / rate if rate > 0 else float("nan")
 
 
 def compute_ms(row):
-    """Compute per step: the step's time had the device never waited for data."""
-    rate = num(row, "compute_samples_per_s")
-    return 1e3 * num(row, "global_batch_size") / rate if rate > 0 else float("nan")
+    """Compute per step: the step at the measured rate less its share waiting for data."""
+    wait = num(row, "data_wait_frac")
+    return step_ms(row) * (1 - (0 if pd.isna(wait) else wait))
 
 
 def reasons(row, base):
@@ -145,7 +164,7 @@ def num(row, name):
 
 
 def clearly_faster(row):
-    return row.speedup > 1 and not within_noise(row.get("speedup_low"), row.get("speedup_high"))
+    return row.get("speed_answer") == "faster"
 
 
 def noise_of(row):

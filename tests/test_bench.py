@@ -263,6 +263,8 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
         (["--variants", "nosuch"], "unknown variant 'nosuch'"),
         (["--loaders", "nosuch"], "unknown loader benchmark 'nosuch'"),
         (["--repeats", "0"], "--repeats must be >= 1"),
+        (["--repeats", "some"], "--repeats: invalid value 'some': a number of rounds, or auto"),
+        (["--readme", "--summarize"], "--summarize and --readme are two modes: give one"),
         (["--steps", "5", "--warmup-steps", "5"], "--warmup-steps 5 leaves none of the 5 steps"),
         (["--batch-size", "two"], "--batch-size: invalid int value"),
         (["--data", "/no/such/folder"], "data folder /no/such/folder does not exist"),

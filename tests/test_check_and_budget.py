@@ -195,7 +195,8 @@ def test_a_bench_in_chunks_stops_between_whole_rounds_and_resume_goes_on(tiny_da
     assert third.returncode == 0 and "stopped" not in third.stdout, third.stdout + third.stderr
     rows = tables.read_runs(out / "runs.csv")
     assert len(rows) == 6 and rows["bench_id"].nunique() == 1 and (rows["status"] == "ok").all()
-    assert list(rows["run"]) == ["baseline-1", "amp-1", "baseline-2", "amp-2", "baseline-3", "amp-3"]
+    assert list(rows["run"])[:2] == ["baseline-1", "amp-1"]  # the first round in priority order, then shuffled
+    assert [set(rows["run"][i : i + 2]) for i in (2, 4)] == [{"baseline-2", "amp-2"}, {"baseline-3", "amp-3"}]
     # where each run's time went: its phases add up to its wall time
     phases = rows[["setup_s", "warmup_s", "window_s", "eval_s", "other_s"]]
     assert (phases >= -0.05).all().all() and ((phases.sum(axis=1) - rows["wall_s"]).abs() < 1e-6).all()

@@ -300,7 +300,8 @@ def test_the_machine_record_carries_its_capabilities():
 
 def test_a_slower_amp_row_names_emulated_bf16():
     base = dict(workload="small", kind="train", variant="baseline", runs_ok=3, runs_failed=0, rate_median=100.0)
-    amp = dict(base, variant="amp", rate_median=20.0, speedup=0.2, speedup_low=0.18, speedup_high=0.22)
+    amp = dict(base, variant="amp", rate_median=20.0, speedup=0.2, speedup_low=0.18, speedup_high=0.22, rounds_paired=3)
+    amp["speed_answer"] = "slower"
     amp.update(amp_dtype="bf16", bf16_native=False, device="cpu")
     line = verdicts.verdict(pd.Series(amp), pd.Series(base))
     assert "0.20x slower" in line and "bf16 is emulated on this CPU (no AVX-512-BF16 or AMX)" in line

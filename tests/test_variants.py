@@ -33,12 +33,16 @@ def test_dp_and_single_process_ddp_are_exactly_the_baseline(baseline_small, smal
 
 
 @pytest.mark.slow
-def test_amp_and_two_process_ddp_learn_like_the_baseline(baseline_small, small_data, tmp_path):
+def test_amp_and_two_process_ddp_learn_as_the_baseline_does(baseline_small, small_data, tmp_path):
+    """Each learns far above chance (0.1), as the baseline does (test_train.py). Not nearer the baseline's accuracy
+    than that: after 3 epochs of 1,000 images it moves with the order of the batches alone (the baseline gave 0.465
+    in CI, 0.690 and 0.845 here with the seed fixed and only --workers changed)."""
     # workers 0: bf16 on a 2-core CPU slows down many times over when a loader process competes
     result, amp = train("train_amp.py", small_data, tmp_path / "amp.json", *LEARN, "--workers", 0)
     assert result.returncode == 0, result.stderr
     result, ddp = train("train_ddp.py", small_data, tmp_path / "ddp.json", *LEARN, launcher=TORCHRUN)
     assert result.returncode == 0, result.stderr[-3000:]
-    for name, m in ("amp", amp), ("ddp x2", ddp):
+    for name, m in ("amp", amp), ("ddp x2", ddp), ("baseline", baseline_small):
         assert m["val_samples"] == 200
-        assert abs(m["val_acc"] - baseline_small["val_acc"]) <= 0.15, (name, m["val_acc"], baseline_small["val_acc"])
+        assert m["val_acc"] >= 0.4, (name, m["val_acc"])
+        assert m["train_loss_final"] < 0.6 * m["train_loss_first"], (name, m["train_loss_first"], m["train_loss_final"])

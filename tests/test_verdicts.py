@@ -4,7 +4,7 @@ uses, and the numbers of a verdict checked against its table."""
 import pandas as pd
 import pytest
 
-from bench import tables
+from bench import stats, tables
 
 BASE = dict(
     workload="small", kind="train", status="ok", busy=False, dataset="generated", model="net", device="cpu",
@@ -17,8 +17,9 @@ def runs_of(variants):
     unless its fields say otherwise, and uses 1000 MiB of host memory unless they say otherwise."""
     rows = []
     for variant, runs in variants.items():
-        for rate, fields in runs:
+        for repeat, (rate, fields) in enumerate(runs, 1):  # one run a round: the i-th runs of two variants pair
             row = dict(BASE, variant=variant, samples_per_s=rate, compute_samples_per_s=rate, peak_host_mem_mib=1000)
+            row["repeat"] = repeat
             rows.append(row | fields)
     return pd.DataFrame(rows).reindex(columns=tables.RUN_COLUMNS)
 
@@ -31,38 +32,42 @@ def verdicts(variants):
 STEADY = [(100.0, {}), (102.0, {}), (98.0, {})]  # the baseline: 2% either way
 
 
-def test_a_clear_gain_is_said_with_its_range_and_the_compute_per_step():
+def test_a_clear_gain_is_said_with_its_interval_and_the_compute_per_step():
     said, summary = verdicts({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
     low, high = summary.loc["amp", "speedup_low"], summary.loc["amp", "speedup_high"]
-    assert (low, high) == (pytest.approx(190 / 102), pytest.approx(210 / 98))
-    assert said["amp"].startswith(f"amp: 2.00x faster ({low:.2f}x to {high:.2f}x over the repeats)")
-    assert "compute per step went from 640.0 ms to 320.0 ms while the data wait stayed at 1%" in said["amp"]
+    assert (summary.loc["amp", "speedup"], low, high) == pytest.approx(stats.interval([200 / 100, 210 / 102, 190 / 98]))
+    assert said["amp"].startswith(f"amp: 2.00x faster (95% interval {low:.2f}x to {high:.2f}x over 3 paired rounds)")
+    assert "compute per step went from 633.6 ms to 316.8 ms while the data wait stayed at 1%" in said["amp"]
 
 
-def test_a_change_inside_the_spread_of_the_repeats_is_within_noise():
-    said, _ = verdicts({"baseline": STEADY, "channels_last": [(103.0, {}), (95.0, {}), (110.0, {})]})
-    assert "1.03x the speed, within noise (0.93x to 1.12x over the repeats)" in said["channels_last"]
+def test_a_change_inside_the_noise_of_the_rounds_is_not_settled():
+    said, summary = verdicts({"baseline": STEADY, "channels_last": [(103.0, {}), (95.0, {}), (110.0, {})]})
+    low, high = summary.loc["channels_last", "speedup_low"], summary.loc["channels_last", "speedup_high"]
+    assert low < 1 < high and summary.loc["channels_last", "speed_answer"] == "unsettled"
+    assert (
+        f"1.02x the speed, not settled after 3 rounds (95% interval {low:.2f}x to {high:.2f}x" in said["channels_last"]
+    )
     assert "faster" not in said["channels_last"] and "slower" not in said["channels_last"]
 
 
 def test_a_clear_loss_is_slower():
     said, _ = verdicts({"baseline": STEADY, "checkpoint": [(75.0, {}), (76.0, {}), (74.0, {})]})
-    assert said["checkpoint"].startswith("checkpoint: 0.75x slower (0.73x to 0.78x over the repeats)")
-    assert "compute per step went from 640.0 ms to 853.3 ms" in said["checkpoint"]
+    assert said["checkpoint"].startswith("checkpoint: 0.75x slower (95% interval 0.74x to 0.76x over 3 paired rounds)")
+    assert "compute per step went from 633.6 ms to 844.8 ms" in said["checkpoint"]
 
 
 def test_one_run_each_has_no_noise_to_read_against():
     said, _ = verdicts({"baseline": [(100.0, {})], "amp": [(150.0, {})]})
-    assert "1.50x the speed (faster; one run each, no spread to judge the noise by)" in said["amp"]
+    assert "1.50x the speed, not settled: one paired round, no interval to judge the noise by" in said["amp"]
 
 
-def test_memory_is_a_ratio_read_against_the_repeats_too():
+def test_memory_is_a_paired_ratio_too():
     low = [(100.0, {"peak_host_mem_mib": m}) for m in (600, 610, 590)]
     same = [(100.0, {"peak_host_mem_mib": m}) for m in (1010, 990, 1000)]
     said, summary = verdicts({"baseline": STEADY, "checkpoint": low, "dp": same})
-    assert summary.loc["checkpoint", "memory_vs_baseline"] == pytest.approx(0.6)
-    assert "0.60x the host memory" in said["checkpoint"]
-    assert "host memory unchanged (1.00x, within noise)" in said["dp"]
+    assert summary.loc["checkpoint", "memory_vs_baseline"] == pytest.approx(0.6, rel=0.01)
+    assert "0.60x the host memory, less (0.58x to 0.63x)" in said["checkpoint"]
+    assert "host memory unchanged (1.00x, 0.98x to 1.03x)" in said["dp"]
 
 
 def test_a_faster_loader_where_the_baseline_hardly_waited_had_little_to_win():
@@ -84,7 +89,7 @@ def test_a_technique_on_a_data_bound_run_is_told_the_pipeline_sets_the_pace():
     amp = [(r, {"data_wait_frac": 0.75, "compute_samples_per_s": 6 * r}) for r in (101.0, 99.0, 100.0)]
     said, _ = verdicts({"baseline": bound, "amp": amp})
     assert "the data wait stayed high (60% to 75%): the input pipeline, not compute, sets the pace" in said["amp"]
-    assert "compute per step went from 213.3 ms to 106.7 ms and the data wait rose from 60% to 75%" in said["amp"]
+    assert "compute per step went from 256.0 ms to 160.0 ms and the data wait rose from 60% to 75%" in said["amp"]
 
 
 def test_a_diverged_or_failed_variant_gets_no_verdict():
@@ -113,7 +118,7 @@ def test_the_reference_and_the_ceiling_say_what_they_are():
     synthetic = [(r, {"dataset": "synthetic"}) for r in (200.0, 204.0, 196.0)]
     said, _ = verdicts({"baseline": STEADY, "synthetic": synthetic})
     assert said["baseline"] == (
-        "baseline: the reference, 100.0 samples/s (repeats spread 4%): compute 640.0 ms a step, waiting for data 1%"
+        "baseline: the reference, 100.0 samples/s (repeats spread 4%): compute 633.6 ms a step, waiting for data 1%"
         " of the time; it reaches 50% of the ceiling."
     )
     assert said["synthetic"].startswith("synthetic: the ceiling: 200.0 samples/s on batches already on the device")
