@@ -52,9 +52,9 @@ DEFAULTS = {
     ("gpu", "small"): dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=30, eval_samples=2000),
     ("gpu", "imagenet"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=1000),
     ("gpu", "custom"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=1000),
-    ("cpu", "small"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=50, warmup_steps=5, eval_samples=500),
+    ("cpu", "small"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=30, warmup_steps=5, eval_samples=500),
     ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=20, warmup_steps=3, eval_samples=100),
-    ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=50, warmup_steps=5, eval_samples=500),
+    ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=30, warmup_steps=5, eval_samples=500),
 }
 WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
 STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
@@ -388,8 +388,8 @@ def print_estimate(fit, runs):
     )
     if fit["auto"]:
         rounds += (
-            f", then more for the rows whose interval is wider than +-{stats.PRECISION:.0%}, while the budget"
-            f" allows ({stats.MAX_ROUNDS} rounds at most)"
+            f", then more for the rows whose interval is still wider than +-{stats.PRECISION:.0%}, while the"
+            f" budget allows ({stats.MAX_ROUNDS} rounds at most)"
         )
     longest = max(fit["round_s"], default=0) / 60
     print(f"estimate: {fit['total_s'] / 60:.0f} min for {len(runs)} runs in {rounds} (budget {budget}); the longest"

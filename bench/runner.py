@@ -108,7 +108,7 @@ def parse_args(argv=None):
         "--repeats",
         type=repeats_flag,
         default="auto",
-        help="rounds (fresh processes per variant), or auto: 3, then more for the rows whose 95%% interval is wider"
+        help="rounds (fresh processes per variant), or auto: 2, then more for the rows whose 95%% interval is wider"
         " than +-5%%, while the budget allows (10 at most)",
     )
     p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (default 25)")
@@ -298,7 +298,7 @@ def next_round(out, bench_id, works, context, repeat):
     wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
     wide = wide[[not stats.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
     if wide.empty:
-        return None, f"every row's 95% interval is within +-{stats.PRECISION:.0%}"
+        return None, f"every row's 95% interval is within +-{stats.PRECISION:.0%} or a quarter of its effect"
     variants = [v for v in context["variants"] if v == "baseline" or v in set(wide["variant"])]
     loaders = [v for v in context["loaders"] if v in set(wide["variant"])]
     loaders = [v for v in context["loaders"] if v == "loader" or v in loaders] if loaders else []
@@ -332,7 +332,7 @@ def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=
                 todo += group
                 plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works, more, auto=True)
                 names = ", ".join(dict.fromkeys(r.variant for r in group))
-                print(f"round {group[0].repeat}: {names} (intervals wider than +-{stats.PRECISION:.0%})", flush=True)
+                print(f"round {group[0].repeat}: {names} (their intervals are still wide)", flush=True)
         if group is None:
             break
         ahead = expected_s(group, measured)

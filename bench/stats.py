@@ -10,12 +10,12 @@ the machine's drift (a slow minute slows both). Over the rounds these ratios giv
   are equally far from 1. We chose it over an exact interval for the median (order statistics), which
   needs 6 rounds before it can reach 95% at all (5 give at most 94%), and over a bootstrap, which
   resamples 3 to 5 values into a guess; the t interval is exact when the log ratios are normal and
-  from 3 rounds on is usefully narrow.
+  accounts for how little 2 or 3 rounds say about the noise (t with 1 degree of freedom is 12.7, not 1.96).
 
 The answer (`classify`): no measurable difference when the interval lies wholly inside 1 +- BAND (even if
 also wholly on one side of 1: a difference that small is none to act on); else faster or slower when it lies
-wholly above or below 1; otherwise not settled. Rounds are added while an
-interval is wider than PRECISION (`precise`), never on whether it has crossed 1: stopping when a result
+wholly above or below 1; otherwise not settled. Rounds are added while an interval is wider than PRECISION
+or a quarter of the effect's size (`precise`), never on whether it has crossed 1: stopping when a result
 looks significant would manufacture findings.
 """
 
@@ -27,7 +27,8 @@ from scipy import stats
 CONFIDENCE = 0.95
 BAND = 0.03  # an interval inside 0.97x..1.03x: no measurable difference
 PRECISION = 0.05  # an interval within +-5% of its estimate needs no more rounds
-MIN_ROUNDS = 3  # --repeats auto: rounds before the first look; two give a t interval 3.6 times as wide as three
+EFFECT_SHARE = 0.25  # ... nor one within a quarter of the effect's size (log scale), for large effects
+MIN_ROUNDS = 2  # --repeats auto: rounds before the first look (the first interval: 2 rounds, 1 degree of freedom)
 MAX_ROUNDS = 10  # --repeats auto: rounds at most, whatever the budget
 
 
@@ -66,10 +67,15 @@ def half_width(estimate, low, high):
     return math.exp((math.log(high) - math.log(low)) / 2) - 1
 
 
-def precise(estimate, low, high, precision=PRECISION):
-    """The interval is narrow enough that more rounds would not change the answer much."""
+def precise(estimate, low, high, precision=PRECISION, share=EFFECT_SHARE):
+    """The interval is narrow enough that more rounds would not change the answer: its half-width (log scale) is
+    within +-precision, or within `share` of the effect's own size (a 0.2x row needs no +-5%: an interval a quarter
+    of its distance from 1.00x wide lies 8 standard errors away from it, so stopping there calls no chance result
+    a finding)."""
     width = half_width(estimate, low, high)
-    return not math.isnan(width) and width <= precision
+    if math.isnan(width):
+        return False
+    return math.log1p(width) <= max(math.log1p(precision), share * abs(math.log(estimate)))
 
 
 def paired(runs, column, reference):

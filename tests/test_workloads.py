@@ -79,7 +79,7 @@ def test_the_gpu_plan_prints_from_any_machine():
 @pytest.mark.slow
 def test_the_cpu_plan_is_the_small_workload():
     plan = dry_run("--repeats", 1)
-    assert plan.startswith("# small: shufflenet_v2_x0_5") and "global batch 64, steps 50" in plan
+    assert plan.startswith("# small: shufflenet_v2_x0_5") and "global batch 64, steps 30" in plan
     assert "--eval-samples 500" in plan and "--data synthetic:32:10" in plan and "imagenet" not in plan
 
 
