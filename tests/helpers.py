@@ -2,11 +2,16 @@
 
 import json
 import os
+import re
 import resource
+import select
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +55,69 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
     preexec = limit if memory_limit or file_limit else None
+    if str(args[0]).endswith(".py") and not preexec and FORKS.suits(full_env):
+        return FORKS.run(cmd, cwd, full_env, timeout)
     return subprocess.run(
         cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env, preexec_fn=preexec
     )
+
+
+class ForkServer:
+    """`python SCRIPT.py ...` forked from a process that has imported torch already (tests/forkserver.py): the
+    same run without seconds of imports. Used where the run's environment holds nothing an interpreter reads at
+    its start that differs from the server's (READ_AT_START); TESTS_NO_FORKSERVER=1 turns it off."""
+
+    READ_AT_START = re.compile(r"^(PYTHON|OMP_|MKL_|KMP_|LD_|TORCH|CUDA|NVIDIA|PYTORCH)")
+
+    def __init__(self):
+        self.process, self.started_env, self.buffer = None, None, b""
+
+    def at_start(self, env):
+        return {k: v for k, v in env.items() if self.READ_AT_START.match(k)}
+
+    def suits(self, env):
+        if os.environ.get("TESTS_NO_FORKSERVER"):
+            return False
+        if self.process is None or self.process.poll() is not None:
+            self.started_env, self.buffer = {**os.environ, "PYTHONWARNINGS": "ignore"}, b""
+            self.process = subprocess.Popen(
+                [PY, str(ROOT / "tests" / "forkserver.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                text=True, env=self.started_env, cwd=ROOT, bufsize=1,
+            )  # fmt: skip
+        return self.at_start(env) == self.at_start(self.started_env)
+
+    def reply(self, timeout=None):
+        """The server's next line, or None after timeout seconds (read from its pipe unbuffered: select sees all)."""
+        fd, deadline = self.process.stdout.fileno(), None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError("tests/forkserver.py ended")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def run(self, cmd, cwd, env, timeout):
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = Path(tmp) / "out", Path(tmp) / "err"
+            request = dict(argv=[str(a) for a in cmd[1:]], cwd=str(cwd), env=env, out=str(out), err=str(err))
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            pid = self.reply()["pid"]
+            ended = self.reply(timeout)
+            if ended is None:  # as subprocess.run does: the run is killed, TimeoutExpired raised
+                for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+                    p.kill()
+                self.reply()
+                raise subprocess.TimeoutExpired(cmd, timeout, out.read_text(), err.read_text())
+            text = dict(errors="replace")
+            return subprocess.CompletedProcess(cmd, ended["status"], out.read_text(**text), err.read_text(**text))
+
+
+FORKS = ForkServer()
 
 
 def assert_no_orphans(marker):

@@ -304,8 +304,9 @@ def fake_rows(workload, rates, **common):
         synthetic = variant.endswith("synthetic")
         amp = "bf16" if variant.startswith("amp") else None
         dataset = "synthetic" if synthetic else "generated"
-        for r in (rate, rate * 1.1):
+        for repeat, r in enumerate((rate, rate * 1.1), 1):
             row = dict(workload=workload, kind="train", variant=variant, status="ok", samples_per_s=r, busy=False)
+            row["repeat"] = repeat
             rows.append(dict(row, dataset=dataset, amp_dtype=amp, **common))
     return rows
 
