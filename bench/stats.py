@@ -30,6 +30,7 @@ PRECISION = 0.05  # an interval within +-5% of its estimate needs no more rounds
 EFFECT_SHARE = 0.25  # ... nor one within a quarter of the effect's size (log scale), for large effects
 MIN_ROUNDS = 2  # --repeats auto: rounds before the first look (the first interval: 2 rounds, 1 degree of freedom)
 MAX_ROUNDS = 10  # --repeats auto: rounds at most, whatever the budget
+ANSWERS = ("faster", "slower", "same", "unsettled")  # what classify() says of a ratio of rates
 
 
 def interval(ratios, confidence=CONFIDENCE):

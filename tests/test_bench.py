@@ -1,6 +1,7 @@
 """The bench runner: a tiny plan end to end, failed runs, interruption, and the baseline comparison."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import time
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, runner, tables
+from bench import BenchError, baseline, runner, stats, tables
 from bench.launch import launch
 from bench.memory import Sampler
 from bench.plan import Run
@@ -48,9 +49,10 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     summary = pd.read_csv(out / "summary.csv")
     by_variant = summary.set_index("variant")
     assert by_variant.loc["baseline", "speedup"] == 1.0 and by_variant.loc["loader", "speedup"] == 1.0
-    assert by_variant.loc["dp", "speedup"] == pytest.approx(
-        by_variant.loc["dp", "rate_median"] / by_variant.loc["baseline", "rate_median"]
-    )
+    rate = train.set_index(["variant", "repeat"])["samples_per_s"]  # paired: dp over the baseline of its round
+    ratios = [rate[("dp", r)] / rate[("baseline", r)] for r in (1, 2)]
+    assert by_variant.loc["dp", "speedup"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
+    assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in stats.ANSWERS
     assert by_variant.loc["baseline", "runs_ok"] == 2
     for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png":
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
