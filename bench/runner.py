@@ -55,22 +55,18 @@ def check_outputs(args):
             fail(f"{args.out / name} is a folder: the bench writes a file of that name")
 
 
-def steps_flag(text):
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number of steps, or auto") from None
+def count_or_auto(what):
+    """An argparse type: a whole number of `what`, or auto."""
 
+    def parse(text):
+        if text == "auto":
+            return text
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number of {what}, or auto") from None
 
-def repeats_flag(text):
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a number of rounds, or auto") from None
+    return parse
 
 
 def budget_flag(text):
@@ -99,14 +95,16 @@ def parse_args(argv=None):
     )
     p.add_argument("--batch-size", type=int, help="global batch of every run (CPU: 64, imagenet 16; GPU: 256)")
     p.add_argument(
-        "--steps", type=steps_flag, help="steps of every run, warm-up included, or auto (CPU: 25; GPU: auto)"
+        "--steps",
+        type=count_or_auto("steps"),
+        help="steps of every run, warm-up included, or auto (CPU: 30; GPU: auto)",
     )
     p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (CPU: 5; GPU: 20-30)")
-    p.add_argument("--eval-samples", type=int, help="validation images evaluated (a fixed sample; CPU: 1000)")
+    p.add_argument("--eval-samples", type=int, help="validation images evaluated (a fixed sample; CPU: 500)")
     p.add_argument("--loader-steps", type=int, help="batches timed by --bench (default: the steps timed)")
     p.add_argument(
         "--repeats",
-        type=repeats_flag,
+        type=count_or_auto("rounds"),
         default="auto",
         help="rounds (fresh processes per variant), or auto: 2, then more for the rows whose 95%% interval is wider"
         " than +-5%%, while the budget allows (10 at most)",
@@ -116,7 +114,7 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=None, help="loader processes per training process")
     p.add_argument("--nproc", type=int, default=None, help="DDP processes (default: the GPUs, or 2 on a CPU)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=int, help="seconds before a run is stopped (CPU: 300, GPU: 900)")
+    p.add_argument("--timeout", type=int, help="seconds before a run is stopped (CPU: 600, GPU: 900)")
     p.add_argument("--dry-run", action="store_true", help="print the plan's command lines and stop")
     p.add_argument("--gpus", type=int, help="with --dry-run: plan for a machine with this many GPUs")
     p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
