@@ -10,7 +10,7 @@ ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 endif
 
-.PHONY: bench check baseline plot train data diff test test-fast lint format clean
+.PHONY: bench check baseline plot train data diff test test-fast lint format clean browser
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
 # WORKLOAD=small|imagenet|all (generated in data/ when missing), or DATA=folder of your own
@@ -53,12 +53,19 @@ diff:
 	esac; \
 	diff -u $$base $$variant; test $$? -le 1
 
+# the browser the report's test opens: Debian's chromium and chromium-driver, installed when missing (as root, or sudo)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "installing Debian's chromium and chromium-driver for the report's browser test"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
 # every test (CI runs this); test-fast leaves out the slow ones (torchrun, whole benches, memory limits)
-test: $(SETUP) lint
+test: $(SETUP) lint browser
 	@$(PY) -m pytest $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; exit $$rc
 
-test-fast: $(SETUP) lint
+test-fast: $(SETUP) lint browser
 	@$(PY) -m pytest -m "not slow" $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests: that is a failure here"; fi; exit $$rc
 

@@ -17,7 +17,7 @@ from bench import BenchError, check_folder, schema, tables, write_whole
 from bench.machine import ROOT
 
 BASELINE_DIR = ROOT / "baseline"
-OUTPUTS = ["summary.csv", "summary.md", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
+OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
 
 
 def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):

@@ -29,12 +29,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import BenchError, baseline, check_folder, data, plan, stats, tables, write_whole
+from bench import report as html_report
 from bench.launch import launch
 from bench.machine import machine_class, machine_info
 from bench.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
 
 MAX_TIMEOUT = 7 * 24 * 3600
-OUTPUTS = ["runs.csv", "summary.csv", "summary.md", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
+OUTPUTS = [
+    "runs.csv",
+    "summary.csv",
+    "summary.md",
+    "report.html",
+    "throughput.png",
+    "memory.png",
+    "tradeoff.png",
+    "time.png",
+]
 
 
 def fail(message):
@@ -120,7 +130,11 @@ def parse_args(argv=None):
     p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
     p.add_argument("--check", action="store_true", help="does every technique work here? a short run of each path")
-    p.add_argument("--readme", action="store_true", help="the README's result blocks, from the saved runs they show")
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help="the README's result blocks, and every saved baseline's report, from their runs",
+    )
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
@@ -204,6 +218,8 @@ def write_outputs(out, bench_id, machine):
     plot_memory(summary, out / "memory.png", headings)
     plot_tradeoff(summary, out / "tradeoff.png", headings)
     plot_time(summary, out / "time.png", headings)
+    notes = [tables.settled_note(summary), *notes, tables.diverged_note(summary), tables.busy_note(summary)]
+    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes)
     return summary
 
 
@@ -222,6 +238,7 @@ def report(summary, out, machine, baseline_dir):
             print("  " + line)
     plots = "throughput.png, memory.png, tradeoff.png, time.png"
     print(f"tables and plots: {out}/summary.csv, summary.md, {plots}; every run: {out}/runs.csv")
+    print(f"all of it in one page, with each technique's code beside its numbers: {out}/report.html")
 
 
 def machine():
@@ -251,6 +268,9 @@ def readme(args):
 
     for folder in blocks.rewrite(resummarize):
         print(f"README.md: the results of {folder}, summarized again from its runs.csv")
+    for folder in sorted(args.baseline_dir.glob("*/runs.csv")):  # every saved baseline gets its report too
+        resummarize(folder.parent)
+        print(f"{folder.parent}: summary and report.html written again from its runs.csv")
 
 
 def saved_machine(folder, runs):

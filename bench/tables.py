@@ -182,12 +182,16 @@ def fmt(value, pattern="{:,.0f}"):
     return "" if value is None or pd.isna(value) else pattern.format(value)
 
 
+def cells(frame, columns):
+    """(headers, rows of cells) for frame's rows; columns: (header, function of a row giving the cell)."""
+    return [header for header, _ in columns], [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
+
+
 def table(frame, columns):
-    """Markdown lines for frame's rows; columns: (header, function of a row giving the cell)."""
-    lines = ["| " + " | ".join(header for header, _ in columns) + " |", "|" + "---|" * len(columns)]
-    for _, row in frame.iterrows():
-        lines.append("| " + " | ".join(cell(row) for _, cell in columns) + " |")
-    return lines
+    """Markdown lines for frame's rows."""
+    headers, rows = cells(frame, columns)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def runs_cell(row):
@@ -263,47 +267,53 @@ def section(summary, title):
     lines = [f"### {title}", ""]
     train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
     if not train.empty:
-        columns = [
-            ("variant", label),
-            ("samples/s (median)", lambda r: fmt(r.rate_median, "{:,.1f}")),
-            ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
-            ("95% interval", interval_cell),
-            ("answer", answer_cell),
-            ("of ceiling", lambda r: fmt(r.get("ceiling_pct"), "{:.0f}%")),
-            ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
-            ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
-            ("ms per step", lambda r: fmt(verdicts.step_ms(r), "{:.1f}")),
-            ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
-        ]
-        if train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any():
-            columns += [
-                ("torch allocated MiB", lambda r: fmt(r.peak_mem_allocated_mib)),
-                ("torch reserved MiB", lambda r: fmt(r.peak_mem_reserved_mib)),
-                ("NVML MiB (process tree)", lambda r: fmt(r.nvml_peak_mib)),
-                ("NVML vs baseline", lambda r: fmt(r.get("nvml_peak_vs_baseline"), "{:.2f}x")),
-            ]
-        else:
-            columns += [
-                ("host memory MiB (PSS)", lambda r: fmt(r.peak_host_mem_mib)),
-                ("vs baseline", lambda r: fmt(r.get("peak_host_mem_vs_baseline"), "{:.2f}x")),
-            ]
-        if "compile_s" in train and train["compile_s"].notna().any():
-            columns += [("compile s, cold / median", compile_cell)]
-        columns += [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
-        lines += table(train, columns)
+        lines += table(train, train_columns(train))
         lines += ["", "Verdicts (from the fields above, by the rules of bench/verdicts.py):", ""]
         lines += [f"- {v}" for v in train["verdict"].dropna()]
     if not loaders.empty:
         lines += ["", "Input pipeline alone (`loader.py --bench`, `loader_dali.py --bench`):", ""]
-        columns = [
-            ("loader", lambda r: r.variant),
-            ("images/s (median)", lambda r: fmt(r.rate_median)),
-            ("vs loader.py", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
-            ("95% interval", interval_cell),
-            ("answer", answer_cell),
-            ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
-            ("runs", runs_cell),
-        ]
-        lines += table(loaders, columns)
+        lines += table(loaders, LOADER_COLUMNS)
         lines += [""] + [f"- {v}" for v in loaders["verdict"].dropna()]
     return lines + [""]
+
+
+def train_columns(train):
+    """The training table's columns: the memory ones by what was measured (GPU or host), compile time if any."""
+    columns = [
+        ("variant", label),
+        ("samples/s (median)", lambda r: fmt(r.rate_median, "{:,.1f}")),
+        ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+        ("95% interval", interval_cell),
+        ("answer", answer_cell),
+        ("of ceiling", lambda r: fmt(r.get("ceiling_pct"), "{:.0f}%")),
+        ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
+        ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
+        ("ms per step", lambda r: fmt(verdicts.step_ms(r), "{:.1f}")),
+        ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
+    ]
+    if train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any():
+        columns += [
+            ("torch allocated MiB", lambda r: fmt(r.peak_mem_allocated_mib)),
+            ("torch reserved MiB", lambda r: fmt(r.peak_mem_reserved_mib)),
+            ("NVML MiB (process tree)", lambda r: fmt(r.nvml_peak_mib)),
+            ("NVML vs baseline", lambda r: fmt(r.get("nvml_peak_vs_baseline"), "{:.2f}x")),
+        ]
+    else:
+        columns += [
+            ("host memory MiB (PSS)", lambda r: fmt(r.peak_host_mem_mib)),
+            ("vs baseline", lambda r: fmt(r.get("peak_host_mem_vs_baseline"), "{:.2f}x")),
+        ]
+    if "compile_s" in train and train["compile_s"].notna().any():
+        columns += [("compile s, cold / median", compile_cell)]
+    return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
+
+
+LOADER_COLUMNS = [
+    ("loader", lambda r: r.variant),
+    ("images/s (median)", lambda r: fmt(r.rate_median)),
+    ("vs loader.py", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+    ("95% interval", interval_cell),
+    ("answer", answer_cell),
+    ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
+    ("runs", runs_cell),
+]

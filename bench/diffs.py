@@ -1,0 +1,97 @@
+"""Each technique's tutorial: its script against its base, as `make diff V=...` shows it, every line it adds marked
+`# new #` (at the line's end, or by a full-line `# new # ...` comment opening a block that runs to the next blank
+line; tests/test_diffs.py enforces the rule). The report shows these diffs beside the numbers, and a technique's
+cost in code is the count of its marked lines: what someone copies into their own script.
+
+    python -m bench.diffs        # the marked lines of each technique
+"""
+
+import ast
+import difflib
+
+from bench.machine import ROOT
+
+MARK = "# new #"
+TECHNIQUES = {  # a technique: (its base, its script)
+    "dp": ("train.py", "train_dp.py"),
+    "ddp": ("train.py", "train_ddp.py"),
+    "amp": ("train.py", "train_amp.py"),
+    "channels_last": ("train.py", "train_channels_last.py"),
+    "compile": ("train.py", "train_compile.py"),
+    "checkpoint": ("train.py", "train_checkpoint.py"),
+    "all": ("train.py", "train_all.py"),
+    "dali": ("loader.py", "loader_dali.py"),
+}
+ROWS = {"amp-synthetic": "amp", "loader_dali": "dali"}  # bench rows that measure a technique under another name
+
+
+def technique(variant):
+    """The technique a bench row measures, or None (the baseline, the synthetic ceiling, loader.py alone)."""
+    return variant if variant in TECHNIQUES else ROWS.get(variant)
+
+
+def marked(lines):
+    """Indices of the marked lines: ending with the mark, or inside a `# new #` block."""
+    found, in_block = set(), False
+    for i, line in enumerate(lines):
+        if not line.strip():
+            in_block = False
+        elif line.lstrip().startswith(MARK):
+            in_block = True
+        if in_block or line.rstrip().endswith(MARK):
+            found.add(i)
+    return found
+
+
+def body_start(lines):
+    """The index of the first line after the module docstring (0 if there is none)."""
+    tree = ast.parse("\n".join(lines))
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first.end_lineno
+    return 0
+
+
+def read(name, root=ROOT):
+    return (root / name).read_text().splitlines()
+
+
+def diff(name, context=3, root=ROOT, numbered=False):
+    """The unified diff of a technique's script against its base, as (kind, line, marked) triples; kind is one of
+    'hunk' (an @@ header), 'same', 'removed', 'added'. numbered: each triple also holds the line's index in the base
+    and in the script (None where it has none)."""
+    base_name, script_name = TECHNIQUES[name]
+    base, script = read(base_name, root), read(script_name, root)
+    marks = marked(script)
+    out = []
+    matcher = difflib.SequenceMatcher(None, base, script, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        (_, b0, _, v0, _), (_, _, b1, _, v1) = group[0], group[-1]
+        out.append(("hunk", f"@@ -{b0 + 1},{b1 - b0} +{v0 + 1},{v1 - v0} @@", False, None, None))
+        for tag, i0, i1, j0, j1 in group:
+            if tag == "equal":
+                out += [("same", base[i], False, i, j0 + i - i0) for i in range(i0, i1)]
+                continue
+            out += [("removed", base[i], False, i, None) for i in range(i0, i1)]
+            out += [("added", script[j], j in marks, None, j) for j in range(j0, j1)]
+    return out if numbered else [line[:3] for line in out]
+
+
+def cost(name, root=ROOT):
+    """The technique's lines: those its script adds or changes against the base, not blank, after the docstring
+    (which only names what the script adds); comments count, as they are part of what one copies."""
+    base_name, script_name = TECHNIQUES[name]
+    base, script = read(base_name, root), read(script_name, root)
+    base, script = base[body_start(base) :], script[body_start(script) :]
+    matcher = difflib.SequenceMatcher(None, base, script, autojunk=False)
+    changed = (script[j] for tag, _, _, j0, j1 in matcher.get_opcodes() if tag != "equal" for j in range(j0, j1))
+    return sum(1 for line in changed if line.strip())
+
+
+def main():
+    for name, (base, script) in TECHNIQUES.items():
+        print(f"{name:14} {cost(name):4d} lines  (make diff V={name}: {script} against {base})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""report.html: one file that opens offline in any browser (styles inline, plots embedded), holding the machine, the
+summary tables, the verdicts, the plots, and each technique's diff against its base with its `# new #` lines
+highlighted, beside what that technique measured here. Written by every bench, by --summarize and by --readme (for
+the saved baselines), from the same summary as summary.md; rendered with Jinja2 (templates escape every value) and
+Pygments (Python highlighting), the diff from difflib (bench/diffs.py).
+"""
+
+import base64
+from pathlib import Path
+
+import jinja2
+import markupsafe
+import pandas as pd
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from bench import diffs, tables, write_whole
+from bench.machine import ROOT
+
+TEMPLATE = Path(__file__).with_name("report.html.j2")
+PLOTS = [
+    ("throughput.png", "samples/s per variant, with the spread of the rounds"),
+    ("tradeoff.png", "speed-up against memory, with 95% intervals"),
+    ("time.png", "where a step's time goes"),
+    ("memory.png", "peak memory per variant"),
+]
+MACHINE = [  # (label, machine field)
+    ("CPU", "cpu_model"),
+    ("cores", "cpu_cores"),
+    ("CPU features", "cpu_isa"),
+    ("native bf16 on the CPU", "cpu_bf16_native"),
+    ("memory GB", "ram_gb"),
+    ("GPUs", "gpu_count"),
+    ("GPU", "gpu_name"),
+    ("compute capability", "gpu_capability"),
+    ("native bf16 on the GPU", "gpu_bf16_native"),
+    ("TF32", "gpu_tf32"),
+    ("driver", "driver_version"),
+    ("Python", "python_version"),
+    ("platform", "platform"),
+    ("machine class", "machine_class"),
+]
+ANSWER_CLASS = {"faster": "faster", "slower": "slower"}
+
+
+def present(value):
+    return value is not None and not (isinstance(value, float) and pd.isna(value)) and value != ""
+
+
+def machine_items(machine, runs=None):
+    """(label, value) pairs of what is known of the machine, then the versions the runs record."""
+    words = {True: "yes", False: "no"}
+    items = [
+        (name, words.get(machine.get(key), machine.get(key))) for name, key in MACHINE if present(machine.get(key))
+    ]
+    if runs is not None and not runs.empty:
+        last = runs.iloc[-1]
+        for name, key in ("torch", "torch_version"), ("torchvision", "torchvision_version"), ("CUDA", "cuda_version"):
+            if present(last.get(key)):
+                items.append((name, last.get(key)))
+    return items
+
+
+def highlighted(name):
+    """A file's lines as highlighted HTML, one string per line: Pygments lexes the whole file (so a docstring reads
+    as one) and closes its spans at each line's end; the mark is set apart."""
+    text = (ROOT / name).read_text()
+    html = highlight(text, PythonLexer(stripnl=False, ensurenl=True), HtmlFormatter(nowrap=True))
+    lines = html.split("\n")[: len(text.splitlines())]
+    return [markupsafe.Markup(line.replace(diffs.MARK, f'<span class="mark">{diffs.MARK}</span>')) for line in lines]
+
+
+def diff_lines(name):
+    """The technique's diff (bench/diffs.py) as HTML lines: each line highlighted as it reads in its own file."""
+    base, script = (highlighted(file) for file in diffs.TECHNIQUES[name])
+    prefix = {"hunk": "", "same": " ", "removed": "-", "added": "+"}
+    out = []
+    for kind, line, marked, i, j in diffs.diff(name, numbered=True):
+        html = markupsafe.escape(line) if kind == "hunk" else (script[j] if kind == "added" else base[i])
+        out.append(dict(kind=kind, marked=marked, html=markupsafe.escape(prefix[kind]) + html))
+    return out
+
+
+def technique_rows(summary, name):
+    """What a technique measured: one row per bench row of it (each workload; amp also on synthetic data)."""
+    rows = []
+    for _, r in summary.iterrows():
+        if diffs.technique(r.variant) != name:
+            continue
+        memory = r.get("memory_vs_baseline")
+        rows.append(
+            dict(
+                row=f"{tables.label(r)} on {r.workload}",
+                speedup=tables.fmt(r.get("speedup"), "{:.2f}x"),
+                interval=tables.interval_cell(r),
+                answer=tables.answer_cell(r),
+                answer_class=ANSWER_CLASS.get(r.get("speed_answer"), ""),
+                memory=tables.fmt(memory, "{:.2f}x"),
+                verdict=r.get("verdict") if present(r.get("verdict")) else "",
+            )
+        )
+    return rows
+
+
+def techniques(summary):
+    found = []
+    for name, (base, script) in diffs.TECHNIQUES.items():
+        rows = technique_rows(summary, name)
+        if rows:
+            found.append(
+                dict(name=name, base=base, script=script, cost=diffs.cost(name), rows=rows, diff=diff_lines(name))
+            )
+    return found
+
+
+def sections(summary, headings):
+    out = []
+    for workload, heading in headings.items():
+        part = summary[summary["workload"] == workload]
+        train, loaders = part[part["kind"] == "train"], part[part["kind"] == "loader"]
+        section = dict(heading=heading, train=None, loaders=None, train_verdicts=[], loader_verdicts=[])
+        if not train.empty:
+            headers, rows = tables.cells(train, tables.train_columns(train))
+            section.update(train=dict(headers=headers, rows=rows), train_verdicts=list(train["verdict"].dropna()))
+        if not loaders.empty:
+            headers, rows = tables.cells(loaders, tables.LOADER_COLUMNS)
+            section.update(loaders=dict(headers=headers, rows=rows), loader_verdicts=list(loaders["verdict"].dropna()))
+        out.append(section)
+    return out
+
+
+def cell_class(header, cell):
+    return ANSWER_CLASS.get(cell, "") if header == "answer" else ""
+
+
+def plots(folder):
+    return [
+        dict(name=name, what=what, data=base64.b64encode((folder / name).read_bytes()).decode("ascii"))
+        for name, what in PLOTS
+        if (folder / name).exists()
+    ]
+
+
+def render(summary, runs, machine, headings, stamp, notes, folder):
+    """The report's HTML for a summary whose plots are in folder."""
+    environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    template = environment.from_string(TEMPLATE.read_text())
+    where = next(iter(headings.values()), "") if len(headings) == 1 else runs_where(machine)
+    commits = runs["git_commit"].dropna() if "git_commit" in runs else []
+    return template.render(
+        where=where,
+        bench_id=stamp[1],
+        when=stamp[0],
+        machine=machine_items(machine, runs),
+        sections=sections(summary, headings),
+        cell_class=cell_class,
+        notes=[note for note in notes if note],
+        plots=plots(folder),
+        techniques=techniques(summary),
+        commit=str(commits.iloc[-1])[:12] if len(commits) else "",
+        pygments_css=markupsafe.Markup(HtmlFormatter().get_style_defs("pre.diff")),
+    )
+
+
+def runs_where(machine):
+    if machine.get("gpu_count"):
+        return f"{machine['gpu_count']}x {machine.get('gpu_name')}"
+    return f"CPU only: {machine.get('cpu_model')}, {machine.get('cpu_cores')} cores"
+
+
+def write(folder, summary, runs, machine, headings, stamp, notes):
+    """folder/report.html; returns its path."""
+    html = render(summary, runs, machine, headings, stamp, notes, folder)
+    path = folder / "report.html"
+    write_whole(path, lambda tmp: Path(tmp).write_text(html))
+    return path

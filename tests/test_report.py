@@ -1,0 +1,137 @@
+"""report.html (bench/report.py): one offline page with the machine, the tables, the verdicts, the plots and every
+technique's diff beside its numbers; shown in a real browser (Debian's headless Chromium, which make test installs)
+at a laptop's width and a phone's, with screenshots kept in the test's folder."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import markupsafe
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from bench import diffs, runner, tables
+from helpers import ROOT
+
+SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's chromium, chromium-driver
+WIDTHS = {"laptop": (1366, 900), "phone": (390, 844)}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
+    folder = tmp_path_factory.mktemp("report")
+    shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
+    shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
+    runs = tables.read_runs(folder / "runs.csv")
+    machine = json.loads((SAVED / "machine.json").read_text())
+    summary = runner.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
+    return folder, summary
+
+
+def test_the_report_holds_the_tables_plots_and_every_measured_technique_with_its_diff(report):
+    folder, summary = report
+    html = (folder / "report.html").read_text()
+    assert "AMD EPYC" in html and "avx2" in html  # the machine and its features
+    for variant in summary["variant"]:
+        assert f"<td>{tables.label(summary[summary['variant'] == variant].iloc[0])}</td>" in html
+    for verdict in summary["verdict"].dropna():  # every verdict, escaped as HTML text
+        assert str(markupsafe.escape(verdict)) in html
+    assert html.count('src="data:image/png;base64,') == 4  # the plots, embedded
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched: it opens offline
+    measured = {diffs.technique(v) for v in summary["variant"]} - {None}
+    assert measured == set(diffs.TECHNIQUES)  # this bench ran every technique
+    for name in measured:
+        section = html.split(f'id="technique-{name}"')[1].split("</section>")[0]
+        assert f"{diffs.cost(name)} lines added or changed" in section
+        marked = [line for kind, line, mark in diffs.diff(name) if mark]
+        assert marked and section.count('class="line added marked"') == len(marked)
+        assert section.count('<span class="mark"># new #</span>') == sum(diffs.MARK in line for line in marked)
+
+
+def test_the_diff_is_the_scripts_own(tmp_path):
+    """diffs.diff is make diff's content: applying its removed and added lines to the base gives the script."""
+    for name, (base, script) in diffs.TECHNIQUES.items():
+        lines = diffs.diff(name, context=10**6)  # one hunk holding the whole files
+        assert [line for kind, line, _ in lines if kind in ("same", "added")] == (
+            ROOT / script
+        ).read_text().splitlines()
+        assert [line for kind, line, _ in lines if kind in ("same", "removed")] == (
+            ROOT / base
+        ).read_text().splitlines()
+    (tmp_path / "train.py").write_text('"""Base."""\nx = 1\n')
+    (tmp_path / "train_amp.py").write_text('"""Base, and amp."""\nx = 1\n# new # two lines\ny = 2\n\nz = 3  # new #\n')
+    assert diffs.cost("amp", root=tmp_path) == 3  # the block's comment and line, and the marked line; not the blank
+    added = [(line, mark) for kind, line, mark in diffs.diff("amp", root=tmp_path) if kind == "added"]
+    assert added == [('"""Base, and amp."""', False), ("# new # two lines", True), ("y = 2", True), ("", False)] + [
+        ("z = 3  # new #", True)
+    ]
+
+
+def browser(width, height):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    # a window is at least 500 px wide: a phone's screen is emulated, as the browser's device mode does
+    metrics = dict(width=width, height=height, deviceScaleFactor=1, mobile=width < 600)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    return driver
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_the_report_shows_in_a_real_browser(report, width, tmp_path):
+    folder, summary = report
+    driver = browser(*WIDTHS[width])
+    try:
+        driver.get((folder / "report.html").as_uri())
+        assert driver.title.startswith("How much faster, at what memory cost?")
+        assert driver.execute_script("return window.innerWidth") == WIDTHS[width][0]
+        tables_shown = driver.find_elements(By.CSS_SELECTOR, "table.summary")
+        assert len(tables_shown) == 2 and all(t.is_displayed() for t in tables_shown)  # training, loaders alone
+        rows = driver.find_elements(By.CSS_SELECTOR, "table.summary tbody tr")
+        assert len(rows) == len(summary)
+        images = driver.find_elements(By.CSS_SELECTOR, "figure.plot img")
+        assert len(images) == 4
+        for image in images:
+            driver.execute_script("arguments[0].scrollIntoView()", image)
+            assert image.is_displayed() and driver.execute_script("return arguments[0].naturalWidth", image) > 0
+            assert image.size["width"] <= WIDTHS[width][0]  # fits the screen
+        sections = driver.find_elements(By.CSS_SELECTOR, "section.technique")
+        assert [s.get_attribute("id") for s in sections] == [f"technique-{n}" for n in diffs.TECHNIQUES]
+        for section in sections:
+            diff = section.find_element(By.CSS_SELECTOR, "pre.diff")
+            driver.execute_script("arguments[0].scrollIntoView()", diff)
+            assert diff.is_displayed() and diff.size["height"] > 100
+            marked = section.find_elements(By.CSS_SELECTOR, ".line.added.marked")
+            assert marked and marked[0].value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"
+        page = driver.execute_script("return document.documentElement.scrollWidth")
+        assert page <= WIDTHS[width][0]  # wide tables and diffs scroll in their own boxes, not the page
+        driver.execute_script("window.scrollTo(0, 0)")
+        shot = tmp_path / f"report-{width}.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    finally:
+        driver.quit()
+
+
+def test_a_bench_and_summarize_write_the_report(report, tmp_path):
+    """--summarize writes it (the fixture's path is write_outputs, which every bench and --summarize call)."""
+    shutil.copy(SAVED / "runs.csv", tmp_path / "runs.csv")
+    assert runner.main(["--summarize", "--out", str(tmp_path)]) in (0, None)
+    assert (tmp_path / "report.html").read_text().startswith("<!doctype html>")
+    assert Path(SAVED / "report.html").exists()  # the saved baseline has its own
