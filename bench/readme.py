@@ -1,42 +1,101 @@
-"""The README's result blocks: written by the bench from saved runs (python -m bench --readme), never typed.
+"""The documentation's generated blocks: results written by the bench from saved runs (python -m bench --readme),
+never typed, and each technique's cost in lines, counted from the scripts.
 
-A block is the text between `<!-- results: FOLDER -->` and `<!-- /results -->` in README.md, FOLDER a saved
-bench (baseline/<machine class>/, examples/...) that holds its runs.csv. `--readme` summarizes each folder's
-runs again by the bench's current rules (its summary.csv, summary.md and plots are rewritten) and puts its
-summary.md in the block, headings one level down, with two of its plots. tests/test_readme.py checks that the
-README holds what --readme writes from the shipped runs, so a finding in a block is always the verdicts'.
+A result block is the text between `<!-- results: FOLDER -->` (or `<!-- results: FOLDER headline -->`) and
+`<!-- /results -->` in README.md or a page of docs/, FOLDER a saved bench (baseline/<machine class>/,
+examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs again by the bench's current rules
+(its summary.csv, summary.md, plots and report.html are rewritten) and puts in the block either its summary.md,
+headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
+to the rest. The block between `<!-- lines -->` and `<!-- /lines -->` is bench/diffs.py's count of each technique's
+lines. tests/test_readme.py checks that every page holds what --readme writes, so a finding in a block is always the
+verdicts'.
 """
 
+import os
 import re
 from pathlib import Path
 
-from bench import write_whole
+import pandas as pd
+
+from bench import diffs, schema, tables, write_whole
 from bench.machine import ROOT
 
-BLOCK = re.compile(r"(<!-- results: (?P<folder>\S+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+BLOCK = re.compile(
+    r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S
+)
+LINES = re.compile(r"(<!-- lines -->\n)(?P<body>.*?)(<!-- /lines -->)", re.S)
 PLOTS = [("tradeoff.png", "speed-up against memory"), ("time.png", "where a step's time goes")]
+RENAMED = {"vs baseline": "memory vs baseline"}  # host memory (PSS) on a CPU: said under the table
+HEADLINE = ["variant", "samples/s (median)", "speed-up", "95% interval", "answer", "vs baseline", "NVML vs baseline"]
+
+
+def pages(root=ROOT):
+    """The files that may hold blocks: the README and the pages of docs/."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
 def folders(text):
-    """The saved benches the README's blocks show, as written in their markers (relative to the repository)."""
+    """The saved benches a page's blocks show, as written in their markers (relative to the repository)."""
     return [m.group("folder") for m in BLOCK.finditer(text)]
 
 
-def block(folder, link):
-    """The README's text for the saved bench in folder: its summary.md, headings one level down, then its plots,
-    linked as link/NAME."""
+def block(folder, link, headline=False):
+    """The text of a block for the saved bench in folder, its files linked as link/NAME."""
+    if headline:
+        return headline_block(folder, link)
     text = re.sub(r"^### ", "#### ", Path(folder, "summary.md").read_text(), flags=re.M)
     images = [f"![{what}]({link}/{name})" for name, what in PLOTS if Path(folder, name).exists()]
     return text + ("\n" + "\n".join(images) + "\n" if images else "")
 
 
-def rewrite(resummarize, readme=ROOT / "README.md"):
-    """Summarize every folder the README shows again (resummarize(folder)), then write its blocks; return the
+def headline_block(folder, link):
+    """Per workload its heading and the table's main columns; the settled count; links to the whole."""
+    summary = schema.upgrade(pd.read_csv(Path(folder, "summary.csv")))
+    heading = Path(folder, "summary.md").read_text().splitlines()[0].removeprefix("### ")
+    lines = []
+    for workload in summary["workload"].unique():
+        train = summary[(summary["workload"] == workload) & (summary["kind"] == "train")]
+        columns = [(RENAMED.get(h, h), cell) for h, cell in tables.train_columns(train) if h in HEADLINE]
+        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *tables.table(train, columns), ""]
+    note = tables.settled_note(summary)
+    lines += [f"**{note}**", ""] if note else []
+    lines += [
+        f"Every column, the verdict of each row and the plots: [summary.md]({link}/summary.md); all of it with each"
+        f" technique's code beside its numbers: [report.html]({link}/report.html) (download it and open it in a"
+        " browser)."
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def lines_block():
+    """A table of each technique's cost in lines (bench/diffs.py)."""
+    rows = ["| technique | lines | read it |", "|---|---|---|"]
+    for name, (base, script) in diffs.TECHNIQUES.items():
+        rows.append(f"| {name} | {diffs.cost(name)} | `make diff V={name}` ({script} against {base}) |")
+    return "\n".join(rows) + "\n"
+
+
+def render(text, page, root=ROOT):
+    """page's text with every block written again (the folders already summarized)."""
+
+    def result(m):
+        link = os.path.relpath(root / m.group("folder"), page.parent)
+        return m.group(1) + block(root / m.group("folder"), link, bool(m.group("headline"))) + m.group(5)
+
+    text = BLOCK.sub(result, text)
+    return LINES.sub(lambda m: m.group(1) + lines_block() + m.group(3), text)
+
+
+def rewrite(resummarize, root=None):
+    """Summarize every folder the pages show again (resummarize(folder)), then write their blocks; return the
     folders."""
-    text = readme.read_text()
-    shown = folders(text)
+    root = root or ROOT
+    texts = {page: page.read_text() for page in pages(root)}
+    shown = list(dict.fromkeys(folder for text in texts.values() for folder in folders(text)))
     for folder in shown:
-        resummarize(ROOT / folder)
-    text = BLOCK.sub(lambda m: m.group(1) + block(ROOT / m.group("folder"), m.group("folder")) + m.group(4), text)
-    write_whole(readme, lambda tmp: Path(tmp).write_text(text))
+        resummarize(root / folder)
+    for page, text in texts.items():
+        new = render(text, page, root)
+        if new != text:
+            write_whole(page, lambda tmp, new=new: Path(tmp).write_text(new))
     return shown

@@ -257,17 +257,17 @@ def save_baseline(args):
 
 
 def readme(args):
-    """The README's result blocks, from the saved runs of each folder they show (bench/readme.py)."""
+    """The result blocks of the README and docs/, from the saved runs of each folder they show (bench/readme.py)."""
     from bench import readme as blocks
 
     def resummarize(folder):
         if not (folder / "runs.csv").exists():
-            fail(f"README.md shows {folder}, which holds no runs.csv")
+            fail(f"README.md or docs/ show {folder}, which holds no runs.csv")
         runs = tables.read_runs(folder / "runs.csv")
         write_outputs(folder, runs["bench_id"].iloc[-1], saved_machine(folder, runs))
 
     for folder in blocks.rewrite(resummarize):
-        print(f"README.md: the results of {folder}, summarized again from its runs.csv")
+        print(f"README.md and docs/: the results of {folder}, summarized again from its runs.csv")
     for folder in sorted(args.baseline_dir.glob("*/runs.csv")):  # every saved baseline gets its report too
         resummarize(folder.parent)
         print(f"{folder.parent}: summary and report.html written again from its runs.csv")

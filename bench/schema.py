@@ -3,10 +3,10 @@
 One line per field: its name (the unit last: `_mib`, `_s`, `_ms`, `_per_s`, `_frac`, `_pct`), its
 unit, who writes it, how the summary treats it, flags, and its meaning (a line that starts with
 spaces goes on with the meaning above it). runs.csv's columns, the checks of a run's metrics, the
-summary's medians, the baseline comparison, the tests of every script's metrics and the README's
+summary's medians, the baseline comparison, the tests of every script's metrics and docs/runs.md's
 field table all come from this table: a new field is one line here (and the code that measures it).
 
-    python -m bench.schema          # the README's field table, as markdown
+    python -m bench.schema          # the field table of docs/runs.md, as markdown
 
 Who writes it: `train` (every train*.py), `loader` (loader*.py --bench), `script` (both), `runner`
 (the bench, per run), `machine` (the bench, per machine), `summary` (summary.csv, per variant).
@@ -274,7 +274,7 @@ def upgrade(frame):
 
 
 def markdown():
-    """The README's table of the fields: runs.csv's columns, the metrics JSON's, summary.csv's."""
+    """docs/runs.md's table of the fields: runs.csv's columns, the metrics JSON's, summary.csv's."""
     who = {"script": "train, loader", "train": "train", "loader": "loader"}
     lines = ["| field | unit | written by | summary | meaning |", "|---|---|---|---|---|"]
     for f in FIELDS:

@@ -1,45 +1,99 @@
-"""The README's results are the bench's: every block between result markers is what `python -m bench --readme`
-writes from the saved runs of the folder it names, and no finding is stated outside the blocks."""
+"""The documentation: a README that fits on a few screens, pages in docs/ each linked from it, links that lead
+somewhere, and results that are the bench's: every block between result markers (in the README or a page of
+docs/) is what `python -m bench --readme` writes from the saved runs of the folder it names, the lines each
+technique costs are counted from the scripts, and no finding is stated outside the blocks."""
 
 import re
 import shutil
 
 import pytest
 
-from bench import BenchError, readme, runner, tables
+from bench import BenchError, diffs, readme, runner, tables
 from helpers import ROOT
 
-TEXT = (ROOT / "README.md").read_text()
+PAGES = {page: page.read_text() for page in readme.pages()}
+TEXT = PAGES[ROOT / "README.md"]
+SHOWN = [(page, folder) for page, text in PAGES.items() for folder in readme.folders(text)]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def test_the_readme_shows_saved_benches():
-    shown = readme.folders(TEXT)
-    assert "baseline/cpu-2core-amd-epyc-avx2" in shown and all((ROOT / f / "runs.csv").exists() for f in shown)
+def anchor(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-@pytest.mark.parametrize("folder", readme.folders(TEXT))
-def test_each_result_block_is_what_the_bench_writes_from_its_runs(folder, tmp_path):
-    """Summarized again here from the shipped runs.csv by the current rules: the README's block must match."""
+def anchors(text):
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # a '#' in a code block is no heading
+    return {anchor(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def test_the_readme_is_short_with_contents_and_links_every_page():
+    words = len(readme.BLOCK.sub("", TEXT).split()) + sum(
+        len(m.group("body").split()) for m in readme.BLOCK.finditer(TEXT)
+    )
+    assert words <= 2500, f"the README has {words} words: move detail to docs/"
+    contents = TEXT.split("## Contents", 1)[1].split("\n## ", 1)[0]
+    assert {m for m in re.findall(r"\(#([\w-]+)\)", contents)} <= anchors(TEXT)
+    assert len(re.findall(r"\(#([\w-]+)\)", contents)) >= 5
+    for page in PAGES:
+        if page.parent.name == "docs":
+            assert f"(docs/{page.name})" in TEXT, f"docs/{page.name} is not linked from the README"
+
+
+@pytest.mark.parametrize("page", list(PAGES), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_leads_somewhere(page):
+    for target in LINK.findall(PAGES[page]):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, fragment = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        assert file.exists(), f"{page.name} links {target}, which does not exist"
+        if fragment and file.suffix == ".md":
+            assert fragment in anchors(file.read_text()), f"{page.name} links {target}: no such heading"
+
+
+def test_the_pages_show_saved_benches():
+    folders = {folder for _, folder in SHOWN}
+    assert "baseline/cpu-2core-amd-epyc-avx2" in folders and all((ROOT / f / "runs.csv").exists() for f in folders)
+    assert "baseline/cpu-2core-amd-epyc-avx2" in readme.folders(TEXT)  # the headline, in the README itself
+
+
+@pytest.mark.parametrize("page,folder", SHOWN, ids=[f"{p.name}:{f}" for p, f in SHOWN])
+def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, tmp_path):
+    """Summarized again here from the shipped runs.csv by the current rules: the page's block must match."""
     for name in "runs.csv", "machine.json", "rounds.txt":
         if (ROOT / folder / name).exists():
             shutil.copy(ROOT / folder / name, tmp_path / name)
     runs = tables.read_runs(tmp_path / "runs.csv")
     runner.write_outputs(tmp_path, runs["bench_id"].iloc[-1], runner.saved_machine(tmp_path, runs))
-    body = next(m.group("body") for m in readme.BLOCK.finditer(TEXT) if m.group("folder") == folder)
-    assert body == readme.block(tmp_path, folder), f"README.md is stale: python -m bench --readme writes {folder}"
-    assert "Verdicts" in body and f"({folder}/tradeoff.png)" in body
+    for m in readme.BLOCK.finditer(PAGES[page]):
+        if m.group("folder") == folder:
+            link = "../" + folder if page.parent.name == "docs" else folder
+            expected = readme.block(tmp_path, link, bool(m.group("headline")))
+            assert m.group("body") == expected, f"{page.name} is stale: python -m bench --readme writes {folder}"
+            if m.group("headline"):
+                assert "| answer |" in expected and f"({link}/report.html)" in expected
+            else:
+                assert "Verdicts" in expected and f"({link}/tradeoff.png)" in expected
+
+
+def test_the_lines_each_technique_costs_are_counted_from_the_scripts():
+    body = readme.LINES.search(TEXT).group("body")
+    assert body == readme.lines_block()
+    for name in diffs.TECHNIQUES:
+        assert f"| {name} | {diffs.cost(name)} |" in body
 
 
 def test_no_finding_is_typed_outside_the_blocks():
     """A speed-up or a verdict's words outside a block would be a finding no verdict made."""
-    outside = readme.BLOCK.sub("", TEXT)
-    assert not re.search(r"\d\.\d+x (faster|slower)|\d\.\d+x the (speed|host memory)|within noise", outside)
+    for page, text in PAGES.items():
+        outside = readme.BLOCK.sub("", text)
+        assert not re.search(r"\d\.\d+x (faster|slower)|\d\.\d+x the (speed|host memory)|within noise", outside), page
 
 
 def test_a_block_naming_a_folder_without_runs_is_one_error(tmp_path, monkeypatch):
     (tmp_path / "README.md").write_text("x\n<!-- results: baseline/nosuch -->\n<!-- /results -->\n")
     monkeypatch.setattr(readme, "ROOT", tmp_path)
-    monkeypatch.setattr(readme.rewrite, "__defaults__", (tmp_path / "README.md",))
-    with pytest.raises(BenchError, match="README.md shows .*baseline/nosuch, which holds no runs.csv"):
-        runner.main(["--readme"])
+    with pytest.raises(BenchError, match="README.md or docs/ show .*baseline/nosuch, which holds no runs.csv"):
+        runner.main(["--readme", "--baseline-dir", str(tmp_path / "none")])
     assert (tmp_path / "README.md").read_text().endswith("<!-- /results -->\n")  # left as it was

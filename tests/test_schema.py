@@ -1,4 +1,4 @@
-"""One schema (bench/schema.py): what every script writes, runs.csv's columns, the README's table, older files."""
+"""One schema (bench/schema.py): what every script writes, runs.csv's columns, docs/runs.md's table, older files."""
 
 import json
 import re
@@ -47,11 +47,11 @@ def test_every_unit_is_in_the_name():
     assert len({f.name for f in schema.FIELDS}) == len(schema.FIELDS), "a field defined twice"
 
 
-def test_the_readme_field_table_is_the_schema():
-    readme = (ROOT / "README.md").read_text()
+def test_the_documented_field_table_is_the_schema():
+    readme = (ROOT / "docs" / "runs.md").read_text()
     begin, end = "<!-- fields: python -m bench.schema -->\n", "<!-- end of fields -->"
     assert begin in readme and end in readme
-    assert readme.split(begin)[1].split(end)[0] == schema.markdown(), "run python -m bench.schema into the README"
+    assert readme.split(begin)[1].split(end)[0] == schema.markdown(), "run python -m bench.schema into docs/runs.md"
 
 
 V1_COLUMNS = """bench_id time_utc run variant kind repeat status returncode error wall_s runner_cpu_s
