@@ -265,7 +265,10 @@ def bench(args, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Describe a data folder, or measure its input pipeline (--bench).")
+    parser = argparse.ArgumentParser(
+        description="Describe a data folder, or measure its input pipeline (--bench).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument(
         "--data", default="data/small", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
     )
@@ -275,7 +278,7 @@ def main():
     parser.add_argument("--warmup-steps", type=int, default=5, help="batches read before timing starts")
     parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="loading processes")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where batches go")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data order")
     parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
     parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
     parser.add_argument("--metrics-out", default=None, help="write the --bench result (else what was found) as JSON")

@@ -29,7 +29,17 @@ from tqdm import tqdm
 # -----------------------------------------------------------------------------
 # arguments: the same in every train*.py; a variant's own flags come last
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+SHORT_EVAL = 1000  # a run of --steps evaluates this fixed sample of the validation images unless told otherwise
+
+
+def count_or_all(text):
+    """A whole number, or all (argparse names this function when the text is neither)."""
+    return text if text == "all" else int(text)
+
+
+parser = argparse.ArgumentParser(
+    description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+)
 parser.add_argument(
     "--data", default="data/small", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
 )
@@ -45,8 +55,13 @@ parser.add_argument("--warmup-steps", type=int, default=5, help="first steps, le
 parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate (SGD; up over 20%% of steps, then down)")
 parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="data loading processes")
 parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda if present")
-parser.add_argument("--seed", type=int, default=0)
-parser.add_argument("--eval-samples", type=int, default=None, help="evaluate a fixed sample of N validation images")
+parser.add_argument("--seed", type=int, default=0, help="seed of the weights, the data order and the sample")
+parser.add_argument(
+    "--eval-samples",
+    type=count_or_all,
+    default=None,
+    help=f"validation images evaluated, a fixed sample, or all (default: all, or {SHORT_EVAL} for a --steps run)",
+)
 parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py) or dali (loader_dali.py)")
 parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
 parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
@@ -155,6 +170,16 @@ def evaluate(model, val_loader, device, autocast):
     return correct.item() / total.item(), total.item()
 
 
+def cpu_name():
+    """The CPU's model as /proc/cpuinfo names it (Linux), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else platform.processor() or platform.machine()
+
+
 def peak_memory_mib(device):
     """(allocated, reserved) peak since the last reset, in MiB; None on a CPU."""
     if device.type != "cuda":
@@ -168,7 +193,7 @@ def check_numbers(args):
     at_least.update({"--eval-samples": 1, "--seed": 0})
     for flag, least in at_least.items():
         value = getattr(args, flag[2:].replace("-", "_"))
-        if value is not None and value < least:
+        if value is not None and value != "all" and value < least:
             die(f"{flag} {value}: must be {least} or more")
     cores = os.cpu_count() or 1
     if args.workers > 8 * cores:
@@ -306,6 +331,9 @@ def main():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
     device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     check_numbers(args)
+    eval_samples = None if args.eval_samples == "all" else args.eval_samples
+    if args.eval_samples is None and args.steps:  # a short run: a fixed sample, not the whole validation set
+        eval_samples = SHORT_EVAL
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
     if args.metrics_out and is_main:
@@ -332,7 +360,7 @@ def main():
         rank,
         world_size,
         args.download,
-        args.eval_samples,
+        eval_samples,
         check_data=not args.no_data_check,
     )
     model = build_model(args.model, factory, info.num_classes, info.image_size).to(device)
@@ -405,6 +433,7 @@ def main():
         # evaluation, outside the window: it pauses for it, or closes after the last step
         if step == total_steps:
             seconds, step_ms, starved_s = window.close()
+            progress.close()  # training is done: the bar says so, not evaluation's time as its own
         window.pause()
         evaluating = time.perf_counter()
         val_acc, val_samples = evaluate(model, val_loader, device, autocast)
@@ -434,7 +463,7 @@ def main():
         variant="amp" if args.loader == "torchvision" else f"amp+{args.loader}",  # new #
         world_size=world_size,
         device=device.type,
-        device_name=torch.cuda.get_device_name(device) if cuda else platform.processor() or platform.machine(),
+        device_name=torch.cuda.get_device_name(device) if cuda else cpu_name(),
         model=args.model,
         dataset=info.dataset,
         image_size=info.image_size,
@@ -489,8 +518,10 @@ def main():
             f" (compute {metrics['compute_samples_per_s']:.1f}), step {median:.1f} ms median,"
             f" data wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
             f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
-            f" val acc {val_acc:.3f} on {val_samples} images, {memory_text}"
+            f" val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation images, {memory_text}"
         )
+        if args.eval_samples is None and val_samples < info.val_size:
+            print(f"{metrics['script']}: a run of --steps evaluates a fixed sample; --eval-samples all for every image")
         if diverged is not None:
             print(
                 f"{metrics['script']}: warning: the loss stopped being a finite number at step {diverged}: the run"
