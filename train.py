@@ -359,6 +359,7 @@ def main():
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
     window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
+    first_step_s = None  # the first step alone, in the warm-up: a compiled model compiles in it
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     setup_s, eval_s = time.perf_counter() - started, 0.0  # setup: the data's check, the loaders, the model
     if warmup == 0:
@@ -371,6 +372,8 @@ def main():
                 torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            if step == 0 and warmup > 0:  # timed apart from its batch ready to its end, outside the window
+                first_started = window.sync()
             ready = window.mark()
             with autocast:
                 loss = criterion(model(images), labels)
@@ -381,6 +384,8 @@ def main():
             window.step(waited, ready, window.mark(), epoch_start=i == 0)
             losses.append(loss.detach())
             step += 1
+            if step == 1 and warmup > 0:
+                first_step_s = window.sync() - first_started
             if args.memory_snapshot and is_main and step == warmup:  # open it at pytorch.org/memory_viz
                 write_whole(args.memory_snapshot, "the memory snapshot", lambda f: pickle.dump(snapshot(), f))
             if step == warmup:  # the warm-up is over: the memory peaks and the clock start now
@@ -439,6 +444,7 @@ def main():
         window_s=seconds,
         setup_s=setup_s,
         warmup_s=window.opened - started - setup_s,
+        first_step_s=first_step_s,
         eval_s=eval_s,
         samples_per_s=images_timed / seconds,
         compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
@@ -474,16 +480,19 @@ def main():
         if args.metrics_out:
             write_whole(args.metrics_out, "metrics", lambda f: f.write(json.dumps(metrics, indent=1).encode()))
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
+        first = f", first step {first_step_s:.2f} s" if first_step_s is not None else ""
         print(
             f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"
-            f" {device.type} x{world_size}, batch {batch_size * world_size}: {metrics['samples_per_s']:.1f} samples/s"
-            f" (compute {metrics['compute_samples_per_s']:.1f}), step {median:.1f} ms median,"
-            f" data wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
-            f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
-            f" val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation images, {memory_text}"
+            f" {device.type} x{world_size}, batch {batch_size * world_size}\n"
+            f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
+            f" step {median:.1f} ms median{first}\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
+            f" {window.epoch_starts} epoch starts timed\n"
+            f"  result  loss {train_loss:.3f}, val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation"
+            f" images\n  memory  {memory_text}"
         )
         if args.eval_samples is None and val_samples < info.val_size:
-            print(f"{metrics['script']}: a run of --steps evaluates a fixed sample; --eval-samples all for every image")
+            print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
         if diverged is not None:
             print(
                 f"{metrics['script']}: warning: the loss stopped being a finite number at step {diverged}: the run"

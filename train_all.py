@@ -5,18 +5,21 @@ its name, and is the same as in its own script (train_ddp.py, train_amp.py, trai
 train_compile.py). The model is made channels_last, wrapped in DDP under torchrun, then compiled;
 the forward pass runs under autocast. Alone it trains as one process, like train.py. Under
 torchrun each process reads its shard through loader.py's DistributedSampler (train_ddp.py's
-docstring says where).
+docstring says where). Each block but DDP switches off by a flag, for the usual single-GPU
+recipes (AMP + channels_last, with or without compile): --no-compile, --no-channels-last,
+--amp-dtype none; run without torchrun for no DDP. The bench runs such a combination as a row
+of its own (python -m bench --variants all:no-ddp:no-compile).
 
     python train_all.py                                                  # one process
     torchrun --standalone --nproc-per-node 8 train_all.py --model resnet50 --data ~/imagenet
     python train_all.py --loader dali --amp-dtype fp16 --compile-mode max-autotune
+    python train_all.py --no-compile                                     # AMP + channels_last, one process
 """
 
 import argparse
 import contextlib
 import importlib.util
 import json
-import logging  # new #
 import math
 import os
 import pickle
@@ -29,10 +32,11 @@ import torchvision
 from torch import nn
 from tqdm import tqdm
 
-# new # DDP: the distributed pieces
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DistributedSampler
+import support  # new #
+
+import torch.distributed as dist  # new #
+from torch.nn.parallel import DistributedDataParallel as DDP  # new #
+from torch.utils.data import DistributedSampler  # new #
 
 # -----------------------------------------------------------------------------
 # arguments: the same in every train*.py; a variant's own flags come last
@@ -77,7 +81,10 @@ parser.add_argument("--metrics-out", default=None, help="write the run's metrics
 parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 # new # compile: how hard Inductor works: default, reduce-overhead (CUDA graphs), max-autotune (tries kernels)
 parser.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead", "max-autotune"])
-parser.add_argument("--amp-dtype", choices=["bf16", "fp16"], help="default: bf16 where supported, else fp16")  # new #
+# new # AMP: none switches autocast off; each block but DDP has its switch (DDP: run without torchrun)
+parser.add_argument("--amp-dtype", choices=["bf16", "fp16", "none"], help="default: bf16 where supported, else fp16")
+parser.add_argument("--no-compile", action="store_true", help="compile: off")
+parser.add_argument("--no-channels-last", action="store_true", help="channels_last: off (contiguous NCHW)")
 parser.add_argument("--sync-bn", action="store_true", help="batch-norm statistics over all GPUs")  # new #
 parser.add_argument("--backend", choices=["nccl", "gloo"], help="default: nccl on GPUs, gloo on CPUs")  # new #
 parser.add_argument(
@@ -168,14 +175,14 @@ def replace(model, name, module):
 
 
 @torch.no_grad()
-def evaluate(model, val_loader, device, autocast):
+def evaluate(model, val_loader, device, autocast, memory_format):  # new #
     """Return (accuracy, images counted) over the validation set."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
     total = torch.zeros((), dtype=torch.int64, device=device)
     for images, labels in val_loader:
         images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-        images = images.to(memory_format=torch.channels_last)  # new #
+        images = images.to(memory_format=memory_format)  # new #
         with autocast:
             outputs = model(images)
         correct += (outputs.argmax(1) == labels).sum()
@@ -312,49 +319,6 @@ class Window:
         return self.closed - self.opened - self.paused_s, step_ms, starved_s
 
 
-# new # AMP: bf16 is native on GPUs from Ampere on and on CPUs with AVX-512-BF16 or AMX (Arm: bf16); elsewhere it
-# is emulated, and slow: a GPU then takes fp16, a CPU (which has no fp16 autocast to speak of) is warned
-def native_bf16(device):
-    """True or False; None where the system does not say (a CPU without /proc/cpuinfo)."""
-    if device.type == "cuda":
-        try:
-            return torch.cuda.is_bf16_supported(including_emulation=False)
-        except TypeError:  # a torch that does not know emulation
-            return torch.cuda.is_bf16_supported()
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = {flag for line in f if line.startswith(("flags", "Features")) for flag in line.split()}
-    except OSError:
-        return None
-    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
-
-
-# new # AMP: the default dtype: bf16 where native, and on any CPU; fp16 on a GPU without bf16
-def default_amp_dtype(device):
-    return "bf16" if device.type != "cuda" or native_bf16(device) else "fp16"
-
-
-# new # compile: torch.compile needs a toolchain: a C++ compiler on a CPU, Triton on a GPU; try it on a toy first
-def check_compiler(device):
-    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # no "No CUDA runtime" warning on a CPU
-    try:
-        torch.compile(lambda x: x * 2 + 1)(torch.ones(8, device=device))
-    except Exception as e:
-        lines = [line.strip() for line in str(e).splitlines() if line.strip() and "raised" not in line]
-        reason = f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
-        toolchain = "Triton (pip install triton)" if device.type == "cuda" else "a C++ compiler (g++, or CXX=...)"
-        die(f"torch.compile cannot compile on this machine ({reason}): it needs {toolchain}")
-
-
-# new # compile: the compile cache (TORCHINDUCTOR_CACHE_DIR): a run that finds it filled reuses compiled kernels
-def compile_cache_warm():
-    try:  # torch's own answer to "where are the kernels kept" (torch 2.4 keeps it in runtime_utils)
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-    except ImportError:
-        from torch._inductor.runtime.runtime_utils import cache_dir
-    return any(os.scandir(cache_dir()))
-
-
 # -----------------------------------------------------------------------------
 
 
@@ -374,28 +338,15 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
     device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
-    # new # DDP: one GPU per process: local rank N takes GPU N; NCCL refuses two processes on one GPU, gloo shares
-    gpus, local_world_size = torch.cuda.device_count(), int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1))
-    if device.type == "cuda" and max(local_rank + 1, local_world_size) > gpus:
-        if args.backend != "gloo":
-            die(
-                f"{local_world_size} processes on this machine but {gpus} GPU(s): NCCL cannot put two on one GPU;"
-                f" launch --nproc-per-node {gpus} at most, or let them share with --backend gloo (slower)"
-            )
-        device = torch.device("cuda", local_rank % gpus)
+    device = support.ddp_device(device, local_rank, args.backend)  # DDP: GPU N for local rank N  # new #
     check_numbers(args)
     eval_samples = None if args.eval_samples == "all" else args.eval_samples
     if args.eval_samples is None and args.steps:  # a short run: a fixed sample, not the whole validation set
         eval_samples = SHORT_EVAL
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
-    # new # DDP: join the other processes: NCCL between GPUs, gloo between CPU processes
-    if args.batch_size % world_size:
-        die(f"--batch-size {args.batch_size} does not split evenly over {world_size} processes")
-    if args.sync_bn and distributed and device.type != "cuda":
-        die("--sync-bn needs CUDA: SyncBatchNorm has no CPU implementation")
-    if args.backend == "nccl" and device.type != "cuda":
-        die("--backend nccl needs CUDA GPUs: on a CPU use gloo")
+    # new # DDP: join the other processes: NCCL between GPUs, gloo between CPUs (what cannot work: support.py)
+    support.check_ddp(args.batch_size, world_size, args.sync_bn and distributed, args.backend, device)
     backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
     if distributed:
         if device.type == "cuda":
@@ -429,14 +380,12 @@ def main():
         eval_samples,
         check_data=not args.no_data_check,
     )
-    # new # compile: the first step compiles the model: it must be a warm-up step, never timed
-    if args.warmup_steps < 1:
-        die("--warmup-steps 0: the first step compiles the model and must not be timed; give 1 or more")
-    cache_warm = compile_cache_warm()
-    check_compiler(device)
+    # new # compile: the first step compiles the model, so it must be a warm-up step; a toy compile checks the toolchain
+    cache_warm = None if args.no_compile else support.prepare_compile(args.warmup_steps, device)
     model = build_model(args.model, factory, info.num_classes, info.image_size).to(device)
     # new # channels_last: the weights stored NHWC (channels last), the layout Tensor Cores and oneDNN prefer
-    model = model.to(memory_format=torch.channels_last)
+    memory_format = torch.contiguous_format if args.no_channels_last else torch.channels_last
+    model = model.to(memory_format=memory_format)
     # new # DDP: a replica per process, kept in step: DDP all-reduces the gradients during backward
     if args.sync_bn:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -445,7 +394,7 @@ def main():
 
     # new # compile: TorchDynamo captures the model's graph, Inductor fuses it into kernels; training runs the compiled
     # module, evaluation (never timed) the same weights uncompiled, which spares compiling its graph too
-    compiled = torch.compile(model, mode=args.compile_mode)
+    compiled = model if args.no_compile else torch.compile(model, mode=args.compile_mode)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
     total_steps = args.steps or args.epochs * len(train_loader)
@@ -454,29 +403,23 @@ def main():
         optimizer, lambda step: min((step + 1) / peak, (total_steps - step) / max(1, total_steps - peak))
     )
     # new # AMP: autocast in bf16 or fp16; only fp16 needs its loss scaled (a disabled scaler does nothing)
-    if args.amp_dtype is None:
-        args.amp_dtype = default_amp_dtype(device)
-    if args.amp_dtype == "fp16" and device.type == "cpu":
-        die("--amp-dtype fp16 needs a CUDA GPU: on a CPU autocast runs in bf16")
-    amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
-    autocast = torch.amp.autocast(device.type, dtype=amp_dtype)
+    args.amp_dtype, amp_dtype = support.amp_dtype(args.amp_dtype, device)  # default: bf16 where native
+    autocast = torch.amp.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     warmup = args.warmup_steps + (3 if args.memory_snapshot else 0)  # a snapshot records 3 steps after the warm-up
     if warmup >= total_steps:
         recorded = " (+ 3 recorded by --memory-snapshot)" if args.memory_snapshot else ""
         die(f"--warmup-steps {args.warmup_steps}{recorded} leaves none of the {total_steps} steps to time")
 
-    # new # AMP: bf16 where the device only emulates it: said once, after every check of the input, before training
-    if amp_dtype == torch.bfloat16 and native_bf16(device) is False and is_main:
-        what = "GPU (before Ampere)" if device.type == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
-        print(f"{os.path.basename(__file__)}: warning: this {what} has no native bf16: autocast emulates it, and can"
-              " be several times slower than full precision", file=sys.stderr)  # fmt: skip
+    # new # AMP: bf16 that the device only emulates is slow: said once, after every check of the input
+    support.warn_emulated_bf16(amp_dtype, device, is_main)
 
     # -----------------------------------------------------------------------------
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
     window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
+    first_step_s = None  # the first step alone, in the warm-up: a compiled model compiles in it
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     setup_s, eval_s = time.perf_counter() - started, 0.0  # setup: the data's check, the loaders, the model
     if warmup == 0:
@@ -493,9 +436,9 @@ def main():
                 torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            images = images.to(memory_format=torch.channels_last)  # new #
-            if step == 0:  # the first step compiles: timed apart, from here to its end  # new #
-                compiling = window.sync()  # new #
+            images = images.to(memory_format=memory_format)  # new #
+            if step == 0 and warmup > 0:  # timed apart from its batch ready to its end, outside the window
+                first_started = window.sync()
             ready = window.mark()
             with autocast:
                 loss = criterion(compiled(images), labels)  # new #
@@ -507,8 +450,8 @@ def main():
             window.step(waited, ready, window.mark(), epoch_start=i == 0)
             losses.append(loss.detach())
             step += 1
-            if step == 1:  # new #
-                compile_s = window.sync() - compiling  # new #
+            if step == 1 and warmup > 0:
+                first_step_s = window.sync() - first_started
             if args.memory_snapshot and is_main and step == warmup:  # open it at pytorch.org/memory_viz
                 write_whole(args.memory_snapshot, "the memory snapshot", lambda f: pickle.dump(snapshot(), f))
             if step == warmup:  # the warm-up is over: the memory peaks and the clock start now
@@ -527,7 +470,7 @@ def main():
             progress.close()  # training is done: the bar says so, not evaluation's time as its own
         window.pause()
         evaluating = time.perf_counter()
-        val_acc, val_samples = evaluate(model, val_loader, device, autocast)
+        val_acc, val_samples = evaluate(model, val_loader, device, autocast, memory_format)  # new #
         eval_s += time.perf_counter() - evaluating
         seen = torch.stack(losses).float()  # the epoch's losses: the first that is not a finite number is kept
         if diverged is None and not seen.isfinite().all():
@@ -554,9 +497,12 @@ def main():
     times = torch.tensor(step_ms, dtype=torch.float64)
     median, p90 = times.quantile(times.new_tensor([0.5, 0.9])).tolist()
     cuda = device.type == "cuda"
+    # new # the blocks switched off name the row: all, or all:no-compile and the like
+    off = [("amp", amp_dtype is None), ("channels-last", args.no_channels_last), ("compile", args.no_compile)]
+    variant = ":".join(["all", *(f"no-{name}" for name, is_off in off if is_off)])
     metrics = dict(
         script=os.path.basename(__file__),
-        variant="all" if args.loader == "torchvision" else f"all+{args.loader}",  # new #
+        variant=variant if args.loader == "torchvision" else f"{variant}+{args.loader}",  # new #
         world_size=world_size,
         device=device.type,
         device_name=torch.cuda.get_device_name(device) if cuda else cpu_name(),
@@ -572,6 +518,7 @@ def main():
         window_s=seconds,
         setup_s=setup_s,
         warmup_s=window.opened - started - setup_s,
+        first_step_s=first_step_s,
         eval_s=eval_s,
         samples_per_s=images_timed / seconds,
         compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
@@ -592,12 +539,12 @@ def main():
         peak_mem_reserved_mib=max(reserved, default=None),
         peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
         amp_dtype=args.amp_dtype,  # new #
-        bf16_native=native_bf16(device),  # new #
-        memory_format="channels_last",  # new #
+        bf16_native=support.native_bf16(device),  # new #
+        memory_format="contiguous" if args.no_channels_last else "channels_last",  # new #
         tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
         tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
-        compile_mode=args.compile_mode,  # new #
-        compile_s=compile_s,  # new #
+        compile_mode=None if args.no_compile else args.compile_mode,  # new #
+        compile_s=None if args.no_compile else first_step_s,  # new #
         compile_cache_warm=cache_warm,  # new #
         sync_bn=args.sync_bn,  # new #
         seed=args.seed,
@@ -612,16 +559,21 @@ def main():
         if args.metrics_out:
             write_whole(args.metrics_out, "metrics", lambda f: f.write(json.dumps(metrics, indent=1).encode()))
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
+        first = f", first step {first_step_s:.2f} s" if first_step_s is not None else ""
         print(
             f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"
-            f" {device.type} x{world_size}, batch {batch_size * world_size}: {metrics['samples_per_s']:.1f} samples/s"
-            f" (compute {metrics['compute_samples_per_s']:.1f}), step {median:.1f} ms median,"
-            f" data wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
-            f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
-            f" val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation images, {memory_text}"
+            f" {device.type} x{world_size}, batch {batch_size * world_size}\n"
+            f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
+            f" step {median:.1f} ms median{first}\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
+            f" {window.epoch_starts} epoch starts timed\n"
+            f"  result  loss {train_loss:.3f}, val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation"
+            f" images\n  memory  {memory_text}"
         )
+        if not args.no_compile:  # new #
+            print(f"  compile {first_step_s:.1f} s, the first step ({'warm' if cache_warm else 'cold'} cache)")  # new #
         if args.eval_samples is None and val_samples < info.val_size:
-            print(f"{metrics['script']}: a run of --steps evaluates a fixed sample; --eval-samples all for every image")
+            print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
         if diverged is not None:
             print(
                 f"{metrics['script']}: warning: the loss stopped being a finite number at step {diverged}: the run"

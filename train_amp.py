@@ -26,6 +26,8 @@ import torchvision
 from torch import nn
 from tqdm import tqdm
 
+import support  # new #
+
 # -----------------------------------------------------------------------------
 # arguments: the same in every train*.py; a variant's own flags come last
 
@@ -295,28 +297,6 @@ class Window:
         return self.closed - self.opened - self.paused_s, step_ms, starved_s
 
 
-# new # bf16 is native on GPUs from Ampere on and on CPUs with AVX-512-BF16 or AMX (Arm: bf16); elsewhere it
-# is emulated, and slow: a GPU then takes fp16, a CPU (which has no fp16 autocast to speak of) is warned
-def native_bf16(device):
-    """True or False; None where the system does not say (a CPU without /proc/cpuinfo)."""
-    if device.type == "cuda":
-        try:
-            return torch.cuda.is_bf16_supported(including_emulation=False)
-        except TypeError:  # a torch that does not know emulation
-            return torch.cuda.is_bf16_supported()
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = {flag for line in f if line.startswith(("flags", "Features")) for flag in line.split()}
-    except OSError:
-        return None
-    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
-
-
-# new # the default dtype: bf16 where native, and on any CPU; fp16 on a GPU without bf16
-def default_amp_dtype(device):
-    return "bf16" if device.type != "cuda" or native_bf16(device) else "fp16"
-
-
 # -----------------------------------------------------------------------------
 
 
@@ -372,11 +352,7 @@ def main():
         optimizer, lambda step: min((step + 1) / peak, (total_steps - step) / max(1, total_steps - peak))
     )
     # new # autocast in bf16 or fp16; only fp16 needs its loss scaled (a disabled scaler does nothing)
-    if args.amp_dtype is None:
-        args.amp_dtype = default_amp_dtype(device)
-    if args.amp_dtype == "fp16" and device.type == "cpu":
-        die("--amp-dtype fp16 needs a CUDA GPU: on a CPU autocast runs in bf16")
-    amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
+    args.amp_dtype, amp_dtype = support.amp_dtype(args.amp_dtype, device)  # default: bf16 where native
     autocast = torch.amp.autocast(device.type, dtype=amp_dtype)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     warmup = args.warmup_steps + (3 if args.memory_snapshot else 0)  # a snapshot records 3 steps after the warm-up
@@ -384,17 +360,15 @@ def main():
         recorded = " (+ 3 recorded by --memory-snapshot)" if args.memory_snapshot else ""
         die(f"--warmup-steps {args.warmup_steps}{recorded} leaves none of the {total_steps} steps to time")
 
-    # new # bf16 where the device only emulates it: said once, after every check of the input, before training
-    if amp_dtype == torch.bfloat16 and native_bf16(device) is False and is_main:
-        what = "GPU (before Ampere)" if device.type == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
-        print(f"{os.path.basename(__file__)}: warning: this {what} has no native bf16: autocast emulates it, and can"
-              " be several times slower than full precision", file=sys.stderr)  # fmt: skip
+    # new # bf16 that the device only emulates is slow: said once, after every check of the input
+    support.warn_emulated_bf16(amp_dtype, device, is_main)
 
     # -----------------------------------------------------------------------------
     # training: the timed window (see Window) opens after the warm-up and closes after the last step;
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
     window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
+    first_step_s = None  # the first step alone, in the warm-up: a compiled model compiles in it
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     setup_s, eval_s = time.perf_counter() - started, 0.0  # setup: the data's check, the loaders, the model
     if warmup == 0:
@@ -407,6 +381,8 @@ def main():
                 torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            if step == 0 and warmup > 0:  # timed apart from its batch ready to its end, outside the window
+                first_started = window.sync()
             ready = window.mark()
             with autocast:
                 loss = criterion(model(images), labels)
@@ -418,6 +394,8 @@ def main():
             window.step(waited, ready, window.mark(), epoch_start=i == 0)
             losses.append(loss.detach())
             step += 1
+            if step == 1 and warmup > 0:
+                first_step_s = window.sync() - first_started
             if args.memory_snapshot and is_main and step == warmup:  # open it at pytorch.org/memory_viz
                 write_whole(args.memory_snapshot, "the memory snapshot", lambda f: pickle.dump(snapshot(), f))
             if step == warmup:  # the warm-up is over: the memory peaks and the clock start now
@@ -476,6 +454,7 @@ def main():
         window_s=seconds,
         setup_s=setup_s,
         warmup_s=window.opened - started - setup_s,
+        first_step_s=first_step_s,
         eval_s=eval_s,
         samples_per_s=images_timed / seconds,
         compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
@@ -496,7 +475,7 @@ def main():
         peak_mem_reserved_mib=max(reserved, default=None),
         peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
         amp_dtype=args.amp_dtype,  # new #
-        bf16_native=native_bf16(device),  # new #
+        bf16_native=support.native_bf16(device),  # new #
         memory_format="contiguous",
         tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
         tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
@@ -512,16 +491,19 @@ def main():
         if args.metrics_out:
             write_whole(args.metrics_out, "metrics", lambda f: f.write(json.dumps(metrics, indent=1).encode()))
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
+        first = f", first step {first_step_s:.2f} s" if first_step_s is not None else ""
         print(
             f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"
-            f" {device.type} x{world_size}, batch {batch_size * world_size}: {metrics['samples_per_s']:.1f} samples/s"
-            f" (compute {metrics['compute_samples_per_s']:.1f}), step {median:.1f} ms median,"
-            f" data wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
-            f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
-            f" val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation images, {memory_text}"
+            f" {device.type} x{world_size}, batch {batch_size * world_size}\n"
+            f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
+            f" step {median:.1f} ms median{first}\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
+            f" {window.epoch_starts} epoch starts timed\n"
+            f"  result  loss {train_loss:.3f}, val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation"
+            f" images\n  memory  {memory_text}"
         )
         if args.eval_samples is None and val_samples < info.val_size:
-            print(f"{metrics['script']}: a run of --steps evaluates a fixed sample; --eval-samples all for every image")
+            print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
         if diverged is not None:
             print(
                 f"{metrics['script']}: warning: the loss stopped being a finite number at step {diverged}: the run"

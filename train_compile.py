@@ -4,6 +4,8 @@ Compiling happens in the first step, a warm-up step: its time is reported apart 
 a user pays on every fresh start unless the compile cache (TORCHINDUCTOR_CACHE_DIR) already holds
 the kernels from an earlier run (compile_cache_warm). Evaluation, never timed, runs the same
 weights uncompiled. reduce-overhead adds CUDA graphs (GPU only); max-autotune tries kernel variants.
+support.py holds the checks around it that are not the technique: a toy compile that makes a
+missing toolchain one line, and whether the compile cache was warm.
 
     python train_compile.py                                  # mode default
     python train_compile.py --compile-mode max-autotune --model resnet50 --data ~/imagenet
@@ -13,7 +15,6 @@ import argparse
 import contextlib
 import importlib.util
 import json
-import logging  # new #
 import math
 import os
 import pickle
@@ -25,6 +26,8 @@ import torch
 import torchvision
 from torch import nn
 from tqdm import tqdm
+
+import support  # new #
 
 # -----------------------------------------------------------------------------
 # arguments: the same in every train*.py; a variant's own flags come last
@@ -296,27 +299,6 @@ class Window:
         return self.closed - self.opened - self.paused_s, step_ms, starved_s
 
 
-# new # torch.compile needs a toolchain: a C++ compiler on a CPU, Triton on a GPU; try it on a toy first
-def check_compiler(device):
-    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # no "No CUDA runtime" warning on a CPU
-    try:
-        torch.compile(lambda x: x * 2 + 1)(torch.ones(8, device=device))
-    except Exception as e:
-        lines = [line.strip() for line in str(e).splitlines() if line.strip() and "raised" not in line]
-        reason = f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
-        toolchain = "Triton (pip install triton)" if device.type == "cuda" else "a C++ compiler (g++, or CXX=...)"
-        die(f"torch.compile cannot compile on this machine ({reason}): it needs {toolchain}")
-
-
-# new # the compile cache (TORCHINDUCTOR_CACHE_DIR): a run that finds it filled reuses compiled kernels
-def compile_cache_warm():
-    try:  # torch's own answer to "where are the kernels kept" (torch 2.4 keeps it in runtime_utils)
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-    except ImportError:
-        from torch._inductor.runtime.runtime_utils import cache_dir
-    return any(os.scandir(cache_dir()))
-
-
 # -----------------------------------------------------------------------------
 
 
@@ -363,11 +345,8 @@ def main():
         eval_samples,
         check_data=not args.no_data_check,
     )
-    # new # the first step compiles the model: it must be a warm-up step, never timed
-    if args.warmup_steps < 1:
-        die("--warmup-steps 0: the first step compiles the model and must not be timed; give 1 or more")
-    cache_warm = compile_cache_warm()
-    check_compiler(device)
+    # new # the first step compiles the model, so it must be a warm-up step; a toy compile checks the toolchain
+    cache_warm = support.prepare_compile(args.warmup_steps, device)
     model = build_model(args.model, factory, info.num_classes, info.image_size).to(device)
     # new # TorchDynamo captures the model's graph, Inductor fuses it into kernels; training runs the compiled
     # module, evaluation (never timed) the same weights uncompiled, which spares compiling its graph too
@@ -390,6 +369,7 @@ def main():
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
     window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
+    first_step_s = None  # the first step alone, in the warm-up: a compiled model compiles in it
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     setup_s, eval_s = time.perf_counter() - started, 0.0  # setup: the data's check, the loaders, the model
     if warmup == 0:
@@ -402,8 +382,8 @@ def main():
                 torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            if step == 0:  # the first step compiles: timed apart, from here to its end  # new #
-                compiling = window.sync()  # new #
+            if step == 0 and warmup > 0:  # timed apart from its batch ready to its end, outside the window
+                first_started = window.sync()
             ready = window.mark()
             with autocast:
                 loss = criterion(compiled(images), labels)  # new #
@@ -414,8 +394,8 @@ def main():
             window.step(waited, ready, window.mark(), epoch_start=i == 0)
             losses.append(loss.detach())
             step += 1
-            if step == 1:  # new #
-                compile_s = window.sync() - compiling  # new #
+            if step == 1 and warmup > 0:
+                first_step_s = window.sync() - first_started
             if args.memory_snapshot and is_main and step == warmup:  # open it at pytorch.org/memory_viz
                 write_whole(args.memory_snapshot, "the memory snapshot", lambda f: pickle.dump(snapshot(), f))
             if step == warmup:  # the warm-up is over: the memory peaks and the clock start now
@@ -474,6 +454,7 @@ def main():
         window_s=seconds,
         setup_s=setup_s,
         warmup_s=window.opened - started - setup_s,
+        first_step_s=first_step_s,
         eval_s=eval_s,
         samples_per_s=images_timed / seconds,
         compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
@@ -498,7 +479,7 @@ def main():
         tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
         tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
         compile_mode=args.compile_mode,  # new #
-        compile_s=compile_s,  # new #
+        compile_s=first_step_s,  # new #
         compile_cache_warm=cache_warm,  # new #
         seed=args.seed,
         argv=sys.argv,
@@ -512,16 +493,20 @@ def main():
         if args.metrics_out:
             write_whole(args.metrics_out, "metrics", lambda f: f.write(json.dumps(metrics, indent=1).encode()))
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
+        first = f", first step {first_step_s:.2f} s" if first_step_s is not None else ""
         print(
             f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"
-            f" {device.type} x{world_size}, batch {batch_size * world_size}: {metrics['samples_per_s']:.1f} samples/s"
-            f" (compute {metrics['compute_samples_per_s']:.1f}), step {median:.1f} ms median,"
-            f" data wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
-            f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
-            f" val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation images, {memory_text}"
+            f" {device.type} x{world_size}, batch {batch_size * world_size}\n"
+            f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
+            f" step {median:.1f} ms median{first}\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
+            f" {window.epoch_starts} epoch starts timed\n"
+            f"  result  loss {train_loss:.3f}, val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation"
+            f" images\n  memory  {memory_text}"
         )
+        print(f"  compile {first_step_s:.1f} s, the first step ({'warm' if cache_warm else 'cold'} cache)")  # new #
         if args.eval_samples is None and val_samples < info.val_size:
-            print(f"{metrics['script']}: a run of --steps evaluates a fixed sample; --eval-samples all for every image")
+            print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
         if diverged is not None:
             print(
                 f"{metrics['script']}: warning: the loss stopped being a finite number at step {diverged}: the run"

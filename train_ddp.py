@@ -10,6 +10,8 @@ them: its build_loaders(..., rank, world_size) gives the training DataLoader a
 DistributedSampler(train_set, world_size, rank, seed=seed, drop_last=True) when world_size > 1,
 and each rank every world_size-th validation image. Copying DDP into your own script, copy those
 too, and call sampler.set_epoch(epoch) before each epoch, as below.
+support.py holds the checks that are not the technique: one GPU per process, and the settings
+that cannot work on this machine, each refused in one line.
 
     torchrun --standalone --nproc-per-node 8 train_ddp.py          # one machine, 8 GPUs
     torchrun --standalone --nproc-per-node 2 train_ddp.py --device cpu   # 2 CPU processes (gloo)
@@ -34,10 +36,11 @@ import torchvision
 from torch import nn
 from tqdm import tqdm
 
-# new # the distributed pieces
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DistributedSampler
+import torch.distributed as dist  # new #
+from torch.nn.parallel import DistributedDataParallel as DDP  # new #
+from torch.utils.data import DistributedSampler  # new #
+
+import support  # new #
 
 # -----------------------------------------------------------------------------
 # arguments: the same in every train*.py; a variant's own flags come last
@@ -332,28 +335,15 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
     device = torch.device(f"cuda:{local_rank}" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
-    # new # one GPU per process: local rank N takes GPU N; NCCL refuses two processes on one GPU, gloo shares
-    gpus, local_world_size = torch.cuda.device_count(), int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1))
-    if device.type == "cuda" and max(local_rank + 1, local_world_size) > gpus:
-        if args.backend != "gloo":
-            die(
-                f"{local_world_size} processes on this machine but {gpus} GPU(s): NCCL cannot put two on one GPU;"
-                f" launch --nproc-per-node {gpus} at most, or let them share with --backend gloo (slower)"
-            )
-        device = torch.device("cuda", local_rank % gpus)
+    device = support.ddp_device(device, local_rank, args.backend)  # GPU N for local rank N  # new #
     check_numbers(args)
     eval_samples = None if args.eval_samples == "all" else args.eval_samples
     if args.eval_samples is None and args.steps:  # a short run: a fixed sample, not the whole validation set
         eval_samples = SHORT_EVAL
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
-    # new # join the other processes: NCCL between GPUs, gloo between CPU processes
-    if args.batch_size % world_size:
-        die(f"--batch-size {args.batch_size} does not split evenly over {world_size} processes")
-    if args.sync_bn and distributed and device.type != "cuda":
-        die("--sync-bn needs CUDA: SyncBatchNorm has no CPU implementation")
-    if args.backend == "nccl" and device.type != "cuda":
-        die("--backend nccl needs CUDA GPUs: on a CPU use gloo")
+    # new # join the other processes: NCCL between GPUs, gloo between CPU processes (flags that cannot work: support.py)
+    support.check_ddp(args.batch_size, world_size, args.sync_bn and distributed, args.backend, device)
     backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
     if distributed:
         if device.type == "cuda":
@@ -412,6 +402,7 @@ def main():
     # the loss stays on the device, read at the end of each epoch or, with a progress bar, every 50 steps
     epochs = math.ceil(total_steps / len(train_loader))
     window, losses, step, diverged, train_loss_first = Window(device), [], 0, None, None
+    first_step_s = None  # the first step alone, in the warm-up: a compiled model compiles in it
     progress = tqdm(total=total_steps, disable=not is_main or args.no_progress, desc="train")
     setup_s, eval_s = time.perf_counter() - started, 0.0  # setup: the data's check, the loaders, the model
     if warmup == 0:
@@ -428,6 +419,8 @@ def main():
                 torch.cuda.memory._record_memory_history(max_entries=100_000)
             waited = time.perf_counter() - waiting
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            if step == 0 and warmup > 0:  # timed apart from its batch ready to its end, outside the window
+                first_started = window.sync()
             ready = window.mark()
             with autocast:
                 loss = criterion(model(images), labels)
@@ -438,6 +431,8 @@ def main():
             window.step(waited, ready, window.mark(), epoch_start=i == 0)
             losses.append(loss.detach())
             step += 1
+            if step == 1 and warmup > 0:
+                first_step_s = window.sync() - first_started
             if args.memory_snapshot and is_main and step == warmup:  # open it at pytorch.org/memory_viz
                 write_whole(args.memory_snapshot, "the memory snapshot", lambda f: pickle.dump(snapshot(), f))
             if step == warmup:  # the warm-up is over: the memory peaks and the clock start now
@@ -501,6 +496,7 @@ def main():
         window_s=seconds,
         setup_s=setup_s,
         warmup_s=window.opened - started - setup_s,
+        first_step_s=first_step_s,
         eval_s=eval_s,
         samples_per_s=images_timed / seconds,
         compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
@@ -537,16 +533,19 @@ def main():
         if args.metrics_out:
             write_whole(args.metrics_out, "metrics", lambda f: f.write(json.dumps(metrics, indent=1).encode()))
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
+        first = f", first step {first_step_s:.2f} s" if first_step_s is not None else ""
         print(
             f"{metrics['script']}: {args.model} on {info.dataset} ({info.image_size} px),"
-            f" {device.type} x{world_size}, batch {batch_size * world_size}: {metrics['samples_per_s']:.1f} samples/s"
-            f" (compute {metrics['compute_samples_per_s']:.1f}), step {median:.1f} ms median,"
-            f" data wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
-            f" {window.epoch_starts} epoch starts timed, loss {train_loss:.3f},"
-            f" val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation images, {memory_text}"
+            f" {device.type} x{world_size}, batch {batch_size * world_size}\n"
+            f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
+            f" step {median:.1f} ms median{first}\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
+            f" {window.epoch_starts} epoch starts timed\n"
+            f"  result  loss {train_loss:.3f}, val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation"
+            f" images\n  memory  {memory_text}"
         )
         if args.eval_samples is None and val_samples < info.val_size:
-            print(f"{metrics['script']}: a run of --steps evaluates a fixed sample; --eval-samples all for every image")
+            print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
         if diverged is not None:
             print(
                 f"{metrics['script']}: warning: the loss stopped being a finite number at step {diverged}: the run"

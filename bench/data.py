@@ -25,6 +25,7 @@ from multiprocessing import Pool
 
 import numpy as np
 from PIL import Image
+from tqdm import tqdm
 
 from bench import BenchError
 
@@ -138,8 +139,9 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
                 jobs += [
                     (os.path.join(folder, f"{i:05d}.jpg"), seed, split_id, k, i, size, photo) for i in range(count)
                 ]
-        with Pool(processes or len(os.sched_getaffinity(0))) as pool:
-            for _ in pool.imap_unordered(write_one, jobs, chunksize=64):
+        with Pool(processes or len(os.sched_getaffinity(0))) as pool:  # progress on stderr: minutes for imagenet
+            done = pool.imap_unordered(write_one, jobs, chunksize=64)
+            for _ in tqdm(done, total=len(jobs), desc=f"generating {os.path.basename(out)}", unit="img", mininterval=2):
                 pass
         with open(os.path.join(tmp, "generated.json"), "w") as f:
             json.dump(parameters(train_per_class, val_per_class, size, photo, seed), f, indent=1)

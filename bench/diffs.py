@@ -27,6 +27,8 @@ ROWS = {"amp-synthetic": "amp", "loader_dali": "dali"}  # bench rows that measur
 
 def technique(variant):
     """The technique a bench row measures, or None (the baseline, the synthetic ceiling, loader.py alone)."""
+    if variant.startswith("all:"):  # a combination: train_all.py with blocks switched off
+        return "all"
     return variant if variant in TECHNIQUES else ROWS.get(variant)
 
 

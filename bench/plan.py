@@ -46,6 +46,51 @@ LOADERS = {"loader": "loader.py", "loader_dali": "loader_dali.py"}
 MULTI_GPU = {"dp", "ddp"}  # their speed-up needs 2 GPUs or more; with fewer, their rows show the overhead only
 DISTRIBUTED = {"ddp", "all"}  # run by torchrun, one process per GPU (2 on a CPU)
 COMPILED = {"compile", "all"}  # one compile cache per variant and bench: the first repeat compiles cold, the rest warm
+# a combination: train_all.py with some of its blocks switched off, a row of its own named all:SWITCH[:SWITCH...],
+# e.g. all:no-ddp:no-compile (AMP + channels_last in one process, the usual single-GPU recipe)
+SWITCHES = {"no-ddp": [], "no-amp": ["--amp-dtype", "none"], "no-channels-last": ["--no-channels-last"],
+            "no-compile": ["--no-compile"]}  # fmt: skip
+
+
+def combination(variant):
+    """The switches of a combination (all:no-compile, ...), () for any other variant; a bad one is a BenchError."""
+    if not variant.startswith("all:"):
+        return ()
+    switches = variant.split(":")[1:]
+    unknown = [s for s in switches if s not in SWITCHES]
+    if unknown or not switches or len(set(switches)) < len(switches) or len(switches) == len(SWITCHES):
+        why = f"unknown switch {unknown[0]!r}" if unknown else "each switch once, and not all of them"
+        raise BenchError(f"variant {variant!r}: {why}; all:SWITCH[:SWITCH...] with switches {', '.join(SWITCHES)}")
+    return tuple(switches)
+
+
+def family(variant):
+    """The variant whose script and estimates a row shares: all for a combination, else itself."""
+    return "all" if combination(variant) else variant
+
+
+def command(variant):
+    """The command after `python` that runs a training variant (the placeholders of TRAIN unfilled)."""
+    switches = combination(variant)
+    if not switches:
+        return TRAIN[variant]
+    cmd = ["train_all.py"] if "no-ddp" in switches else [*TORCHRUN, "train_all.py"]
+    return cmd + [flag for s in switches for flag in SWITCHES[s]]
+
+
+def distributed(variant):
+    switches = combination(variant)
+    return variant in DISTRIBUTED if not switches else "no-ddp" not in switches
+
+
+def compiled(variant):
+    switches = combination(variant)
+    return variant in COMPILED if not switches else "no-compile" not in switches
+
+
+def uses_amp(variant):
+    return family(variant) in ("amp", "amp-synthetic", "all") and "no-amp" not in combination(variant)
+
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only)
 DEFAULTS = {
@@ -86,7 +131,7 @@ EMULATED_BF16 = 6.0
 @dataclass
 class Run:
     name: str  # unique within the bench, e.g. "amp-2" (with several workloads "imagenet-amp-2")
-    variant: str  # a key of TRAIN or LOADERS
+    variant: str  # a key of TRAIN or LOADERS, or a combination (all:no-compile, ...)
     kind: str  # "train" or "loader"
     repeat: int
     processes: int
@@ -102,7 +147,7 @@ def ordered(variants, gpu_count):
     if gpu_count >= 2:
         order = [v for v in order if v not in MULTI_GPU]
         order[order.index("all") + 1 : order.index("all") + 1] = ["dp", "ddp"]
-    return sorted(variants, key=order.index)
+    return sorted(variants, key=lambda v: (order.index(family(v)), v != family(v), variants.index(v)))
 
 
 def estimate_s(run, window_s, gpu, bf16_native=True):
@@ -110,10 +155,10 @@ def estimate_s(run, window_s, gpu, bf16_native=True):
     cost = COST_S["gpu" if gpu else "cpu"]
     if run.kind == "loader":
         return cost["loader"]
-    slower = SLOWER["gpu" if gpu else "cpu"].get(run.variant, 1)
-    if not gpu and not bf16_native and run.variant in ("amp", "amp-synthetic", "all"):
+    slower = SLOWER["gpu" if gpu else "cpu"].get(family(run.variant), 1)
+    if not gpu and not bf16_native and uses_amp(run.variant):
         slower *= EMULATED_BF16
-    compiling = (cost["cold"] if run.repeat == 1 else cost["warm"]) if run.variant in COMPILED else 0
+    compiling = (cost["cold"] if run.repeat == 1 else cost["warm"]) if compiled(run.variant) else 0
     return cost["fixed"] + window_s * slower + compiling
 
 
@@ -133,7 +178,7 @@ def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native):
     probe = [Run("", v, "train", 2, 1) for v in variants] + [Run("", v, "loader", 2, 1) for v in loaders]
     fixed = sum(estimate_s(r, 0, gpu, bf16_native) for r in probe) * len(names)
     weight = sum(estimate_s(r, 1, gpu, bf16_native) - estimate_s(r, 0, gpu, bf16_native) for r in probe) * len(names)
-    cold = sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if v in COMPILED) * len(names)
+    cold = sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if compiled(v)) * len(names)
     wanted = min(repeats, 2)
     spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * len(names) - cold - wanted * fixed  # 3% to spare
     return max(WINDOW_MIN_S, min(WINDOW_S, spare / (wanted * weight)))
@@ -256,7 +301,7 @@ def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WI
     if metrics["step_time_p90_ms"] > STEADY * metrics["step_time_median_ms"]:  # not steady yet: the full warm-up
         warmup = chosen["warmup_steps"]
     chosen["warmup_steps"] = warmup
-    split = nproc if gpu_count and DISTRIBUTED & set(variants) else 1
+    split = nproc if gpu_count and any(distributed(v) for v in variants) else 1
     timed = max(50, math.ceil(window_s * split / step_s))
     over = f" ({split} DDP processes may split a step)" if split > 1 else ""
     print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}{over}"
@@ -268,9 +313,9 @@ def training_run(
     variant, repeat, path, info, chosen, gpu_count, nproc, workers, cores, workload, prefix="", cache=None
 ):
     device = "cuda" if gpu_count else "cpu"
-    processes = nproc if variant in DISTRIBUTED else 1
+    processes = nproc if distributed(variant) else 1
     workers = workers if workers is not None else default_workers(cores, processes, bool(gpu_count))
-    parts = (part.format(nproc=nproc, synthetic=synthetic_spec(info)) for part in TRAIN[variant])
+    parts = (part.format(nproc=nproc, synthetic=synthetic_spec(info)) for part in command(variant))
     cmd = [sys.executable, *parts]
     if "--data" not in cmd:
         cmd += ["--data", path]
@@ -279,7 +324,7 @@ def training_run(
     cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress", "--no-data-check"]  # checked once
     run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
     run.env["OMP_NUM_THREADS"] = str(threads(cores, processes))
-    if variant in COMPILED and cache is not None:
+    if compiled(variant) and cache is not None:
         run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
     return run
 

@@ -97,7 +97,12 @@ def parse_args(argv=None):
     p.add_argument("--workload", choices=[*data.WORKLOADS, "all"], help="generated data (CPU: small; GPU: all)")
     p.add_argument("--data", help="a data folder of your own for every run, instead of a workload")
     p.add_argument("--out", default="results", help="folder for the tables, plots and logs")
-    p.add_argument("--variants", default=",".join(plan.TRAIN), help="training variants, comma-separated")
+    p.add_argument(
+        "--variants",
+        default=",".join(plan.TRAIN),
+        help="training variants, comma-separated; all:no-compile and the like: train_all.py with blocks switched off"
+        f" (switches {', '.join(plan.SWITCHES)})",
+    )
     p.add_argument("--loaders", default=",".join(plan.LOADERS), help="loader-only benchmarks, or 'none'")
     p.add_argument(
         "--model",
@@ -142,8 +147,10 @@ def parse_args(argv=None):
     args.variants = [v for v in args.variants.split(",") if v]
     args.loaders = [v for v in args.loaders.split(",") if v and v != "none"]
     for name in args.variants:
-        if name not in plan.TRAIN:
-            fail(f"unknown variant {name!r}: choose from {', '.join(plan.TRAIN)}")
+        if name not in plan.TRAIN and not plan.combination(name):  # a bad combination is its own error
+            fail(f"unknown variant {name!r}: choose from {', '.join(plan.TRAIN)}, or all:SWITCH[:SWITCH...]")
+    if len(set(args.variants)) < len(args.variants):
+        fail(f"--variants names a row twice: {','.join(args.variants)}")
     for name in args.loaders:
         if name not in plan.LOADERS:
             fail(f"unknown loader benchmark {name!r}: choose from {', '.join(plan.LOADERS)} or none")

@@ -59,6 +59,8 @@ window_s                s     script  median  -          wall time of the timed 
 setup_s                 s     train   median  -          from the flags parsed to the first step: the data's check,
                                                            the loaders, the model (the interpreter and imports before)
 warmup_s                s     train   median  -          the warm-up steps, compilation and cuDNN's autotuning included
+first_step_s            s     train   median  -          the first step alone (a warm-up step): a compiled model
+                                                           compiles in it, cuDNN autotunes (none with no warm-up)
 eval_s                  s     train   median  -          evaluating the validation sample (outside the window)
 samples_per_s           1/s   script  -       required   images trained (loaders: delivered) per second: images in the
                                                            window / its wall time

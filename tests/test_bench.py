@@ -263,6 +263,11 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
     "args,words",
     [
         (["--variants", "nosuch"], "unknown variant 'nosuch'"),
+        (["--variants", "all:no-foo"], "variant 'all:no-foo': unknown switch 'no-foo'"),
+        (["--variants", "all:no-amp:no-amp"], "variant 'all:no-amp:no-amp': each switch once"),
+        (["--variants", "all:no-ddp:no-amp:no-channels-last:no-compile"], "each switch once, and not all of them"),
+        (["--variants", "all:"], "variant 'all:': unknown switch ''"),
+        (["--variants", "baseline,amp,baseline"], "--variants names a row twice"),
         (["--loaders", "nosuch"], "unknown loader benchmark 'nosuch'"),
         (["--repeats", "0"], "--repeats must be >= 1"),
         (["--repeats", "some"], "--repeats: invalid value 'some': a number of rounds, or auto"),

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def test_amp_takes_bf16_only_where_the_gpu_computes_it(monkeypatch):
-    train_amp = importlib.import_module("train_amp")
+    support = importlib.import_module("support")
     cuda = torch.device("cuda", 0)
     asked = []
 
@@ -31,12 +31,12 @@ def test_amp_takes_bf16_only_where_the_gpu_computes_it(monkeypatch):
         return including_emulation
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", emulated)
-    assert train_amp.default_amp_dtype(cuda) == "fp16" and asked == [False]
+    assert support.default_amp_dtype(cuda) == "fp16" and asked == [False]
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
-    assert train_amp.default_amp_dtype(cuda) == "bf16"
+    assert support.default_amp_dtype(cuda) == "bf16"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)  # a torch that knows no emulation
-    assert train_amp.default_amp_dtype(cuda) == "bf16"
-    assert train_amp.default_amp_dtype(torch.device("cpu")) == "bf16"
+    assert support.default_amp_dtype(cuda) == "bf16"
+    assert support.default_amp_dtype(torch.device("cpu")) == "bf16"
 
 
 class Joined(Exception):

@@ -7,11 +7,11 @@ reformats a base line is still a violation. The module docstring is the variant'
 must say what the variant adds, so it differs, and it is compared apart.
 """
 
-import ast
 import difflib
 
 import pytest
 
+from bench import diffs
 from helpers import ROOT
 
 VARIANTS = [
@@ -24,30 +24,15 @@ VARIANTS = [
     ("train_all.py", "train.py"),
     ("loader_dali.py", "loader.py"),
 ]
-MARK = "# new #"
+MARK = diffs.MARK
+marked_lines = diffs.marked  # the rule itself, in one place: bench/diffs.py (the report's diffs and line counts)
 
 
 def split_docstring(text):
     """(docstring lines, the lines after it) of a module's source."""
     lines = text.splitlines()
-    tree = ast.parse(text)
-    first = tree.body[0] if tree.body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return lines[: first.end_lineno], lines[first.end_lineno :]
-    return [], lines
-
-
-def marked_lines(lines):
-    """Indices of lines that are marked: ending with the mark, or inside a `# new #` block."""
-    marked, in_block = set(), False
-    for i, line in enumerate(lines):
-        if not line.strip():
-            in_block = False
-        elif line.lstrip().startswith(MARK):
-            in_block = True
-        if in_block or line.rstrip().endswith(MARK):
-            marked.add(i)
-    return marked
+    start = diffs.body_start(lines)
+    return lines[:start], lines[start:]
 
 
 def unmarked(line):

@@ -4,6 +4,7 @@ every validation image, the CPU named by its model, and where the DDP script's s
 import pytest
 from test_bad_input import fail
 
+from bench import diffs, plan
 from bench.machine import cpu_model
 from helpers import LOADERS, ROOT, SCRIPTS, generate, run, train
 
@@ -60,3 +61,48 @@ def test_the_ddp_script_says_where_its_sampler_comes_from():
         "DistributedSampler(train_set, world_size, rank, seed=seed, drop_last=True)" in (ROOT / "loader.py").read_text()
     )
     assert "set_epoch" in doc and "loader.py" in doc
+
+
+# ----------------------------------------------------------------------------- combinations of train_all.py's blocks
+
+
+def test_the_bench_runs_a_combination_as_a_row_of_its_own():
+    """all:SWITCH[:SWITCH...] is train_all.py with those blocks off: no torchrun for no-ddp, a flag for each other;
+    it is compiled (its own cache), distributed and slowed by emulated bf16 only where its blocks say so."""
+    assert plan.command("all:no-ddp:no-compile") == ["train_all.py", "--no-compile"]
+    assert plan.command("all:no-amp") == [*plan.TORCHRUN, "train_all.py", "--amp-dtype", "none"]
+    assert plan.command("all:no-channels-last") == [*plan.TORCHRUN, "train_all.py", "--no-channels-last"]
+    assert plan.command("all") == plan.TRAIN["all"] and plan.combination("amp") == ()
+    assert [plan.distributed(v) for v in ("all", "all:no-ddp", "all:no-compile", "amp")] == [True, False, True, False]
+    assert [plan.compiled(v) for v in ("all", "all:no-compile", "all:no-ddp", "baseline")] == [True, False, True, False]
+    assert [plan.uses_amp(v) for v in ("all", "all:no-amp", "all:no-ddp", "compile")] == [True, False, True, False]
+    asked = ["ddp", "all:no-ddp:no-compile", "baseline", "all", "all:no-compile"]
+    assert plan.ordered(asked, 0) == ["baseline", "all", "all:no-ddp:no-compile", "all:no-compile", "ddp"]
+    run = plan.training_run("all:no-ddp:no-compile", 1, "data", dict(image_size=32, classes=range(10)),
+                            dict(model="m", batch_size=64, steps=30, warmup_steps=5, eval_samples=10), 0, 2, 1, 2,
+                            "small", cache="/tmp/c")  # fmt: skip
+    assert run.processes == 1 and run.cmd[1:3] == ["train_all.py", "--no-compile"]
+    assert "TORCHINDUCTOR_CACHE_DIR" not in run.env and run.env["OMP_NUM_THREADS"] == "2"
+    assert diffs.technique("all:no-compile") == "all"
+
+
+def test_train_all_switches_each_block_off_and_names_the_row(tiny_data, tmp_path):
+    flags = ("--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--workers", 0)
+    result, m = train("train_all.py", tiny_data, tmp_path / "m.json", *flags, "--no-compile", "--amp-dtype", "none")
+    assert result.returncode == 0, result.stderr
+    assert m["variant"] == "all:no-amp:no-compile" and m["amp_dtype"] is None and m["memory_format"] == "channels_last"
+    assert m["compile_mode"] is None and m["compile_s"] is None and m["compile_cache_warm"] is None
+    assert m["first_step_s"] > 0 and "  compile " not in result.stdout and "no native bf16" not in result.stderr
+    result, m = train("train_all.py", tiny_data, tmp_path / "n.json", *flags, "--no-compile", "--no-channels-last")
+    assert result.returncode == 0, result.stderr
+    assert m["variant"] == "all:no-channels-last:no-compile" and m["memory_format"] == "contiguous"
+    assert m["amp_dtype"] == "bf16"
+    error = fail(("train_all.py",), tiny_data, tmp_path / "o.json", "--amp-dtype", "nil")
+    assert "--amp-dtype" in error and "'nil'" in error and "none" in error  # the choices, the switch among them
+
+
+def test_generating_data_shows_its_progress(tmp_path):
+    """make data WORKLOAD=imagenet takes minutes: a progress bar says how far it is."""
+    result = run("-m", "bench.data", tmp_path / "d", "--train", 3, "--val", 1, "--size", 16)
+    assert result.returncode == 0, result.stderr
+    assert "generating d" in result.stderr and "40/40" in result.stderr and "img" in result.stderr

@@ -103,11 +103,13 @@ def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path):
     cold_result, cold = train("train_compile.py", tiny_data, tmp_path / "cold.json", *TIMED, env=env)
     assert cold_result.returncode == 0, cold_result.stderr[-3000:]
     assert cold["variant"] == "compile" and cold["compile_mode"] == "default"
-    assert cold["compile_cache_warm"] is False and cold["compile_s"] > 0
+    assert cold["compile_cache_warm"] is False and cold["compile_s"] > 0 and cold["compile_s"] == cold["first_step_s"]
+    assert f"  compile {cold['compile_s']:.1f} s, the first step (cold cache)" in cold_result.stdout
     assert len(list(cache.rglob("*"))) > 10, "nothing compiled into the cache"
     warm_result, warm = train("train_compile.py", tiny_data, tmp_path / "warm.json", *TIMED, env=env)
     assert warm_result.returncode == 0, warm_result.stderr[-3000:]
     assert warm["compile_cache_warm"] is True and 0 < warm["compile_s"] < cold["compile_s"]
+    assert "the first step (warm cache)" in warm_result.stdout
 
 
 @pytest.mark.slow

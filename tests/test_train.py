@@ -26,8 +26,12 @@ def test_train_writes_metrics(tiny_data, tmp_path):
     assert m["val_samples"] == 40  # the whole validation set, once
     assert m["argv"][0].endswith("train.py")
     assert not list(tmp_path.glob("*.tmp")), "temporary metrics file left behind"
-    summary = [line for line in result.stdout.splitlines() if "samples/s" in line]
-    assert len(summary) == 1 and summary[0].startswith("train.py: ")
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("train.py: "))  # the summary: a heading, then
+    assert [line.split()[0] for line in lines[at + 1 : at + 5]] == ["speed", "data", "result", "memory"]
+    assert [line for line in lines if "samples/s" in line] == [lines[at + 1]]
+    assert f"first step {m['first_step_s']:.2f} s" in lines[at + 1] and m["first_step_s"] > 0
+    assert "on 40 of 40 validation images" in lines[at + 3]
 
 
 def test_epochs_cover_the_training_set(tiny_data, tmp_path):
