@@ -1,12 +1,18 @@
 """What a new user meets first: --help with its defaults, a short run that does not spend its time evaluating
-every validation image, the CPU named by its model, and where the DDP script's sampler comes from."""
+every validation image, a progress bar that ends with training, the CPU named by its model, where the DDP script's
+sampler comes from, data generation that shows its progress, and train_all.py's blocks switched off one by one
+(a combination the bench runs as a row of its own)."""
+
+import importlib
+import sys
 
 import pytest
+import tqdm
 from test_bad_input import fail
 
 from bench import diffs, plan
 from bench.machine import cpu_model
-from helpers import LOADERS, ROOT, SCRIPTS, generate, run, train
+from helpers import LOADERS, ROOT, SCRIPTS, fast_first, generate, run, train
 
 TRAIN_SCRIPTS = sorted({args[0] for args in SCRIPTS.values()})
 
@@ -106,3 +112,27 @@ def test_generating_data_shows_its_progress(tmp_path):
     result = run("-m", "bench.data", tmp_path / "d", "--train", 3, "--val", 1, "--size", 16)
     assert result.returncode == 0, result.stderr
     assert "generating d" in result.stderr and "40/40" in result.stderr and "img" in result.stderr
+
+
+@pytest.mark.parametrize("script", fast_first(["train.py", "train_compile.py"]))
+def test_the_progress_bar_closes_before_the_last_evaluation(script, monkeypatch, tiny_data):
+    """The bar counts training steps: it is closed when they are done, not left open while evaluation runs."""
+    module = importlib.import_module(script.removesuffix(".py"))
+    events = []
+
+    class Bar(tqdm.tqdm):
+        def close(self):
+            events.append("close")
+            super().close()
+
+    def evaluate(*args):
+        events.append("evaluate")
+        return evaluated(*args)
+
+    evaluated = module.evaluate
+    monkeypatch.setattr(module, "tqdm", Bar)
+    monkeypatch.setattr(module, "evaluate", evaluate)
+    argv = [script, "--data", str(tiny_data), "--model", "shufflenet_v2_x0_5", "--batch-size", "16", "--epochs", "2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0"])
+    module.main()
+    assert events[:3] == ["evaluate", "close", "evaluate"]  # epoch 1 evaluates with the bar open; then it closes
