@@ -10,7 +10,7 @@ import sys
 
 NEEDED = dict(torch="torch", torchvision="torchvision", numpy="numpy", PIL="pillow", tqdm="tqdm")
 NEEDED.update(pandas="pandas", matplotlib="matplotlib", psutil="psutil", scipy="scipy")
-NEEDED.update(jinja2="jinja2", pygments="pygments")  # report.html
+NEEDED.update(jinja2="jinja2", pygments="pygments", filelock="filelock")  # report.html, the results lock
 
 missing = [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
 if missing:

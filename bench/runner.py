@@ -28,6 +28,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import filelock
+
 from bench import BenchError, baseline, check_folder, data, plan, stats, tables, write_whole
 from bench import report as html_report
 from bench.launch import launch
@@ -35,6 +37,7 @@ from bench.machine import machine_class, machine_info
 from bench.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
 
 MAX_TIMEOUT = 7 * 24 * 3600
+LOCK = ".bench.lock"  # in --out: held while a bench uses the folder (see lock())
 OUTPUTS = [
     "runs.csv",
     "summary.csv",
@@ -463,8 +466,28 @@ def check(args):
 MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
 
 
+LOCKED = {"run", "resume", "summarize", "save_baseline", "check"}  # the modes that read or write --out
+
+
+def lock(folder):
+    """Hold folder's lock until this bench ends: a second bench, --resume, --summarize, --check or --save-baseline on
+    the same results is refused in one line. The lock is the kernel's (flock, through filelock), so a bench that was
+    killed leaves none behind to block the next."""
+    held = filelock.FileLock(os.path.join(folder, LOCK), timeout=0)
+    try:
+        held.acquire()
+    except filelock.Timeout:
+        fail(f"another bench is using {folder} (its lock {folder / LOCK}): wait for it to end, or give --out another")
+    return held
+
+
 def main(argv=None):
     args = parse_args(argv)
     if not args.dry_run:
         check_outputs(args)
-    MODES[args.mode](args)
+    held = lock(args.out) if not args.dry_run and args.mode in LOCKED and args.out.is_dir() else None
+    try:
+        MODES[args.mode](args)
+    finally:
+        if held is not None:
+            held.release()
