@@ -458,5 +458,13 @@ def save(path, bench_id, machine_class, runs, works, context=None, auto=False):
 
 
 def load(path):
-    plan = json.loads(Path(path).read_text())
-    return plan, [Run(**run) for run in plan["runs"]]
+    """The plan saved by save(); a damaged one is a BenchError naming it (the bench's rows are in runs.csv: --summarize
+    still reads them)."""
+    try:
+        plan = json.loads(Path(path).read_text())
+        return plan, [Run(**run) for run in plan["runs"]]
+    except (ValueError, KeyError, TypeError) as e:  # not JSON, or not a plan: nothing --resume can trust
+        raise BenchError(
+            f"{path} is damaged ({type(e).__name__}: {str(e)[:80]}): --resume cannot finish that bench; --summarize"
+            " still reads its finished rows, and a new bench starts afresh"
+        ) from None

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from bench import BenchError, baseline, tables
 from helpers import PY, ROOT, run
 
 HOLD = """import sys, time
@@ -30,9 +31,7 @@ def holder(tmp_path):
     process.wait()
 
 
-@pytest.mark.parametrize(
-    "mode", [[], ["--resume"], ["--summarize"], ["--save-baseline", "x"]]
-)
+@pytest.mark.parametrize("mode", [[], ["--resume"], ["--summarize"], ["--save-baseline", "x"]])
 def test_a_second_bench_on_the_same_results_is_refused_in_one_line(holder, mode, tmp_path):
     out, _ = holder
     result = run("-m", "bench", "--out", out, "--baseline-dir", tmp_path / "saved", "--variants", "baseline", *mode)
@@ -56,3 +55,90 @@ def test_a_dry_run_takes_no_lock(holder):
     result = run("-m", "bench", "--out", out, "--dry-run", "--variants", "baseline", "--loaders", "none")
     assert result.returncode == 0, result.stderr
     assert "train.py --data" in result.stdout  # the plan, printed while another bench holds the folder
+
+
+# ----------------------------------------------------------------------------- damaged results files
+
+SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
+
+
+def damaged(kind):
+    """The bytes of a runs.csv damaged as kind, from the shipped baseline's runs.csv (57 rows)."""
+    good = (SAVED / "runs.csv").read_bytes()
+    lines = good.splitlines(keepends=True)
+    return {
+        "not text": bytes(range(256)) * 10,
+        "empty": b"",
+        "not a table": b"hello world\nthis is, not a table\n",
+        "another table": (SAVED / "summary.csv").read_bytes(),
+        "a damaged row inside": b"".join(lines[:11] + [lines[11][:40] + b"\n"] + lines[12:]),
+        "newer schema": good.replace(b"\n2,", b"\n99,"),
+    }[kind]
+
+
+@pytest.mark.parametrize(
+    "kind,words",
+    [
+        ("not text", "is not a CSV table (it is not text)"),
+        ("empty", "is empty"),
+        ("not a table", "line 2 is damaged (2 fields where the header has 1)"),
+        ("another table", "is not a table the bench wrote: it has no bench_id, run column"),
+        (
+            "a damaged row inside",
+            "where the header has 99); the 10 rows before it are whole: keep them with `head -n 11",
+        ),
+        ("newer schema", "written by schema version 99, newer than this code's"),
+    ],
+)
+def test_a_damaged_runs_csv_is_named_in_one_line(kind, words, tmp_path):
+    (tmp_path / "runs.csv").write_bytes(damaged(kind))
+    modes = [["--summarize"]] + ([["--variants", "baseline", "--loaders", "none"]] if kind != "empty" else [])
+    for mode in modes:  # read, or appended to (an empty file is simply written: a bench starts it)
+        result = run("-m", "bench", "--out", tmp_path, *mode)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"{tmp_path / 'runs.csv'}" in result.stderr and words in result.stderr, result.stderr
+    assert (tmp_path / "runs.csv").read_bytes() == damaged(kind)  # left as it was
+    if kind == "a damaged row inside":  # the way out it gives keeps the whole rows
+        head = subprocess.run(["head", "-n", "11", tmp_path / "runs.csv"], capture_output=True, check=True)
+        (tmp_path / "runs.csv").write_bytes(head.stdout)
+        assert len(tables.read_runs(tmp_path / "runs.csv")) == 10
+
+
+def test_a_torn_last_row_is_left_out_and_the_rest_summarized(tmp_path):
+    """A bench killed while it appended a row leaves a line without its end: the rows before it are the bench."""
+    good = (SAVED / "runs.csv").read_bytes()
+    (tmp_path / "runs.csv").write_bytes(good[: good.rstrip(b"\n").rfind(b"\n") + 200])
+    assert len(tables.read_runs(tmp_path / "runs.csv")) == len(tables.read_runs(SAVED / "runs.csv")) - 1
+    result = run("-m", "bench", "--summarize", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "summary.csv").exists()
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"bench_id": "x"}', "[]"])
+def test_a_damaged_plan_is_named_and_resume_stops(text, tmp_path):
+    (tmp_path / "logs" / "b1").mkdir(parents=True)
+    (tmp_path / "logs" / "b1" / "plan.json").write_text(text)
+    result = run("-m", "bench", "--resume", "--out", tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "plan.json is damaged" in result.stderr and "--summarize still reads" in result.stderr
+
+
+def test_a_damaged_saved_baseline_is_named(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "summary.csv").write_bytes(b"variant,workload\nbaseline\n")
+    with pytest.raises(BenchError, match=r"summary.csv: line 2 is damaged"):
+        baseline.load("m", tmp_path)
+
+
+def test_a_bench_appending_after_a_torn_row_starts_on_a_line_of_its_own(tmp_path):
+    """A resumed or new bench cuts the torn row before it appends: its row is not glued to the torn one."""
+    good = (SAVED / "runs.csv").read_bytes()
+    whole = tables.read_runs(SAVED / "runs.csv")
+    (tmp_path / "runs.csv").write_bytes(good[: good.rstrip(b"\n").rfind(b"\n") + 200])
+    note = tables.prepare_runs_file(tmp_path / "runs.csv")
+    assert note and "left out its last row" in note
+    assert "upgraded" in note  # the shipped file is of the schema before first_step_s: its header is completed too
+    assert (tmp_path / "runs.csv.v2").read_bytes() == good[: good.rstrip(b"\n").rfind(b"\n") + 1]
+    tables.append_row(tmp_path / "runs.csv", whole.iloc[-1].to_dict())
+    again = tables.read_runs(tmp_path / "runs.csv")
+    assert len(again) == len(whole) and list(again["run"]) == list(whole["run"])
