@@ -1,12 +1,18 @@
-"""When things break around a bench: two benches on one results folder, a bench killed while it holds the folder."""
+"""When things break around a bench: two benches on one results folder, a bench killed while it holds the folder,
+damaged results files, a row torn by a killed bench, a run that hangs."""
 
 import os
 import signal
 import subprocess
+import sys
+import threading
 
+import psutil
 import pytest
 
 from bench import BenchError, baseline, tables
+from bench.launch import launch
+from bench.plan import Run
 from helpers import PY, ROOT, run
 
 HOLD = """import sys, time
@@ -142,3 +148,22 @@ def test_a_bench_appending_after_a_torn_row_starts_on_a_line_of_its_own(tmp_path
     tables.append_row(tmp_path / "runs.csv", whole.iloc[-1].to_dict())
     again = tables.read_runs(tmp_path / "runs.csv")
     assert len(again) == len(whole) and list(again["run"]) == list(whole["run"])
+
+
+# ----------------------------------------------------------------------------- hung runs
+
+HANG = """import subprocess, time
+child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])  # a rank, a loader worker
+open(path + '.pid', 'w').write(str(child.pid))
+time.sleep(300)  # deadlocked: never returns
+"""
+
+
+def test_a_hung_run_is_ended_with_its_whole_tree_and_recorded_as_timed_out(tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text("import json, sys, time\npath = sys.argv[sys.argv.index('--metrics-out') + 1]\n" + HANG)
+    run_ = Run("hang-1", "hang", "train", 1, 1, [sys.executable, str(script)])
+    row = launch(run_, tmp_path, timeout=5, stop=threading.Event())
+    assert row["status"] == "failed" and "timed out after 5 s" in row["error"]
+    child = int(next(tmp_path.rglob("*.pid")).read_text())
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
