@@ -17,6 +17,7 @@ a folder made with other ones is made again, never reused.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -151,6 +152,22 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
         raise BenchError(f"cannot write the generated data to {out}: {e.strerror or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fingerprint(path):
+    """A digest of what a data folder holds: every file's path, size and modification time (a file added, removed or
+    rewritten changes it); None where path is not a folder (synthetic data, CIFAR-10 named by another path)."""
+    if not os.path.isdir(path):
+        return None
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            stat = os.stat(os.path.join(folder, name))
+            digest.update(
+                f"{os.path.relpath(os.path.join(folder, name), path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode()
+            )
+    return digest.hexdigest()[:16]
 
 
 def ensure(workload, seed=0, spec=None):

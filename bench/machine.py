@@ -1,5 +1,6 @@
 """What a bench ran on and from which code: CPU, GPUs, driver, versions, git commit and dirty flag."""
 
+import hashlib
 import json
 import os
 import platform
@@ -84,6 +85,19 @@ def git_info():
     except (OSError, subprocess.CalledProcessError):
         return None, None
     return commit.stdout.strip(), bool(status.stdout.strip())
+
+
+def code_fingerprint():
+    """A digest of the code being measured: its commit, and any change not committed (the diff, the files git does
+    not know); None outside a git checkout. Two runs with the same digest ran the same code."""
+    try:
+        parts = [
+            subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True).stdout
+            for cmd in (["git", "rev-parse", "HEAD"], ["git", "status", "--porcelain"], ["git", "diff", "HEAD"])
+        ]
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:16]
 
 
 def machine_info():

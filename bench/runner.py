@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import signal
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -33,7 +34,7 @@ import filelock
 from bench import BenchError, baseline, check_folder, data, plan, stats, tables, write_whole
 from bench import report as html_report
 from bench.launch import launch
-from bench.machine import machine_class, machine_info
+from bench.machine import code_fingerprint, machine_class, machine_info
 from bench.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
 
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -136,6 +137,9 @@ def parse_args(argv=None):
     p.add_argument("--dry-run", action="store_true", help="print the plan's command lines and stop")
     p.add_argument("--gpus", type=int, help="with --dry-run: plan for a machine with this many GPUs")
     p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
+    p.add_argument(
+        "--allow-changed", action="store_true", help="with --resume: go on though the data or code changed, rows marked"
+    )
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
     p.add_argument("--check", action="store_true", help="does every technique work here? a short run of each path")
     p.add_argument(
@@ -188,6 +192,8 @@ def parse_args(argv=None):
     if len(modes) > 1:
         fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
     args.mode = modes[0] if modes else "run"
+    if args.allow_changed and args.mode != "resume":
+        fail("--allow-changed goes with --resume")
     args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
     return args
 
@@ -424,7 +430,24 @@ def run(args):
     plan.print_estimate(fit, runs)
     more = fit["context"] if fit["auto"] else None
     plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works, more, fit["auto"])
+    write_whole(logs / "sources.json", lambda tmp: Path(tmp).write_text(json.dumps(sources(works)) + "\n"))
     execute(runs, set(), bench_id, args, logs, info, works, fit["budget_s"], time.monotonic() - started, more=more)
+
+
+def sources(works):
+    """What a bench measures besides the machine: the data of each workload and the code, as digests."""
+    return dict(data={w: data.fingerprint(chosen["data"]) for w, chosen in works.items()}, code=code_fingerprint())
+
+
+def changes(logs, works):
+    """What changed since the bench in logs started ([] if nothing, or if it kept no record): 'data', 'code'."""
+    if not (logs / "sources.json").exists():
+        return []
+    try:
+        then, now = json.loads((logs / "sources.json").read_text()), sources(works)
+    except ValueError:
+        fail(f"{logs / 'sources.json'} is damaged: the bench cannot tell whether its data or code changed")
+    return [what for what in ("data", "code") if then.get(what) != now[what]]
 
 
 def resume(args):
@@ -450,6 +473,15 @@ def resume(args):
         for row in rows.itertuples():
             measured[(row.workload, row.variant, row.repeat > 1)] = row.wall_s
         done = set(rows.loc[rows["status"] == "ok", "run"])
+    changed = changes(plans[-1].parent, saved["works"])  # before anything runs
+    if changed and not args.allow_changed:
+        what = " and its ".join(changed)
+        fail(f"bench {saved['bench_id']}: its {what} changed since it started, so its rows would not measure one"
+             " thing: start a new bench, or --resume --allow-changed to go on with the new rows marked")  # fmt: skip
+    if changed:
+        print(f"warning: the {' and the '.join(changed)} changed since bench {saved['bench_id']} started: its new rows"
+              " are marked (changed_since_start in runs.csv)", file=sys.stderr)  # fmt: skip
+        info["changed_since_start"] = ",".join(changed)
     print(f"resuming bench {saved['bench_id']}: {len(done)} of {len(runs)} runs finished before")
     budget = None if args.budget in (None, "none") else 60 * args.budget  # the plan fitted its own; a new one here
     more = saved.get("context") if saved.get("auto") else None

@@ -132,6 +132,8 @@ gpu_sm_clock_mhz        MHz   runner  median  -          median SM clock while t
 gpu_throttle            -     runner  -       -          clock throttle reasons NVML reported while the run ran
 busy                    -     runner  -       -          something competed with the run: see busy_reason
 busy_reason             -     runner  -       -          what competed: other processes' CPU, steal time, other GPU work
+changed_since_start     -     runner  -       -          what changed since the bench started, for a run resumed
+                                                           with --allow-changed: data, code (else empty)
 machine_class           -     machine -       -          the hardware class: names the saved baseline to compare with
 cpu_model               -     machine -       -          the CPU
 cpu_cores               -     machine -       -          cores the bench may use

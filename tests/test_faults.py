@@ -1,6 +1,7 @@
 """When things break around a bench: two benches on one results folder, a bench killed while it holds the folder,
 damaged results files, a row torn by a killed bench, a run that hangs."""
 
+import json
 import os
 import signal
 import subprocess
@@ -167,3 +168,70 @@ def test_a_hung_run_is_ended_with_its_whole_tree_and_recorded_as_timed_out(tmp_p
     assert row["status"] == "failed" and "timed out after 5 s" in row["error"]
     child = int(next(tmp_path.rglob("*.pid")).read_text())
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+# ----------------------------------------------------------------------------- the data or the code changed
+
+
+@pytest.fixture
+def stored_bench(tmp_path):
+    """A bench as the runner stores it (plan.json, sources.json), over a data folder of its own, not yet run: one
+    quick fake run. (results folder, data folder)."""
+    from bench import runner
+
+    data = tmp_path / "data"
+    (data / "train" / "a").mkdir(parents=True)
+    (data / "train" / "a" / "1.jpg").write_bytes(b"x")
+    out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
+    logs.mkdir(parents=True)
+    script = tmp_path / "fake.py"
+    script.write_text("import json, sys\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n")
+    fake = Run("fake-1", "loader", "loader", 1, 1, [sys.executable, str(script)], "custom")
+    works = {"custom": {"data": str(data), "timeout": 60}}
+    plan_ = runner.plan
+    plan_.save(logs / "plan.json", "b1", runner.machine()["machine_class"], [fake], works)
+    (logs / "sources.json").write_text(json.dumps(runner.sources(works)))
+    return out, data
+
+
+@pytest.mark.parametrize("change", ["a file added", "a file rewritten", "a file removed", "the code"])
+def test_resume_says_what_changed_before_running_anything(stored_bench, change, monkeypatch):
+    from bench import runner
+
+    out, data = stored_bench
+    if change == "a file added":
+        (data / "train" / "a" / "2.jpg").write_bytes(b"y")
+    elif change == "a file rewritten":
+        os.utime(data / "train" / "a" / "1.jpg", ns=(0, 0))
+    elif change == "a file removed":
+        (data / "train" / "a" / "1.jpg").unlink()
+    else:
+        monkeypatch.setattr(runner, "code_fingerprint", lambda: "another")
+    what = "code" if change == "the code" else "data"
+    with pytest.raises(BenchError, match=f"its {what} changed since it started.*--resume --allow-changed"):
+        runner.main(["--resume", "--out", str(out)])
+    assert not (out / "runs.csv").exists()  # nothing ran
+
+
+def test_resume_goes_on_with_allow_changed_and_marks_the_rows(stored_bench, capsys):
+    from bench import runner
+
+    out, data = stored_bench
+    (data / "train" / "a" / "2.jpg").write_bytes(b"y")
+    runner.main(["--resume", "--allow-changed", "--out", str(out), "--baseline-dir", str(out / "none")])
+    assert "warning: the data changed since bench b1 started" in capsys.readouterr().err
+    rows = tables.read_runs(out / "runs.csv")
+    assert list(rows["changed_since_start"]) == ["data"] and list(rows["status"]) == ["ok"]
+
+
+def test_resume_with_nothing_changed_runs_unmarked(stored_bench):
+    from bench import runner
+
+    out, _ = stored_bench
+    runner.main(["--resume", "--out", str(out), "--baseline-dir", str(out / "none")])
+    assert tables.read_runs(out / "runs.csv")["changed_since_start"].isna().all()
+
+
+def test_allow_changed_goes_with_resume():
+    result = run("-m", "bench", "--allow-changed", "--dry-run")
+    assert result.returncode == 2 and "--allow-changed goes with --resume" in result.stderr
