@@ -3,6 +3,7 @@ damaged results files, a row torn by a killed bench, a run that hangs."""
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -235,3 +236,48 @@ def test_resume_with_nothing_changed_runs_unmarked(stored_bench):
 def test_allow_changed_goes_with_resume():
     result = run("-m", "bench", "--allow-changed", "--dry-run")
     assert result.returncode == 2 and "--allow-changed goes with --resume" in result.stderr
+
+
+# ----------------------------------------------------------------------------- a bench killed at any instant
+
+QUICK = "import json, sys, time\ntime.sleep(0.3)\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n"
+
+
+@pytest.mark.slow
+def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path):
+    """SIGKILL at many moments of a bench (starting, during a run, appending a row, writing the tables, plots and
+    report): each time every finished row reads back whole and --summarize works; --resume then reruns only what has
+    no finished row, so that in the end each planned run has exactly one row."""
+    from bench import runner
+
+    script = tmp_path / "quick.py"
+    script.write_text(QUICK)
+    planned = [Run(f"fake-{i}", "loader", "loader", i, 1, [sys.executable, str(script)], "custom") for i in range(1, 9)]
+    out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
+    logs.mkdir(parents=True)
+    works = {"custom": {"data": str(tmp_path), "timeout": 60}}
+    runner.plan.save(logs / "plan.json", "b1", runner.machine()["machine_class"], planned, works)
+    resume = [PY, "-m", "bench", "--resume", "--out", str(out), "--baseline-dir", str(tmp_path / "none")]
+    rng, kills = random.Random(0), 0
+    for delay in sorted(rng.uniform(0.5, 14.0) for _ in range(14)):
+        bench = subprocess.Popen(resume, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            bench.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            bench.send_signal(signal.SIGKILL)
+            bench.wait()
+            kills += 1
+        if (out / "runs.csv").exists():
+            rows = tables.read_runs(out / "runs.csv")  # whole rows only, or a line naming the damage
+            assert set(rows["run"]) <= {r.name for r in planned} and (rows["status"] == "ok").all()
+            assert rows["samples_per_s"].notna().all() and not rows["run"].duplicated().any()
+            summarized = run("-m", "bench", "--summarize", "--out", out, "--baseline-dir", tmp_path / "none")
+            assert summarized.returncode == 0, summarized.stderr
+        for name in "summary.csv", "report.html":  # written whole, or not at all
+            if (out / name).exists():
+                assert (out / name).read_text().strip()
+    assert kills >= 5  # the moments fell inside a bench (those after its end find it finished)
+    final = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr
+    rows = tables.read_runs(out / "runs.csv")
+    assert sorted(rows["run"]) == sorted(r.name for r in planned)  # each once: none lost, none run twice
