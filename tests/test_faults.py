@@ -281,3 +281,20 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
     assert final.returncode == 0, final.stderr
     rows = tables.read_runs(out / "runs.csv")
     assert sorted(rows["run"]) == sorted(r.name for r in planned)  # each once: none lost, none run twice
+
+
+# ----------------------------------------------------------------------------- this round's modes and outputs
+
+
+@pytest.mark.parametrize("mode", [["--summarize"], ["--check"], ["--variants", "baseline", "--loaders", "none"]])
+def test_outputs_of_this_rounds_modes_that_cannot_be_written_are_one_line(mode, tmp_path):
+    """The report is an output like the tables: a folder in its place is refused before any work; so is an --out
+    that is a file, for --check too."""
+    (tmp_path / "results" / "report.html").mkdir(parents=True)
+    result = run("-m", "bench", "--out", tmp_path / "results", *mode)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    if mode != ["--check"]:
+        assert "report.html is a folder: the bench writes a file of that name" in result.stderr
+    (tmp_path / "file").write_text("x")
+    result = run("-m", "bench", "--out", tmp_path / "file", *mode)
+    assert result.returncode == 2 and "is a file, not a folder" in result.stderr, result.stderr
