@@ -19,11 +19,12 @@ if missing:
     )
     raise SystemExit(2)
 
-from bench import BenchError  # noqa: E402
-from bench.runner import main  # noqa: E402
+if __name__ == "__main__":  # not when a process started by spawn imports this module again as __mp_main__
+    from bench import BenchError
+    from bench.runner import main
 
-try:
-    main()
-except BenchError as e:
-    print(f"bench: error: {e}", file=sys.stderr)
-    raise SystemExit(2) from None
+    try:
+        main()
+    except BenchError as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

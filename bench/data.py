@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import sys
-from multiprocessing import Pool
+from multiprocessing import get_context
 
 import numpy as np
 from PIL import Image
@@ -140,7 +140,9 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
                 jobs += [
                     (os.path.join(folder, f"{i:05d}.jpg"), seed, split_id, k, i, size, photo) for i in range(count)
                 ]
-        with Pool(processes or len(os.sched_getaffinity(0))) as pool:  # progress on stderr: minutes for imagenet
+        # spawned, not forked: a process that has started threads (torch's, a sampler's, a browser driver's) can
+        # leave a lock held in a forked child, which then waits for ever; progress on stderr: minutes for imagenet
+        with get_context("spawn").Pool(processes or len(os.sched_getaffinity(0))) as pool:
             done = pool.imap_unordered(write_one, jobs, chunksize=64)
             for _ in tqdm(done, total=len(jobs), desc=f"generating {os.path.basename(out)}", unit="img", mininterval=2):
                 pass
