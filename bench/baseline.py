@@ -43,7 +43,7 @@ def load(name, baseline_dir=BASELINE_DIR):
     if not path.exists():
         return None
     try:
-        return schema.upgrade(tables.load_csv(path, needed=("variant", "workload")))
+        return schema.upgrade(tables.load_csv(path, needed=("variant",)))
     except schema.VersionError as e:
         raise BenchError(f"{path}: {e}") from None
 

@@ -162,7 +162,10 @@ def test_concurrent_writers_do_not_tear_rows(tmp_path):
 def test_runs_file_with_other_columns_is_refused(tmp_path):
     path = tmp_path / "runs.csv"
     path.write_text("a,b\n1,2\n")
-    with pytest.raises(BenchError, match="columns this version does not know"):
+    with pytest.raises(BenchError, match="is not a table the bench wrote: it has no bench_id, run, variant column"):
+        tables.prepare_runs_file(path)
+    path.write_text("bench_id,run,variant,nosuch\nb,r-1,baseline,1\n")
+    with pytest.raises(BenchError, match="columns this version does not know \\(nosuch\\)"):
         tables.prepare_runs_file(path)
 
 
