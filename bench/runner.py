@@ -67,6 +67,9 @@ def check_outputs(args):
     for name in OUTPUTS:
         if (args.out / name).is_dir():
             fail(f"{args.out / name} is a folder: the bench writes a file of that name")
+    runs = args.out / "runs.csv"
+    if args.mode in ("run", "resume") and runs.is_file() and runs.stat().st_size:
+        tables.read_runs(runs)  # a damaged file is named before the data is generated, not after
 
 
 def count_or_auto(what):

@@ -264,11 +264,17 @@ def version_of(frame):
     return int(frame["schema_version"].max())
 
 
-def upgrade(frame):
-    """A table (pandas DataFrame) read from a file of any version, with this version's names."""
+def check_version(frame):
+    """The frame's schema version; a VersionError when it is newer than this code's."""
     version = version_of(frame)
     if version > VERSION:
         raise VersionError(f"written by schema version {version}, newer than this code's {VERSION}: update the code")
+    return version
+
+
+def upgrade(frame):
+    """A table (pandas DataFrame) read from a file of any version, with this version's names."""
+    version = check_version(frame)
     for old in range(version, VERSION):
         for before, after in RENAMED.get(old, {}).items():
             if before in frame:

@@ -51,10 +51,15 @@ def load_csv(path, needed=()):
                 )
     except csv.Error as e:
         raise BenchError(f"{path} is not a CSV table ({e}): move it away") from None
+    frame = pd.read_csv(io.StringIO(text))
+    try:  # a newer bench may have renamed the columns needed: say so rather than call the table foreign
+        schema.check_version(frame)
+    except schema.VersionError as e:
+        raise BenchError(f"{path}: {e}") from None
     missing = [column for column in needed if column not in header]
     if missing:
         raise BenchError(f"{path} is not a table the bench wrote: it has no {', '.join(missing)} column: move it away")
-    return pd.read_csv(io.StringIO(text))
+    return frame
 
 
 def read_runs(path):
