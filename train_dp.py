@@ -28,6 +28,7 @@ from tqdm import tqdm
 # arguments: the same in every train*.py; a variant's own flags come last
 
 SHORT_EVAL = 1000  # a run of --steps evaluates this fixed sample of the validation images unless told otherwise
+CURVE_STEPS = 10  # the training loss curve has a point per this many steps: their mean
 
 
 def count_or_all(text):
@@ -65,6 +66,7 @@ parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into
 parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
 parser.add_argument("--metrics-out", default=None, help="write the run's metrics here as JSON")
 parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+parser.add_argument("--tensorboard", default=None, help="also write the curves and the speed to this folder")
 parser.add_argument(
     "--memory-snapshot", default=None, help="CUDA: the allocator's history over 3 steps, for pytorch.org/memory_viz"
 )
@@ -226,6 +228,53 @@ def write_whole(path, what, write):
         die(f"cannot write {what} to {path}: {e.strerror or e}")
 
 
+class Curves:
+    """The run's curves, read where the run reads its loss anyway (at each epoch's end, outside the window): the
+    training loss as the mean of each CURVE_STEPS steps, and at each evaluation the validation accuracy with the
+    training time to it (evaluations left out) and the wall time (from the flags parsed). With --tensorboard
+    they are written there as they come, and the speed at the end: `tensorboard --logdir` draws them."""
+
+    def __init__(self, folder):
+        self.losses, self.val, self.logged, self.writer = [], [], 0, None
+        if folder is None:
+            return
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            die(f"--tensorboard {folder}: not a folder")
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            die("--tensorboard needs the tensorboard package: pip install tensorboard")
+        try:
+            self.writer = SummaryWriter(folder)
+        except OSError as e:
+            die(f"--tensorboard {folder}: {e.strerror or e}")
+
+    def loss(self, whole_only=False):
+        """[[step, mean loss], ...]: a point per CURVE_STEPS steps at the last of them; a shorter last interval
+        too, unless whole_only."""
+        chunks = [
+            (start, self.losses[start : start + CURVE_STEPS]) for start in range(0, len(self.losses), CURVE_STEPS)
+        ]
+        return [[start + len(c), sum(c) / len(c)] for start, c in chunks if len(c) == CURVE_STEPS or not whole_only]
+
+    def add(self, losses, epoch, step, val_acc, train_s, wall_s, last):
+        """An epoch's end: its steps' losses (floats) and the evaluation after it."""
+        self.losses += losses
+        self.val.append(dict(epoch=epoch, step=step, val_acc=val_acc, train_s=train_s, wall_s=wall_s))
+        if self.writer is not None:
+            points = self.loss(whole_only=not last)  # an interval that goes on into the next epoch waits for it
+            for at, value in points[self.logged :]:
+                self.writer.add_scalar("train/loss", value, at)
+            self.logged = len(points)
+            self.writer.add_scalar("val/accuracy", val_acc, step)
+            self.writer.flush()
+
+    def close(self, samples_per_s, step):
+        if self.writer is not None:
+            self.writer.add_scalar("train/samples_per_s", samples_per_s, step)
+            self.writer.close()
+
+
 def snapshot():
     """The CUDA allocator's state and recorded history, for pytorch.org/memory_viz; the recording stops."""
     data = torch.cuda.memory._snapshot()
@@ -317,6 +366,7 @@ def main():
         check_writable(args.memory_snapshot, "the memory snapshot")
     if args.memory_snapshot and device.type != "cuda":
         die(f"--memory-snapshot records the CUDA allocator's history: this run is on the {device.type}")
+    curves = Curves(args.tensorboard if is_main else None)  # the loss and accuracy curves, in the metrics
     torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.benchmark = True
 
@@ -416,6 +466,16 @@ def main():
         train_loss, losses = seen[-10:].mean().item(), []
         if train_loss_first is None:  # the first steps' loss: did it learn? (python -m bench --check)
             train_loss_first = seen[:10].mean().item()
+        now = time.perf_counter()  # the curves' point: the training time to here, evaluations left out
+        curves.add(
+            seen.tolist(),
+            epoch + 1,
+            step,
+            val_acc,
+            now - started - setup_s - eval_s,
+            now - started,
+            step == total_steps,
+        )
         window.resume()
         if is_main:
             progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
@@ -480,8 +540,11 @@ def main():
         cuda_version=torch.version.cuda if cuda else None,
         cudnn_version=torch.backends.cudnn.version() if cuda else None,
         dali_version=info.dali_version,
+        loss_curve=curves.loss(),
+        val_curve=curves.val,
     )
     if is_main:
+        curves.close(metrics["samples_per_s"], step)  # --tensorboard: the speed too
         if args.metrics_out:
             write_whole(args.metrics_out, "metrics", lambda f: f.write(json.dumps(metrics, indent=1).encode()))
         memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"

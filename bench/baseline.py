@@ -18,6 +18,7 @@ from bench.machine import ROOT
 
 BASELINE_DIR = ROOT / "baseline"
 OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
+OUTPUTS += ["curves.json", "curves.png"]  # the learning curves: the logs they come from stay behind
 
 
 def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):

@@ -67,10 +67,13 @@ def check_metrics(metrics, kind):
     return None
 
 
-def launch(run, log_dir, timeout, stop):
-    """Run `run` to the end or its time limit and return its row for runs.csv; None if `stop` was set."""
+def launch(run, log_dir, timeout, stop, tensorboard=False):
+    """Run `run` to the end or its time limit and return its row for runs.csv; None if `stop` was set.
+    tensorboard: a training run writes its curves to log_dir/tensorboard/<run> too."""
     metrics_path, log_path = log_dir / f"{run.name}.json", log_dir / f"{run.name}.log"
     cmd = [*run.cmd, "--metrics-out", str(metrics_path)]
+    if tensorboard and run.kind == "train":
+        cmd += ["--tensorboard", str(log_dir / "tensorboard" / run.name)]
     row = dict(schema_version=schema.VERSION, run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat)
     row["command"] = shlex.join(cmd)
     row["threads"] = run.env.get("OMP_NUM_THREADS")  # set by the plan: the same cores for every row
@@ -109,7 +112,7 @@ def launch(run, log_dir, timeout, stop):
         except (OSError, ValueError) as e:
             error = f"no readable metrics: {e}"
     if error is None:
-        row.update({k: v for k, v in metrics.items() if k not in ("argv", "variant")})
+        row.update({k: v for k, v in metrics.items() if k not in schema.JSON_ONLY | {"variant"}})
         phases = [metrics.get(k) for k in ("setup_s", "warmup_s", "window_s", "eval_s")]
         if all(isinstance(p, (int, float)) for p in phases):  # training runs: where the rest of the time went
             row["other_s"] = row["wall_s"] - sum(phases)

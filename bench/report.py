@@ -24,6 +24,7 @@ PLOTS = [
     ("tradeoff.png", "speed-up against memory, with 95% intervals"),
     ("time.png", "where a step's time goes"),
     ("memory.png", "peak memory per variant"),
+    ("curves.png", "training loss and validation accuracy: does each technique still learn?"),
 ]
 MACHINE = [  # (label, machine field)
     ("CPU", "cpu_model"),

@@ -13,12 +13,14 @@
     python -m bench --readme                       # the README's result blocks, from the saved runs they show
 
 Writes results/runs.csv (one row per run, appended), results/summary.csv, results/summary.md,
-results/throughput.png, memory.png, tradeoff.png, time.png, and each run's output under results/logs/<bench>/.
+results/throughput.png, memory.png, tradeoff.png, time.png, curves.json and curves.png (the learning curves),
+results/report.html, and each run's output under results/logs/<bench>/.
 Six modes, one function each: run (the default), resume, summarize, save_baseline, check, readme. The arguments
 are parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import secrets
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import filelock
 
-from bench import BenchError, baseline, check_folder, data, plan, stats, tables, write_whole
+from bench import BenchError, baseline, check_folder, curves, data, plan, stats, tables, write_whole
 from bench import report as html_report
 from bench.launch import launch
 from bench.machine import code_fingerprint, machine_class, machine_info
@@ -48,6 +50,8 @@ OUTPUTS = [
     "memory.png",
     "tradeoff.png",
     "time.png",
+    "curves.json",
+    "curves.png",
 ]
 
 
@@ -137,6 +141,11 @@ def parse_args(argv=None):
     p.add_argument("--nproc", type=int, default=None, help="DDP processes (default: the GPUs, or 2 on a CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=int, help="seconds before a run is stopped (CPU: 600, GPU: 900)")
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="each training run also writes its curves for TensorBoard, under logs/BENCH/tensorboard/RUN",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan's command lines and stop")
     p.add_argument("--gpus", type=int, help="with --dry-run: plan for a machine with this many GPUs")
     p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
@@ -197,6 +206,10 @@ def parse_args(argv=None):
     args.mode = modes[0] if modes else "run"
     if args.allow_changed and args.mode != "resume":
         fail("--allow-changed goes with --resume")
+    if args.tensorboard and args.mode not in ("run", "resume"):
+        fail(f"--tensorboard goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
+    if args.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        fail(f"--tensorboard needs the tensorboard package: {sys.executable} -m pip install tensorboard")
     args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
     return args
 
@@ -237,6 +250,9 @@ def write_outputs(out, bench_id, machine):
     plot_memory(summary, out / "memory.png", headings)
     plot_tradeoff(summary, out / "tradeoff.png", headings)
     plot_time(summary, out / "time.png", headings)
+    learned = curves.gather(out, bench_id, runs)
+    if learned:
+        curves.plot(learned, out / "curves.png", headings)
     notes = [tables.settled_note(summary), *notes, tables.diverged_note(summary), tables.busy_note(summary)]
     html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes)
     return summary
@@ -255,7 +271,9 @@ def report(summary, out, machine, baseline_dir):
         print(f"against the saved {where}:" if lines else f"{where} holds no run of the same work")
         for line in lines:
             print("  " + line)
-    plots = "throughput.png, memory.png, tradeoff.png, time.png"
+    plots = "throughput.png, memory.png, tradeoff.png, time.png" + (
+        ", curves.png" if (out / "curves.png").exists() else ""
+    )
     print(f"tables and plots: {out}/summary.csv, summary.md, {plots}; every run: {out}/runs.csv")
     print(f"all of it in one page, with each technique's code beside its numbers: {out}/report.html")
 
@@ -358,6 +376,8 @@ def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=
         signal.signal(signum, lambda *_: stop.set())
     todo = [run for run in runs if run.name not in done]
     print(f"bench {bench_id}: {len(todo)} runs on {info['machine_class']}, logs in {logs}/", flush=True)
+    if args.tensorboard:
+        print(f"the curves, as they come: tensorboard --logdir {logs / 'tensorboard'}", flush=True)
     failed, i, started, measured, paused, ended = 0, 0, time.monotonic(), dict(measured or {}), None, None
     planned = iter(plan.rounds(todo))
     while not stop.is_set():
@@ -382,7 +402,7 @@ def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=
             break
         for run in group:
             i += 1
-            row = None if stop.is_set() else launch(run, logs, works[run.workload]["timeout"], stop)
+            row = None if stop.is_set() else launch(run, logs, works[run.workload]["timeout"], stop, args.tensorboard)
             if row is None:
                 break
             measured[(run.workload, run.variant, run.repeat > 1)] = row["wall_s"]

@@ -13,7 +13,8 @@ Who writes it: `train` (every train*.py), `loader` (loader*.py --bench), `script
 Summary: `median` over the ok runs, `first` (the same in every run), `-` not summarized.
 Flags: `required` (a positive finite number in every ok run; `required=train`: in every ok training
 run), `workload` (part of "the same work" when a bench is compared with a saved baseline), `ratio`
-(the summary adds <stem>_vs_baseline), `only=SCRIPT[+SCRIPT]` (written by those scripts alone).
+(the summary adds <stem>_vs_baseline), `only=SCRIPT[+SCRIPT]` (written by those scripts alone), `json` (in the
+run's metrics file alone, logs/<bench>/<run>.json: not a column of runs.csv).
 
 VERSION counts changes of name or meaning. A file of an older version is read by renaming its
 columns (RENAMED); runs.csv is upgraded in place, its old form kept beside it.
@@ -109,12 +110,17 @@ compile_cache_warm      -     train   -       only=train_compile.py+train_all.py
                                                            warm cost
 checkpoint_segments     -     train   first   only=train_checkpoint.py  stages run under activation checkpointing
 seed                    -     script  -       -          the seed
-argv                    -     script  -       -          the script's command line (runs.csv keeps `command` instead)
+argv                    -     script  -       json       the script's command line (runs.csv keeps `command` instead)
 torch_version           -     script  -       -          torch
 torchvision_version     -     train   -       -          torchvision
 cuda_version            -     train   -       -          the CUDA torch was built with (GPU runs)
 cudnn_version           -     train   -       -          cuDNN (GPU runs)
 dali_version            -     script  -       -          NVIDIA DALI, when loader_dali.py read the data
+loss_curve              -     train   -       json       the training loss: [step, mean of the CURVE_STEPS (10) steps up
+                                                           to it] for each 10 steps, and the last few (process 0's)
+val_curve               -     train   -       json       one point per evaluation (each epoch's end): epoch, step,
+                                                           val_acc, train_s (the training time to it, setup and
+                                                           evaluations left out), wall_s (from the flags parsed)
 nvml_peak_mib           MiB   runner  median  ratio      GPU memory of the run's process tree on the GPUs it sees
                                                            (NVML): the CUDA context, NCCL and DALI included
 nvml_method             -     runner  -       -          process tree, or device rise (NVML sees no processes)
@@ -216,8 +222,9 @@ def parse(table):
 
 FIELDS = parse(TABLE)
 BY_NAME = {f.name: f for f in FIELDS}
-RUN_COLUMNS = [f.name for f in FIELDS if f.source != "summary" and f.name != "argv"]
+RUN_COLUMNS = [f.name for f in FIELDS if f.source != "summary" and "json" not in f.flags]
 SUMMARY_COLUMNS = ["workload", "kind", "variant"] + [f.name for f in FIELDS if f.source == "summary" or f.summary]
+JSON_ONLY = {f.name for f in FIELDS if "json" in f.flags}
 WORKLOAD = [f.name for f in FIELDS if "workload" in f.flags]
 MEDIANS = [f.name for f in FIELDS if f.summary == "median"]
 FIRSTS = [f.name for f in FIELDS if f.summary == "first"]

@@ -83,6 +83,13 @@ def test_metrics_path_that_cannot_be_written(script, tiny_data, tmp_path):
     assert str(metrics) in error and "cannot write metrics" in error
 
 
+def test_tensorboard_folder_that_is_a_file(script, tiny_data, tmp_path):
+    (tmp_path / "tb").write_text("mine")
+    error = fail(script, tiny_data, tmp_path / "m.json", "--tensorboard", tmp_path / "tb")
+    assert f"--tensorboard {tmp_path / 'tb'}: not a folder" in error
+    assert (tmp_path / "tb").read_text() == "mine"
+
+
 def test_unknown_loader(tiny_data, tmp_path):
     metrics = tmp_path / "m.json"
     result, _ = train("train.py", tiny_data, metrics, "--loader", "nosuch")

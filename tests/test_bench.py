@@ -27,9 +27,10 @@ def bench(data, out, *args, timeout=900):
 
 @pytest.fixture(scope="module")
 def tiny_bench(tiny_data, tmp_path_factory):
-    """One small bench: two training variants and one loader benchmark, twice each."""
+    """One small bench: two training variants and one loader benchmark, twice each, with TensorBoard's curves."""
     out = tmp_path_factory.mktemp("bench") / "results"
-    result = bench(tiny_data, out, "--variants", "baseline,dp", "--loaders", "loader", "--repeats", 2)
+    args = ("--variants", "baseline,dp", "--loaders", "loader", "--repeats", 2, "--tensorboard")
+    result = bench(tiny_data, out, *args)
     return result, out
 
 
@@ -54,8 +55,14 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     assert by_variant.loc["dp", "speedup"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
     assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in stats.ANSWERS
     assert by_variant.loc["baseline", "runs_ok"] == 2
-    for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png":
+    for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png", "curves.png":
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    learned = json.loads((out / "curves.json").read_text())["runs"]  # every training run's curves, no loader's
+    assert sorted(learned) == ["baseline-1", "baseline-2", "dp-1", "dp-2"]
+    assert all([step for step, _ in r["loss"]] == [3] and len(r["val"]) == 1 for r in learned.values())
+    bench_id = runs["bench_id"].iloc[0]
+    assert sorted(p.name for p in (out / "logs" / bench_id / "tensorboard").iterdir()) == sorted(learned)
+    assert f"tensorboard --logdir {out / 'logs' / bench_id / 'tensorboard'}" in result.stdout
     text = (out / "summary.md").read_text()
     assert "| baseline |" in text and "- baseline: the reference" in text and "- dp: " in text
     assert by_variant.loc["dp", "verdict"] in text and by_variant.loc["dp", "verdict"] in result.stdout

@@ -1,0 +1,51 @@
+"""bench/sync.py: one edit applied to the base and every variant, or to none when a copy has drifted."""
+
+import shutil
+
+import pytest
+
+from bench import BenchError, sync
+from bench.diffs import TECHNIQUES
+from helpers import ROOT, run
+
+
+@pytest.fixture
+def copies(tmp_path):
+    """The real scripts, copied: the train family and the loaders."""
+    for name in {name for pair in TECHNIQUES.values() for name in pair}:
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_the_families_are_the_base_and_each_variant(copies):
+    assert [p.name for p in sync.family(root=copies)][0] == "train.py"
+    assert len(sync.family(root=copies)) == 1 + sum(base == "train.py" for base, _ in TECHNIQUES.values())
+    assert [p.name for p in sync.family(loaders=True, root=copies)] == ["loader.py", "loader_dali.py"]
+
+
+def test_an_edit_goes_into_every_copy(copies):
+    old = "def one_line(error):\n"
+    new = "def one_line(error):  # shortened\n"
+    changed = sync.apply(old, new, sync.family(root=copies))
+    assert len(changed) == 8
+    for path in changed:
+        assert path.read_text().count(new) == 1 and old not in path.read_text()
+
+
+def test_a_drifted_copy_is_named_and_nothing_is_written(copies):
+    before = {p: p.read_text() for p in sync.family(root=copies)}
+    drifted = copies / "train_amp.py"
+    drifted.write_text(drifted.read_text().replace("def one_line(error):", "def one_line(err):"))
+    before[drifted] = drifted.read_text()
+    with pytest.raises(BenchError, match=r"not found exactly once in: train_amp.py \(0 times\); nothing written"):
+        sync.apply("def one_line(error):", "x", sync.family(root=copies))
+    assert {p: p.read_text() for p in before} == before
+
+
+def test_the_command_line_fails_in_one_line(tmp_path):
+    (tmp_path / "old.txt").write_text("no script holds this line\n")
+    (tmp_path / "new.txt").write_text("x\n")
+    for args in [(tmp_path / "old.txt", tmp_path / "new.txt"), (tmp_path / "none.txt", tmp_path / "new.txt")]:
+        result = run("-m", "bench.sync", *args)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1 and "bench.sync: error:" in result.stderr
+    assert "train.py (0 times)" in run("-m", "bench.sync", tmp_path / "old.txt", tmp_path / "new.txt").stderr
