@@ -6,9 +6,11 @@ Ctrl-C and SIGTERM handlers set it) the run's whole process tree is stopped and 
 """
 
 import ctypes
+import functools
 import json
 import math
 import os
+import resource
 import shlex
 import signal
 import subprocess
@@ -27,6 +29,13 @@ def die_with_parent():
     """In the child, on Linux: get SIGTERM if the bench itself dies, even by SIGKILL."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def start_child(memory_limit_mib=None):
+    """In the child: die with the parent; limit its address space if asked."""
+    die_with_parent()
+    if memory_limit_mib:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_mib << 20, memory_limit_mib << 20))
 
 
 def stop_tree(process, grace=5):
@@ -67,9 +76,11 @@ def check_metrics(metrics, kind):
     return None
 
 
-def launch(run, log_dir, timeout, stop, tensorboard=False):
+def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None):
     """Run `run` to the end or its time limit and return its row for runs.csv; None if `stop` was set.
-    tensorboard: a training run writes its curves to log_dir/tensorboard/<run> too."""
+    tensorboard: a training run writes its curves to log_dir/tensorboard/<run> too. memory_limit_mib: the address
+    space of each of its processes (RLIMIT_AS, inherited by the processes it starts): a CPU's stand-in for a GPU's
+    memory (python -m bench --max-batch)."""
     metrics_path, log_path = log_dir / f"{run.name}.json", log_dir / f"{run.name}.log"
     cmd = [*run.cmd, "--metrics-out", str(metrics_path)]
     if tensorboard and run.kind == "train":
@@ -85,7 +96,8 @@ def launch(run, log_dir, timeout, stop, tensorboard=False):
         raise BenchError(f"cannot write {log_path}: {e.strerror or e}") from None
     with log:
         popen = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
+            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=functools.partial(start_child, memory_limit_mib),
             env={**os.environ, **run.env},
         )  # fmt: skip
         process = psutil.Process(popen.pid)

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import secrets
+import shlex
 import signal
 import sys
 import threading
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import filelock
 
-from bench import BenchError, baseline, check_folder, curves, data, plan, stats, tables, write_whole
+from bench import BenchError, baseline, check_folder, curves, data, maxbatch, plan, stats, tables, write_whole
 from bench import report as html_report
 from bench.launch import launch
 from bench.machine import code_fingerprint, machine_class, machine_info
@@ -52,6 +53,9 @@ OUTPUTS = [
     "time.png",
     "curves.json",
     "curves.png",
+    "max_batch.csv",
+    "max_batch.md",
+    "max_batch.png",
 ]
 
 
@@ -159,6 +163,12 @@ def parse_args(argv=None):
         action="store_true",
         help="the README's result blocks, and every saved baseline's report, from their runs",
     )
+    p.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="the largest batch each training variant trains without running out of memory, and its speed there",
+    )
+    p.add_argument("--memory-limit", type=int, metavar="MIB", help="with --max-batch on a CPU: each probe's memory")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
@@ -199,11 +209,16 @@ def parse_args(argv=None):
     if not args.variants and not args.loaders:
         fail("nothing to run: --variants and --loaders are both empty")
     modes = [("resume", args.resume), ("summarize", args.summarize), ("check", args.check), ("readme", args.readme)]
+    modes += [("max_batch", args.max_batch)]
     modes = [name for name, on in modes if on]
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
         fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
     args.mode = modes[0] if modes else "run"
+    if args.memory_limit is not None and args.mode != "max_batch":
+        fail("--memory-limit goes with --max-batch")
+    if args.memory_limit is not None and args.memory_limit < 1:
+        fail(f"--memory-limit {args.memory_limit}: MiB, 1 or more")
     if args.allow_changed and args.mode != "resume":
         fail("--allow-changed goes with --resume")
     if args.tensorboard and args.mode not in ("run", "resume"):
@@ -518,10 +533,31 @@ def check(args):
     paths.main(args, machine())
 
 
+def max_batch(args):
+    """The largest batch each training variant affords (bench/maxbatch.py): the plan's runs at other batches."""
+    info = machine()
+    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
+    if not gpu_count and not args.memory_limit:
+        fail("--max-batch on a CPU needs --memory-limit MIB: without it a probe would take all of the machine's memory")
+    if gpu_count and args.memory_limit:
+        fail("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the limit")
+    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    logs = args.out / "logs" / bench_id
+    runs, _, _ = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
+    if args.dry_run:
+        train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
+        print(f"max batch: {len(train)} variants, about {maxbatch.estimate_s(train, gpu_count) / 60:.0f} min:")
+        for r in train:
+            print(f"  {r.variant}: {shlex.join(r.cmd)} --batch-size N")
+        return
+    maxbatch.run_mode(args, info, runs, logs)
+
+
 MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
+MODES.update(max_batch=max_batch)
 
 
-LOCKED = {"run", "resume", "summarize", "save_baseline", "check"}  # the modes that read or write --out
+LOCKED = {"run", "resume", "summarize", "save_baseline", "check", "max_batch"}  # the modes that read or write --out
 
 
 def lock(folder):

@@ -148,11 +148,11 @@ def generate(out, train=12, val=4, size=16, seed=0):
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2)  # two CPU processes (gloo)
 
 
-def train(script, data, metrics, *args, timeout=600, env=None, file_limit=None, launcher=()):
+def train(script, data, metrics, *args, timeout=600, env=None, file_limit=None, launcher=(), memory_limit=None):
     """Run a training script on data with the small model (under launcher, e.g. TORCHRUN, if given); return
     (CompletedProcess, metrics or None)."""
     cmd = [*launcher, script, "--data", data, "--model", SMALL_MODEL, "--metrics-out", metrics, "--no-progress"]
     cmd += ["--batch-size", 16, "--workers", 1, *args]  # later flags win
-    result = run(*cmd, timeout=timeout, env=env, file_limit=file_limit)
+    result = run(*cmd, timeout=timeout, env=env, file_limit=file_limit, memory_limit=memory_limit)
     written = json.loads(Path(metrics).read_text()) if Path(metrics).is_file() else None
     return result, written

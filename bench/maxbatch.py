@@ -1,0 +1,266 @@
+"""python -m bench --max-batch: the largest global batch each training variant trains without running out of memory,
+and its speed there. What a technique's memory saving buys is a bigger batch in the same memory.
+
+Each probe is a fresh short run (PROBE_STEPS steps) at one batch: from the plan's batch the batch doubles until a
+probe runs out of memory (or reaches the training set's size), then the last batch that fit and the first that did
+not are bisected until they are within a step of each other (an eighth of the batch that fit, at least one
+process's share). On a GPU the limit is the device's memory; on a CPU it is --memory-limit MIB, an address-space
+limit (RLIMIT_AS) on each process of a probe (torch alone takes about 4 GB of it), so that the mode runs, and
+is tested, on a CPU. Then one run of the plan's steps at the largest batch measures its speed and memory.
+
+Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log is under logs/<bench>/max-batch/.
+--budget bounds the whole mode: a variant not searched when it is spent says so.
+"""
+
+import dataclasses
+import math
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+
+from bench import BenchError, plan, write_whole
+from bench.launch import launch
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's state exists from the first)
+MAX_BATCH = 2**16  # the doubling stops here
+PROBE_S = dict(cpu=15, gpu=25)  # the estimate of a probe, seconds (CPU: measured here, 9-15 s)
+PROBES = 10  # the estimate of the probes of one variant
+MEASURED = ("samples_per_s", "peak_host_mem_mib", "peak_mem_reserved_mib", "nvml_peak_mib")  # of the whole run
+COLUMNS = [
+    "variant",
+    "max_batch",
+    "first_failed_batch",
+    "why_it_stops",
+    "samples_per_s",
+    "batch_vs_baseline",
+    "speed_vs_baseline",
+    "peak_host_mem_mib",
+    "peak_mem_reserved_mib",
+    "nvml_peak_mib",
+    "probes",
+    "search_s",
+    "memory_limit_mib",
+    "error",
+]
+
+
+def out_of_memory(row):
+    return row["status"] == "failed" and "out of memory" in str(row.get("error"))
+
+
+def too_big_for_the_data(row):
+    return row["status"] == "failed" and "is larger than the training set" in str(row.get("error"))
+
+
+def probe_run(run, batch, steps, name):
+    """run at another global batch (and steps): its flags come last, so they win."""
+    cmd = [*run.cmd, "--batch-size", str(batch)] + (["--steps", str(steps), "--warmup-steps", "1"] if steps else [])
+    return dataclasses.replace(run, name=name, cmd=cmd)
+
+
+def search(run, start, limit_mib, logs, timeout, stop, deadline):
+    """(largest batch that fit, first batch that did not or None, why it stops, probes made, error or None).
+    Batches are multiples of the run's processes (DDP splits the global batch)."""
+    step_of = run.processes
+    fits, fails, probes = None, None, 0
+
+    def probe(batch):
+        nonlocal probes
+        probes += 1
+        row = launch(
+            probe_run(run, batch, PROBE_STEPS, f"{run.variant}-batch{batch}"), logs, timeout, stop, False, limit_mib
+        )
+        if row is None:
+            raise KeyboardInterrupt
+        if row["status"] == "ok":
+            return True, None
+        if out_of_memory(row) or too_big_for_the_data(row):
+            return False, row["error"]
+        return None, row["error"]
+
+    batch, why = max(step_of, start - start % step_of), None
+    while True:  # down from the start until one fits, then up by doubling until one does not
+        if time.monotonic() > deadline:
+            return fits, fails, "the budget was spent", probes, None
+        ok, error = probe(batch)
+        if ok is None:
+            return fits, fails, "a probe failed", probes, error
+        if ok:
+            fits = batch
+            if fails is not None:
+                break
+            if batch * 2 > MAX_BATCH:
+                return fits, None, f"{MAX_BATCH:,}, the most tried", probes, None
+            batch *= 2
+        else:
+            fails, why = batch, error
+            if fits is not None:
+                break
+            if batch <= step_of:
+                return None, batch, "even the smallest batch does not fit", probes, error
+            batch = max(step_of, batch // 2 - (batch // 2) % step_of)
+    while fails - fits > max(step_of, fits // 8):  # bisect to within a step
+        if time.monotonic() > deadline:
+            return fits, fails, "the budget was spent", probes, None
+        middle = (fits + fails) // 2
+        middle -= middle % step_of
+        ok, error = probe(middle)
+        if ok is None:
+            return fits, fails, "a probe failed", probes, error
+        if ok:
+            fits = middle
+        else:
+            fails, why = middle, error
+    reason = "the training set's size" if "is larger than the training set" in str(why) else "out of memory"
+    return fits, fails, reason, probes, None
+
+
+def estimate_s(variants, gpu):
+    """The mode's estimate: PROBES probes a variant and one measured run."""
+    return len(variants) * (PROBES + 1) * PROBE_S["gpu" if gpu else "cpu"]
+
+
+def run_mode(args, info, runs, logs):
+    """Search each training run's variant; write and print the table."""
+    logs = logs / "max-batch"
+    logs.mkdir(parents=True, exist_ok=True)
+    train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
+    if not train:
+        raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
+    gpu = bool(info["gpu_count"])
+    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
+    print(
+        f"max batch: {len(train)} variants, about {estimate_s(train, gpu) / 60:.0f} min"
+        + (f" (budget {budget_s / 60:g} min)" if budget_s else "")
+        + (f", {args.memory_limit:,} MiB of address space per process" if args.memory_limit else ", the GPU's memory"),
+        flush=True,
+    )
+    started, stop, rows = time.monotonic(), threading.Event(), []
+    for signum in signal.SIGINT, signal.SIGTERM:  # stop the probe in progress, keep the variants searched
+        signal.signal(signum, lambda *_: stop.set())
+    deadline = started + budget_s if budget_s else math.inf
+    timeout = args.timeout or (900 if gpu else 600)
+    for run in train:
+        start = int(run.cmd[run.cmd.index("--batch-size") + 1])
+        began = time.monotonic()
+        try:
+            fits, fails, why, probes, error = search(run, start, args.memory_limit, logs, timeout, stop, deadline)
+        except KeyboardInterrupt:
+            break
+        row = dict(variant=run.variant, max_batch=fits, first_failed_batch=fails, why_it_stops=why, probes=probes)
+        row.update(memory_limit_mib=args.memory_limit, error=error)
+        while fits is not None and error is None and time.monotonic() < deadline:  # its speed at the largest batch
+            measured = launch(probe_run(run, fits, None, f"{run.variant}-at-{fits}"), logs, timeout, stop, False,
+                              args.memory_limit)  # fmt: skip
+            if measured is None or measured["status"] == "ok":
+                row.update({k: (measured or {}).get(k) for k in MEASURED})
+                break
+            if not out_of_memory(measured):
+                row["error"] = f"the run at batch {fits} failed: {measured['error']}"
+                break
+            # a whole run can need more than a short probe (on a CPU the allocator's address space grows over the
+            # steps): the largest batch is the one a whole run trains, a step down at a time
+            fails, fits = fits, fits - max(run.processes, fits // 8)
+            fits -= fits % run.processes
+            fits = fits if fits >= run.processes else None
+            row.update(max_batch=fits, first_failed_batch=fails, why_it_stops="out of memory in a whole run")
+        row["search_s"] = time.monotonic() - began
+        rows.append(row)
+        if stop.is_set():
+            break
+        print(f"  {line(row)}", flush=True)
+    spent = time.monotonic() - started
+    table = finish(rows, train)
+    write(args.out, table, info, spent)
+    print(f"max batch: {spent / 60:.1f} min; {args.out}/max_batch.md, max_batch.csv, max_batch.png")
+
+
+def finish(rows, train):
+    """The table: a row per variant (those the budget left unsearched too), with ratios to the baseline."""
+    done = {row["variant"] for row in rows}
+    rows += [
+        dict(variant=r.variant, why_it_stops="not searched: the budget was spent")
+        for r in train
+        if r.variant not in done
+    ]
+    table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    base = table[table["variant"] == "baseline"]
+    if not base.empty and pd.notna(base["max_batch"].iloc[0]):
+        table["batch_vs_baseline"] = table["max_batch"] / base["max_batch"].iloc[0]
+        if pd.notna(base["samples_per_s"].iloc[0]):
+            table["speed_vs_baseline"] = table["samples_per_s"] / base["samples_per_s"].iloc[0]
+    return table
+
+
+def line(row):
+    """One sentence for a variant."""
+    if pd.isna(row.get("max_batch")):
+        error = f": {row['error']}" if present(row.get("error")) else ""
+        return f"{row['variant']}: no batch found ({row['why_it_stops']}{error})"
+    text = f"{row['variant']}: batch {row['max_batch']:,.0f} fits"
+    if present(row.get("first_failed_batch")):
+        text += f", {row['first_failed_batch']:,.0f} does not ({row['why_it_stops']})"
+    else:
+        text += f" ({row['why_it_stops']})"
+    if present(row.get("samples_per_s")):
+        text += f"; {row['samples_per_s']:,.1f} samples/s there"
+    if present(row.get("batch_vs_baseline")) and row["variant"] != "baseline":
+        text += f"; {row['batch_vs_baseline']:.2f}x the baseline's batch"
+        if present(row.get("speed_vs_baseline")):
+            text += f" at {row['speed_vs_baseline']:.2f}x its speed"
+    if present(row.get("error")):
+        text += f" ({row['error']})"
+    return text
+
+
+def present(value):
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def write(out, table, info, spent):
+    out = Path(out)
+    write_whole(out / "max_batch.csv", lambda tmp: table.to_csv(tmp, index=False))
+    where = f"{info['gpu_count']}x {info['gpu_name']}" if info["gpu_count"] else f"CPU only: {info['cpu_model']}"
+    limit = table["memory_limit_mib"].dropna()
+    memory = f"{limit.iloc[0]:,.0f} MiB of address space per process" if not limit.empty else "the GPU's memory"
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    lines = [f"### The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)", ""]
+    lines += ["| variant | max batch | first that failed | why it stops | samples/s there | batch vs baseline |"]
+    lines += ["|---|---|---|---|---|---|"]
+    for row in table.to_dict("records"):
+        cells = [fmt(row["max_batch"], "{:,.0f}"), fmt(row["first_failed_batch"], "{:,.0f}"), row["why_it_stops"]]
+        cells += [fmt(row["samples_per_s"], "{:,.1f}"), fmt(row["batch_vs_baseline"], "{:.2f}x")]
+        lines.append(f"| {row['variant']} | " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
+    write_whole(out / "max_batch.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
+    plot(table, out / "max_batch.png", lines[0].removeprefix("### "))
+
+
+def fmt(value, pattern):
+    return pattern.format(value) if present(value) else ""
+
+
+def plot(table, path, title):
+    """max_batch.png: each variant's largest batch, its speed there beside it."""
+    found = table[table["max_batch"].notna()]
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * max(1, len(found)) + 1.6))
+    ax.barh(range(len(found)), found["max_batch"], color="tab:green", alpha=0.8)
+    for i, row in enumerate(found.to_dict("records")):
+        speed = f", {row['samples_per_s']:,.1f} samples/s" if present(row["samples_per_s"]) else ""
+        ax.text(row["max_batch"], i, f" {row['max_batch']:,.0f}{speed}", va="center", fontsize=8)
+    ax.set_yticks(range(len(found)), found["variant"], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("largest global batch that trains")
+    ax.set_title(title, fontsize=8)
+    ax.margins(x=0.35)
+    fig.tight_layout()
+    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)

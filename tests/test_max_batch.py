@@ -1,0 +1,126 @@
+"""python -m bench --max-batch (bench/maxbatch.py): the largest batch each training variant trains in the memory
+there is, found by doubling then bisecting fresh short runs, and its speed there. On a CPU the memory is
+--memory-limit, an address-space limit on each process: the search is tested here for real on one variant, its
+logic on probes made up, and its flags like every other flag."""
+
+import pandas as pd
+import pytest
+
+from bench import maxbatch
+from bench.plan import Run
+from helpers import run, train
+
+LIMIT_MIB = 4500  # torch takes about 4 GB of address space here: batches of a few hundred 32 px images fit
+
+
+def fake_probes(monkeypatch, fits_up_to, other_error=None, train_size=100_000):
+    """launch() made up: a probe fits up to fits_up_to images, runs out of memory above, and fails for
+    other_error at any batch when given. Returns the batches probed."""
+    probed = []
+
+    def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None):
+        batch = int(run.cmd[len(run.cmd) - run.cmd[::-1].index("--batch-size")])  # the last --batch-size wins
+        probed.append(batch)
+        if other_error:
+            return dict(status="failed", error=other_error)
+        if batch > train_size:
+            error = f"train.py: error: --batch-size {batch} is larger than the training set ({train_size} images)"
+            return dict(status="failed", error=error)
+        if batch > fits_up_to:
+            return dict(status="failed", error="train.py: error: out of memory, try a smaller --batch-size: ...")
+        return dict(status="ok", samples_per_s=100.0)
+
+    monkeypatch.setattr(maxbatch, "launch", launch)
+    return probed
+
+
+def search(processes=1, start=64):
+    job = Run("baseline-1", "baseline", "train", 1, processes, ["train.py", "--batch-size", str(start)])
+    return maxbatch.search(job, start, 4500, None, 60, None, float("inf"))
+
+
+def test_doubling_then_bisecting_ends_within_a_step(monkeypatch):
+    probed = fake_probes(monkeypatch, fits_up_to=300)
+    fits, fails, why, probes, error = search()
+    assert (fits, why, error) == (288, "out of memory", None) and fits <= 300 < fails
+    assert fails - fits <= max(1, fits // 8) and probes == len(probed)
+    assert probed[:4] == [64, 128, 256, 512]  # doubling from the plan's batch
+
+
+def test_a_start_that_does_not_fit_halves_first(monkeypatch):
+    probed = fake_probes(monkeypatch, fits_up_to=20)
+    fits, fails, why, _, _ = search()
+    assert probed[:3] == [64, 32, 16] and fits <= 20 < fails and fails - fits <= max(1, fits // 8)
+
+
+def test_ddp_batches_split_evenly_over_its_processes(monkeypatch):
+    probed = fake_probes(monkeypatch, fits_up_to=301)
+    fits, fails, _, _, _ = search(processes=2)
+    assert all(batch % 2 == 0 for batch in probed) and fits <= 301 < fails
+
+
+def test_the_training_set_caps_the_batch(monkeypatch):
+    fake_probes(monkeypatch, fits_up_to=10**9, train_size=1000)
+    fits, fails, why, _, _ = search()
+    assert why == "the training set's size" and fits <= 1000 < fails
+
+
+@pytest.mark.parametrize("fits_up_to,why", [(0, "even the smallest batch does not fit")])
+def test_nothing_fits(monkeypatch, fits_up_to, why):
+    fake_probes(monkeypatch, fits_up_to=fits_up_to)
+    assert search()[:3] == (None, 1, why)
+
+
+def test_another_failure_stops_the_search_and_is_said(monkeypatch):
+    fake_probes(monkeypatch, fits_up_to=300, other_error="train.py: error: model x cannot take 32 px images")
+    fits, _, why, probes, error = search()
+    assert (fits, why, probes) == (None, "a probe failed", 1) and "cannot take 32 px" in error
+
+
+@pytest.mark.slow
+def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_path):
+    """On a CPU, for real: under the limit, the batch found trains and the first that failed runs out of memory."""
+    out = tmp_path / "results"
+    args = ("--variants", "baseline", "--loaders", "none", "--workers", 0, "--steps", 6, "--warmup-steps", 1)
+    result = run("-m", "bench", "--max-batch", "--memory-limit", LIMIT_MIB, "--data", small_data, "--out", out, *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    table = pd.read_csv(out / "max_batch.csv").set_index("variant")
+    found, failed = int(table.loc["baseline", "max_batch"]), int(table.loc["baseline", "first_failed_batch"])
+    assert 64 < found < 1000 and failed - found <= max(1, found // 8)  # small_data: 1000 training images
+    assert table.loc["baseline", "samples_per_s"] > 0 and table.loc["baseline", "probes"] >= 3
+    assert (out / "max_batch.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| baseline | " in (out / "max_batch.md").read_text() and "max batch:" in result.stdout
+    steps = ("--steps", maxbatch.PROBE_STEPS, "--warmup-steps", 1, "--workers", 0, "--eval-samples", 20)
+    whole = table.loc["baseline", "why_it_stops"] == "out of memory in a whole run"
+    steps = ("--steps", 6, "--warmup-steps", 1, "--workers", 0, "--eval-samples", 20) if whole else steps
+    for batch, fits in (found, True), (failed, False):
+        probe, _ = train("train.py", small_data, tmp_path / f"{batch}.json", *steps, "--batch-size", batch,
+                         memory_limit=LIMIT_MIB << 20)  # fmt: skip
+        assert (probe.returncode == 0) == fits, (batch, probe.stderr)
+        assert fits or "out of memory" in probe.stderr
+
+
+@pytest.mark.parametrize(
+    "flags,words",
+    [
+        (["--max-batch"], "--max-batch on a CPU needs --memory-limit MIB"),
+        (["--memory-limit", "4000"], "--memory-limit goes with --max-batch"),
+        (["--max-batch", "--memory-limit", "0"], "--memory-limit 0: MiB, 1 or more"),
+        (["--max-batch", "--memory-limit", "lots"], "invalid int value: 'lots'"),
+        (["--max-batch", "--summarize"], "are two modes: give one"),
+        (["--max-batch", "--tensorboard", "--memory-limit", "4000"], "--tensorboard goes with a bench or --resume"),
+        (["--max-batch", "--variants", "synthetic", "--memory-limit", "4000"], "--max-batch searches training"),
+    ],
+)
+def test_bad_flags_are_one_line(flags, words, tiny_data, tmp_path):
+    result = run("-m", "bench", "--data", tiny_data, "--out", tmp_path / "out", "--loaders", "none", *flags)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+    assert not (tmp_path / "out" / "max_batch.csv").exists()
+
+
+def test_a_gpu_plan_shows_the_mode_and_its_time(tiny_data):
+    flags = ("--data", tiny_data, "--loaders", "none", "--batch-size", 16)
+    result = run("-m", "bench", "--max-batch", "--dry-run", "--gpus", 1, *flags)
+    assert result.returncode == 0, result.stderr
+    assert "max batch: 9 variants, about " in result.stdout and " min:" in result.stdout
+    assert "  baseline: " in result.stdout and "train.py --data" in result.stdout and "--batch-size N" in result.stdout
