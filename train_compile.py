@@ -71,6 +71,9 @@ parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into
 parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
 parser.add_argument("--metrics-out", default=None, help="write the run's metrics here as JSON")
 parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+parser.add_argument(
+    "--target-accuracy", type=float, default=None, help="stop at the first evaluation this accurate (0 to 1)"
+)
 parser.add_argument("--tensorboard", default=None, help="also write the curves and the speed to this folder")
 # new # how hard Inductor works: default, reduce-overhead (CUDA graphs), max-autotune (tries kernels)
 parser.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead", "max-autotune"])
@@ -208,6 +211,8 @@ def check_numbers(args):
         die(f"--seed {args.seed}: must be below 2**31")
     if not (math.isfinite(args.lr) and args.lr > 0):
         die(f"--lr {args.lr}: the learning rate must be a finite number above 0")
+    if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
+        die(f"--target-accuracy {args.target_accuracy}: a share of the validation images, above 0 and at most 1")
 
 
 def check_writable(path, what="metrics"):
@@ -485,6 +490,12 @@ def main():
         window.resume()
         if is_main:
             progress.write(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.3f}, val acc {val_acc:.3f}")
+        target = args.target_accuracy
+        if target is not None and val_acc >= target and step < total_steps and window.opened is not None:
+            seconds, step_ms, starved_s = window.close()  # reached: training ends here (python -m bench --to-accuracy)
+            if is_main:
+                progress.write(f"val acc {val_acc:.3f} reached --target-accuracy {target}: stopped after {step} steps")
+            break
     progress.close()
 
     # -----------------------------------------------------------------------------

@@ -37,6 +37,9 @@ WORKLOADS = {
     "small": dict(train=5000, val=1000, size=32, photo=False),  # CIFAR-10's sizes
     "imagenet": dict(train=2000, val=200, size=400, photo=True),  # ImageNet-like photos, 20,000 + 2,000
 }
+# python -m bench --to-accuracy: classes that overlap (see draw), so accuracy climbs over epochs as CIFAR-10's does
+# (a small CNN on a CPU: about 0.5, 0.6, 0.7, 0.85, 0.9 after epochs 1 to 5); not a speed workload
+HARD = dict(train=300, val=100, size=32, photo=False, difficulty=0.8)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -56,14 +59,23 @@ def wave(rng, pattern, y, x, cycles):
     return np.cos(freq * x + phase) + np.cos(freq * y + phase) - 1  # dots: a grid of blobs
 
 
-def draw(rng, pattern, colour, size):
-    """A small image of a class (size x size) as an HxWx3 uint8 array."""
+def draw(rng, pattern, colour, size, difficulty=0.0):
+    """A small image of a class (size x size) as an HxWx3 uint8 array. difficulty (0 to 1) lays another class's
+    pattern and colour over it, fainter than its own, and adds noise: the classes overlap, so accuracy climbs over
+    epochs rather than in one (0: the images of the speed workloads, the same bytes as before it existed)."""
     y, x = np.mgrid[0:size, 0:size] / size - 0.5
     w = wave(rng, pattern, y, x, rng.uniform(2.5, 4.5))
     contrast, brightness = rng.uniform(0.25, 0.45), rng.uniform(0.35, 0.65)
     tint = np.array(COLOURS[colour]) * rng.uniform(0.8, 1.2, size=3)
+    noise = 0.12
+    if difficulty:
+        other = CLASSES[rng.integers(len(CLASSES))].split("_")
+        w = w + difficulty * rng.uniform(0.5, 1.0) * wave(rng, other[1], y, x, rng.uniform(2.5, 4.5))
+        blend = difficulty * rng.uniform(0, 0.6)
+        tint = (1 - blend) * tint + blend * np.array(COLOURS[other[2]]) * rng.uniform(0.8, 1.2, size=3)
+        noise += 0.25 * difficulty
     image = brightness + contrast * w[..., None] * tint
-    image = image + rng.normal(0, 0.12, size=image.shape)
+    image = image + rng.normal(0, noise, size=image.shape)
     return (np.clip(image, 0, 1) * 255).round().astype(np.uint8)
 
 
@@ -106,23 +118,25 @@ def draw_photo(rng, pattern, colour, size):
 
 
 def write_one(job):
-    path, seed, split_id, k, i, size, photo = job
+    path, seed, split_id, k, i, size, photo, difficulty = job
     rng = np.random.default_rng([seed, split_id, k, i])
     name = CLASSES[k]
     colour, pattern = name.split("_")[2], name.split("_")[1]
-    pixels = (draw_photo if photo else draw)(rng, pattern, colour, size)
+    pixels = draw_photo(rng, pattern, colour, size) if photo else draw(rng, pattern, colour, size, difficulty)
     Image.fromarray(pixels).save(path, quality=90)
 
 
 GENERATOR = 2  # counts changes of what the same parameters draw: a folder from another one is made again
 
 
-def parameters(train, val, size, photo, seed):
-    return dict(generator="bench.data", version=GENERATOR, seed=seed, size=size, photo=photo, classes=CLASSES,
+def parameters(train, val, size, photo, seed, difficulty=0.0):
+    """What generated.json records; difficulty only when it is not 0, so the folders made before it stay valid."""
+    made = dict(generator="bench.data", version=GENERATOR, seed=seed, size=size, photo=photo, classes=CLASSES,
                 train_per_class=train, val_per_class=val)  # fmt: skip
+    return {**made, "difficulty": difficulty} if difficulty else made
 
 
-def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo=False, processes=None):
+def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo=False, processes=None, difficulty=0.0):
     """Write out/train/<class>/*.jpg and out/val/<class>/*.jpg; nothing half-written on failure. A folder
     already at out is replaced only if it was generated (or is empty): never a folder of one's own."""
     if os.path.exists(out) and not os.path.isdir(out):
@@ -138,7 +152,8 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
                 folder = os.path.join(tmp, split, name)
                 os.makedirs(folder)
                 jobs += [
-                    (os.path.join(folder, f"{i:05d}.jpg"), seed, split_id, k, i, size, photo) for i in range(count)
+                    (os.path.join(folder, f"{i:05d}.jpg"), seed, split_id, k, i, size, photo, difficulty)
+                    for i in range(count)
                 ]
         # spawned, not forked: a process that has started threads (torch's, a sampler's, a browser driver's) can
         # leave a lock held in a forked child, which then waits for ever; progress on stderr: minutes for imagenet
@@ -147,7 +162,7 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
             for _ in tqdm(done, total=len(jobs), desc=f"generating {os.path.basename(out)}", unit="img", mininterval=2):
                 pass
         with open(os.path.join(tmp, "generated.json"), "w") as f:
-            json.dump(parameters(train_per_class, val_per_class, size, photo, seed), f, indent=1)
+            json.dump(parameters(train_per_class, val_per_class, size, photo, seed, difficulty), f, indent=1)
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     except OSError as e:  # a full disk, a folder that cannot be made: nothing is left half-written
@@ -183,8 +198,9 @@ def ensure(workload, seed=0, spec=None):
                 return out
     except (OSError, ValueError):
         pass
-    print(f"generating the {workload} workload in {out} (python -m bench.data --workload {workload})", flush=True)
-    generate(out, spec["train"], spec["val"], spec["size"], seed, spec["photo"])
+    hint = f" (python -m bench.data --workload {workload})" if workload in WORKLOADS else ""
+    print(f"generating the {workload} workload in {out}{hint}", flush=True)
+    generate(out, spec["train"], spec["val"], spec["size"], seed, spec["photo"], difficulty=spec.get("difficulty", 0.0))
     return out
 
 
@@ -209,6 +225,7 @@ def write(argv):
     )
     parser.add_argument("--photo", action="store_true", help="photo-like images of varied size (ImageNet-like)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--difficulty", type=float, default=0.0, help="0 to 1: classes that overlap (not photos)")
     parser.add_argument("--processes", type=int, default=None, help="default: every core")
     args = parser.parse_args(argv)
     if args.workload and args.out is None:
@@ -228,7 +245,9 @@ def write(argv):
         value = getattr(args, name)
         if value is not None and not least <= value <= most:
             raise BenchError(f"--{name} {value}: must be from {least} to {most}")
-    generate(args.out, args.train, args.val, args.size, args.seed, args.photo, args.processes)
+    if not 0 <= args.difficulty <= 1 or (args.difficulty and args.photo):
+        raise BenchError(f"--difficulty {args.difficulty}: from 0 to 1, and only for images that are not --photo")
+    generate(args.out, args.train, args.val, args.size, args.seed, args.photo, args.processes, args.difficulty)
     total = len(CLASSES) * (args.train + args.val)
     kind = "photo-like images around" if args.photo else "images of"
     print(f"wrote {total} {kind} {args.size} px ({len(CLASSES)} classes) to {args.out}/")

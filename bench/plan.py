@@ -240,8 +240,9 @@ def folder(args, workload, generate=True):
 def describe(path, workload):
     """What loader.py finds in the data folder (checked here once, not in every run): image_size, classes, ...
     A generated workload not made yet is described from its parameters."""
-    if not Path(path).exists() and workload in data.WORKLOADS:
-        size = data.WORKLOADS[workload]["size"]
+    spec = data.HARD if workload == "hard" else data.WORKLOADS.get(workload)
+    if not Path(path).exists() and spec is not None:
+        size = spec["size"]
         return dict(image_size=size if size <= 64 else 224, classes=data.CLASSES, dataset="generated")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "info.json"
@@ -319,7 +320,8 @@ def training_run(
     cmd = [sys.executable, *parts]
     if "--data" not in cmd:
         cmd += ["--data", path]
-    cmd += ["--model", chosen["model"], "--batch-size", chosen["batch_size"], "--steps", chosen["steps"]]
+    cmd += ["--model", chosen["model"], "--batch-size", chosen["batch_size"]]
+    cmd += ["--steps", chosen["steps"]] if chosen["steps"] is not None else []  # None: the script's --epochs
     cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
     cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress", "--no-data-check"]  # checked once
     run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import filelock
 
-from bench import BenchError, baseline, check_folder, curves, data, maxbatch, plan, stats, tables, write_whole
+from bench import BenchError, accuracy, baseline, check_folder, curves, data, maxbatch, plan, stats, tables, write_whole
 from bench import report as html_report
 from bench.launch import launch
 from bench.machine import code_fingerprint, machine_class, machine_info
@@ -56,6 +56,9 @@ OUTPUTS = [
     "max_batch.csv",
     "max_batch.md",
     "max_batch.png",
+    "accuracy.csv",
+    "accuracy.md",
+    "accuracy_curves.png",
 ]
 
 
@@ -169,6 +172,13 @@ def parse_args(argv=None):
         help="the largest batch each training variant trains without running out of memory, and its speed there",
     )
     p.add_argument("--memory-limit", type=int, metavar="MIB", help="with --max-batch on a CPU: each probe's memory")
+    p.add_argument(
+        "--to-accuracy",
+        type=float,
+        metavar="ACC",
+        help="time to a validation accuracy (0 to 1): every training variant on the hard data until it gets there",
+    )
+    p.add_argument("--max-epochs", type=int, help="with --to-accuracy: the epochs before a variant gives up (CPU 8)")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
@@ -209,12 +219,18 @@ def parse_args(argv=None):
     if not args.variants and not args.loaders:
         fail("nothing to run: --variants and --loaders are both empty")
     modes = [("resume", args.resume), ("summarize", args.summarize), ("check", args.check), ("readme", args.readme)]
-    modes += [("max_batch", args.max_batch)]
+    modes += [("max_batch", args.max_batch), ("to_accuracy", args.to_accuracy is not None)]
     modes = [name for name, on in modes if on]
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
         fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
     args.mode = modes[0] if modes else "run"
+    if args.to_accuracy is not None and not 0 < args.to_accuracy <= 1:
+        fail(f"--to-accuracy {args.to_accuracy:g}: a share of the validation images, above 0 and at most 1")
+    if args.max_epochs is not None and args.mode != "to_accuracy":
+        fail("--max-epochs goes with --to-accuracy")
+    if args.max_epochs is not None and args.max_epochs < 1:
+        fail(f"--max-epochs {args.max_epochs}: 1 or more")
     if args.memory_limit is not None and args.mode != "max_batch":
         fail("--memory-limit goes with --max-batch")
     if args.memory_limit is not None and args.memory_limit < 1:
@@ -553,11 +569,37 @@ def max_batch(args):
     maxbatch.run_mode(args, info, runs, logs)
 
 
+def to_accuracy(args):
+    """Time to a validation accuracy for each training variant (bench/accuracy.py)."""
+    info = machine()
+    if args.gpus is not None:
+        info = {**info, "gpu_count": args.gpus}
+    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    logs = args.out / "logs" / bench_id
+    if args.dry_run:
+        runs, epochs = accuracy.runs_of(args, info, info["gpu_count"], logs, generate=False)
+        estimate = accuracy.estimate_s(runs, epochs, info["gpu_count"])
+        print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
+              f" {estimate / 60:.0f} min:")  # fmt: skip
+        for r in runs:
+            print(f"  {r.variant}: {shlex.join(r.cmd)}")
+        return
+    accuracy.run_mode(args, info, logs)
+
+
 MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
-MODES.update(max_batch=max_batch)
+MODES.update(max_batch=max_batch, to_accuracy=to_accuracy)
 
 
-LOCKED = {"run", "resume", "summarize", "save_baseline", "check", "max_batch"}  # the modes that read or write --out
+LOCKED = {
+    "run",
+    "resume",
+    "summarize",
+    "save_baseline",
+    "check",
+    "max_batch",
+    "to_accuracy",
+}  # the modes that read or write --out
 
 
 def lock(folder):

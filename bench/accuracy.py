@@ -1,0 +1,171 @@
+"""python -m bench --to-accuracy ACC: does a technique still learn, and sooner? Time to a target accuracy, the way
+MLPerf Training and DAWNBench report training: every training variant, with the same seed and schedule (planned for
+--max-epochs), trains until its validation accuracy (every image, at each epoch's end) reaches ACC, or the epochs
+run out. The scripts stop themselves (--target-accuracy); the times come from each run's val_curve.
+
+The data is the generated hard workload (data/hard, bench/data.py: classes that overlap, so accuracy climbs over
+epochs) unless --data names a folder. Writes accuracy.csv, accuracy.md and accuracy_curves.png to --out; each run's
+log and metrics are under logs/<bench>/to-accuracy/. --budget bounds the mode: variants not reached say so.
+"""
+
+import json
+import math
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from bench import BenchError, curves, data, plan, write_whole
+from bench.launch import launch
+
+DEFAULTS = dict(  # a small model on a CPU (about a minute an epoch on 2 cores), resnet18 on a GPU
+    cpu=dict(model="examples/smallnet.py:build", batch_size=64, max_epochs=8, warmup_steps=5),
+    gpu=dict(model="resnet18", batch_size=256, max_epochs=30, warmup_steps=20),
+)
+EPOCH_S = dict(cpu=60, gpu=5)  # the estimate of an epoch, seconds (CPU: measured with the small CNN, 40-60 s)
+COLUMNS = [
+    "variant",
+    "reached",
+    "epochs",
+    "train_s",
+    "wall_s",
+    "speedup",
+    "final_val_acc",
+    "best_val_acc",
+    "samples_per_s",
+    "target",
+    "max_epochs",
+    "error",
+]
+
+
+def runs_of(args, info, gpu_count, logs, generate=True):
+    """One run per training variant (the ceilings left out), at the mode's model, batch and epochs."""
+    kind = "gpu" if gpu_count else "cpu"
+    chosen = dict(DEFAULTS[kind])
+    chosen.update({k: getattr(args, k) for k in ("model", "batch_size", "warmup_steps") if getattr(args, k)})
+    epochs = args.max_epochs or chosen["max_epochs"]
+    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
+    if generate and not args.data:
+        data.ensure("hard", args.seed, data.HARD)
+    described = plan.describe(path, "custom" if args.data else "hard")
+    chosen.update(steps=None, eval_samples="all", seed=args.seed)
+    nproc = args.nproc or gpu_count or 2
+    variants = [v for v in plan.ordered(args.variants, gpu_count) if "synthetic" not in v]
+    if not variants:
+        raise BenchError("--to-accuracy trains training variants: --variants names none (the ceilings are left out)")
+    runs = []
+    for variant in variants:
+        run = plan.training_run(variant, 1, path, described, chosen, gpu_count, nproc, args.workers,
+                                info["cpu_cores"], "hard", cache=logs)  # fmt: skip
+        run.cmd += ["--epochs", str(epochs), "--target-accuracy", str(args.to_accuracy)]
+        runs.append(run)
+    return runs, epochs
+
+
+def estimate_s(runs, epochs, gpu):
+    return len(runs) * epochs * EPOCH_S["gpu" if gpu else "cpu"]
+
+
+def time_to_target(metrics, target):
+    """(reached, epochs, train_s, wall_s, final accuracy, best accuracy) from a run's val_curve."""
+    points = metrics.get("val_curve") or []
+    best = max((p["val_acc"] for p in points), default=None)
+    final = points[-1]["val_acc"] if points else None
+    for point in points:
+        if point["val_acc"] >= target:
+            return True, point["epoch"], point["train_s"], point["wall_s"], final, best
+    return False, len(points), None, None, final, best
+
+
+def run_mode(args, info, logs):
+    gpu_count = info["gpu_count"]
+    logs = logs / "to-accuracy"
+    logs.mkdir(parents=True, exist_ok=True)
+    runs, epochs = runs_of(args, info, gpu_count, logs.parent)
+    gpu = bool(gpu_count)
+    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
+    budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
+    print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
+          f" {estimate_s(runs, epochs, gpu) / 60:.0f} min{budget}", flush=True)  # fmt: skip
+    stop, started, rows, found = threading.Event(), time.monotonic(), [], {}
+    for signum in signal.SIGINT, signal.SIGTERM:  # stop the run in progress, keep the variants done
+        signal.signal(signum, lambda *_: stop.set())
+    timeout = args.timeout or 3600 * 6
+    for run in runs:
+        if budget_s and time.monotonic() - started > budget_s:
+            rows.append(dict(variant=run.variant, error="not run: the budget was spent"))
+            continue
+        row = launch(run, logs, timeout, stop)
+        if row is None:
+            break
+        result = dict(variant=run.variant, target=args.to_accuracy, max_epochs=epochs, error=row.get("error"))
+        if row["status"] == "ok":
+            metrics = json.loads((logs / f"{run.name}.json").read_text())
+            reached, done, train_s, wall_s, final, best = time_to_target(metrics, args.to_accuracy)
+            result.update(reached=reached, epochs=done, train_s=train_s, wall_s=wall_s, final_val_acc=final)
+            result.update(best_val_acc=best, samples_per_s=metrics.get("samples_per_s"))
+            found[run.name] = dict(variant=run.variant, workload="hard", repeat=1, loss=metrics.get("loss_curve") or [],
+                                   val=metrics.get("val_curve") or [])  # fmt: skip
+        rows.append(result)
+        print(f"  {line(result)}", flush=True)
+    spent = time.monotonic() - started
+    table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    base = table[(table["variant"] == "baseline") & (table["reached"] == True)]  # noqa: E712 (NaN where not run)
+    if not base.empty:
+        table["speedup"] = base["train_s"].iloc[0] / table["train_s"]
+    write(args.out, table, info, spent, args.to_accuracy, found)
+    print(f"to accuracy: {spent / 60:.1f} min; {args.out}/accuracy.md, accuracy.csv, accuracy_curves.png")
+
+
+def present(value):
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def line(row):
+    if str(row.get("error")).startswith("not run"):
+        return f"{row['variant']}: {row['error']}"
+    if not present(row.get("reached")):
+        return f"{row['variant']}: failed: {row.get('error')}"
+    if row["reached"]:
+        text = f"{row['variant']}: reached {row['target']:g} in {row['epochs']} epochs, {row['train_s']:.1f} s training"
+        text += f" ({row['wall_s']:.1f} s with evaluation and start-up)"
+        if present(row.get("speedup")) and row["variant"] != "baseline":
+            text += f", {row['speedup']:.2f}x the baseline's speed to it"
+        return text
+    best = f"{row['best_val_acc']:.3f}" if present(row.get("best_val_acc")) else "none"
+    return f"{row['variant']}: did NOT reach {row['target']:g} in {row['max_epochs']} epochs (best {best})"
+
+
+def write(out, table, info, spent, target, found):
+    out = Path(out)
+    write_whole(out / "accuracy.csv", lambda tmp: table.to_csv(tmp, index=False))
+    where = f"{info['gpu_count']}x {info['gpu_name']}" if info["gpu_count"] else f"CPU only: {info['cpu_model']}"
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    title = f"Time to {target:g} validation accuracy: {where} ({when}, {spent / 60:.1f} min)"
+    lines = [
+        f"### {title}",
+        "",
+        "| variant | reached | epochs | training s | wall s | speed-up | final acc | best acc |",
+    ]
+    lines += ["|---|---|---|---|---|---|---|---|"]
+    for row in table.to_dict("records"):
+        reached = {True: "yes", False: "**no**"}.get(row["reached"], "failed")
+        cells = [reached, fmt(row["epochs"], "{:.0f}"), fmt(row["train_s"], "{:.1f}"), fmt(row["wall_s"], "{:.1f}")]
+        cells += [
+            fmt(row["speedup"], "{:.2f}x"),
+            fmt(row["final_val_acc"], "{:.3f}"),
+            fmt(row["best_val_acc"], "{:.3f}"),
+        ]
+        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
+    lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
+    write_whole(out / "accuracy.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
+    if found:
+        curves.plot(found, out / "accuracy_curves.png", {"hard": title})
+
+
+def fmt(value, pattern):
+    return pattern.format(value) if present(value) else ""
