@@ -119,7 +119,7 @@ class FakeLaunch:
     def monotonic(self):
         return self.clock
 
-    def __call__(self, run, logs, timeout, stop):
+    def __call__(self, run, logs, timeout, stop, tensorboard=False):
         self.launched.append(run.name)
         self.clock += self.wall_s
         sign = 1 if run.variant == "baseline" else -1
@@ -141,7 +141,7 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     monkeypatch.setattr(plan, "round_runs", round_runs)
     variants = list(effects)
     runs = [run for r in range(1, stats.MIN_ROUNDS + 1) for run in round_runs(r, None, variants, [], None)]
-    args = types.SimpleNamespace(out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline")
+    args = types.SimpleNamespace(out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False)
     logs = tmp_path / "logs" / "b1"
     logs.mkdir(parents=True)
     works = dict(small=dict(timeout=60))
