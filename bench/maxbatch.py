@@ -52,6 +52,11 @@ COLUMNS = [
 ]
 
 
+def step(batch, processes=1):
+    """The search's resolution near batch: an eighth of it, at least one batch per process."""
+    return max(processes, batch // 8)
+
+
 def out_of_memory(row):
     return row["status"] == "failed" and "out of memory" in str(row.get("error"))
 
@@ -107,7 +112,7 @@ def search(run, start, limit_mib, logs, timeout, stop, deadline):
             if batch <= step_of:
                 return None, batch, "even the smallest batch does not fit", probes, error
             batch = max(step_of, batch // 2 - (batch // 2) % step_of)
-    while fails - fits > max(step_of, fits // 8):  # bisect to within a step
+    while fails - fits > step(fits, step_of):  # bisect to within a step
         if time.monotonic() > deadline:
             return fits, fails, "the budget was spent", probes, None
         middle = (fits + fails) // 2
@@ -168,7 +173,7 @@ def run_mode(args, info, runs, logs):
                 break
             # a whole run can need more than a short probe (on a CPU the allocator's address space grows over the
             # steps): the largest batch is the one a whole run trains, a step down at a time
-            fails, fits = fits, fits - max(run.processes, fits // 8)
+            fails, fits = fits, fits - step(fits, run.processes)
             fits -= fits % run.processes
             fits = fits if fits >= run.processes else None
             row.update(max_batch=fits, first_failed_batch=fails, why_it_stops="out of memory in a whole run")

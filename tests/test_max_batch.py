@@ -45,14 +45,14 @@ def test_doubling_then_bisecting_ends_within_a_step(monkeypatch):
     probed = fake_probes(monkeypatch, fits_up_to=300)
     fits, fails, why, probes, error = search()
     assert (fits, why, error) == (288, "out of memory", None) and fits <= 300 < fails
-    assert fails - fits <= max(1, fits // 8) and probes == len(probed)
+    assert fails - fits <= maxbatch.step(fits) and probes == len(probed)
     assert probed[:4] == [64, 128, 256, 512]  # doubling from the plan's batch
 
 
 def test_a_start_that_does_not_fit_halves_first(monkeypatch):
     probed = fake_probes(monkeypatch, fits_up_to=20)
     fits, fails, why, _, _ = search()
-    assert probed[:3] == [64, 32, 16] and fits <= 20 < fails and fails - fits <= max(1, fits // 8)
+    assert probed[:3] == [64, 32, 16] and fits <= 20 < fails and fails - fits <= maxbatch.step(fits)
 
 
 def test_ddp_batches_split_evenly_over_its_processes(monkeypatch):
@@ -88,7 +88,7 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_p
     assert result.returncode == 0, result.stdout + result.stderr
     table = pd.read_csv(out / "max_batch.csv").set_index("variant")
     found, failed = int(table.loc["baseline", "max_batch"]), int(table.loc["baseline", "first_failed_batch"])
-    assert 64 < found < 1000 and failed - found <= max(1, found // 8)  # small_data: 1000 training images
+    assert 64 < found < 1000 and failed - found <= maxbatch.step(failed)  # small_data: 1000 training images
     assert table.loc["baseline", "samples_per_s"] > 0 and table.loc["baseline", "probes"] >= 3
     assert (out / "max_batch.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| baseline | " in (out / "max_batch.md").read_text() and "max batch:" in result.stdout
