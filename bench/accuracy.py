@@ -9,7 +9,6 @@ log and metrics are under logs/<bench>/to-accuracy/. --budget bounds the mode: v
 """
 
 import json
-import math
 import signal
 import threading
 import time
@@ -20,6 +19,7 @@ import pandas as pd
 
 from bench import BenchError, curves, data, plan, write_whole
 from bench.launch import launch
+from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 DEFAULTS = dict(  # a small model on a CPU (about a minute an epoch on 2 cores), resnet18 on a GPU
     cpu=dict(model="examples/smallnet.py:build", batch_size=64, max_epochs=8, warmup_steps=5),
@@ -121,10 +121,6 @@ def run_mode(args, info, logs):
     print(f"to accuracy: {spent / 60:.1f} min; {args.out}/accuracy.md, accuracy.csv, accuracy_curves.png")
 
 
-def present(value):
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
 def line(row):
     if str(row.get("error")).startswith("not run"):
         return f"{row['variant']}: {row['error']}"
@@ -165,7 +161,3 @@ def write(out, table, info, spent, target, found):
     write_whole(out / "accuracy.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
     if found:
         curves.plot(found, out / "accuracy_curves.png", {"hard": title})
-
-
-def fmt(value, pattern):
-    return pattern.format(value) if present(value) else ""
