@@ -16,7 +16,7 @@ from bench import BenchError, baseline, runner, stats, tables
 from bench.launch import launch
 from bench.memory import Sampler
 from bench.plan import Run
-from helpers import PY, ROOT, assert_no_orphans, run
+from helpers import PY, ROOT, assert_no_orphans, fast_first, run
 
 TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
 
@@ -132,15 +132,17 @@ def fake_run(tmp_path, code, kind="train"):
 
 @pytest.mark.parametrize(
     "code,error",
-    [
-        ("print('train.py: error: something named'); sys.exit(2)", "train.py: error: something named"),
-        ("raise RuntimeError('boom')", "RuntimeError: boom"),
-        ("time.sleep(60)", "timed out after 3 s"),
-        ("open(path, 'w').write('{not json')", "no readable metrics"),
-        ("json.dump({'samples_per_s': float('nan')}, open(path, 'w'))", "samples_per_s"),
-        ("json.dump({'samples_per_s': 5, 'steps_timed': 2}, open(path, 'w'))", "compute_samples_per_s"),
-        ("pass", "no readable metrics"),
-    ],
+    fast_first(
+        [
+            ("print('train.py: error: something named'); sys.exit(2)", "train.py: error: something named"),
+            ("raise RuntimeError('boom')", "RuntimeError: boom"),
+            ("time.sleep(60)", "timed out after 3 s"),
+            ("open(path, 'w').write('{not json')", "no readable metrics"),
+            ("json.dump({'samples_per_s': float('nan')}, open(path, 'w'))", "samples_per_s"),
+            ("json.dump({'samples_per_s': 5, 'steps_timed': 2}, open(path, 'w'))", "compute_samples_per_s"),
+            ("pass", "no readable metrics"),
+        ]
+    ),
 )
 def test_a_bad_run_becomes_a_failed_row(tmp_path, code, error):
     row = launch(fake_run(tmp_path, code), tmp_path, timeout=3, stop=threading.Event())
@@ -154,6 +156,7 @@ def test_a_good_run_becomes_a_row_with_its_metrics(tmp_path):
     assert row["wall_s"] > 0 and row["runner_cpu_s"] >= 0 and row["memory_samples"] >= 1
 
 
+@pytest.mark.slow
 def test_concurrent_writers_do_not_tear_rows(tmp_path):
     path = tmp_path / "runs.csv"
     code = (
@@ -237,6 +240,7 @@ os.wait()
 """
 
 
+@pytest.mark.slow
 def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
     """A forked worker that writes to what it shares: the tree's PSS doubles while its RSS does not move."""
     job = subprocess.Popen([PY, "-c", COPY_ON_WRITE])
@@ -247,6 +251,7 @@ def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
     assert peak > 380, f"peak PSS {peak:.0f} MiB: the child's 200 MiB of copied pages were missed"
 
 
+@pytest.mark.slow
 def test_the_runner_does_not_import_torch():
     """Its libraries would be shared with every run, which would then be charged only half of them (PSS)."""
     probe = "import sys; from bench import runner, machine; machine.machine_info(); print('torch' in sys.modules)"
@@ -271,33 +276,35 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
 
 @pytest.mark.parametrize(
     "args,words",
-    [
-        (["--variants", "nosuch"], "unknown variant 'nosuch'"),
-        (["--variants", "all:no-foo"], "variant 'all:no-foo': unknown switch 'no-foo'"),
-        (["--variants", "all:no-amp:no-amp"], "variant 'all:no-amp:no-amp': each switch once"),
-        (["--variants", "all:no-ddp:no-amp:no-channels-last:no-compile"], "each switch once, and not all of them"),
-        (["--variants", "all:"], "variant 'all:': unknown switch ''"),
-        (["--variants", "baseline,amp,baseline"], "--variants names a row twice"),
-        (["--loaders", "nosuch"], "unknown loader benchmark 'nosuch'"),
-        (["--repeats", "0"], "--repeats must be >= 1"),
-        (["--repeats", "some"], "--repeats: invalid value 'some': a number of rounds, or auto"),
-        (["--readme", "--summarize"], "--summarize and --readme are two modes: give one"),
-        (["--steps", "5", "--warmup-steps", "5"], "--warmup-steps 5 leaves none of the 5 steps"),
-        (["--batch-size", "two"], "--batch-size: invalid int value"),
-        (["--data", "/no/such/folder"], "data folder /no/such/folder does not exist"),
-        (["--summarize", "--out", "/no/such/results"], "no /no/such/results/runs.csv"),
-        (["--budget", "abc"], "--budget: invalid value 'abc': minutes, or none"),
-        (["--budget", "0"], "--budget: 0: minutes above 0"),
-        (["--budget", "-5"], "--budget: -5: minutes above 0"),
-        (["--chunk", "0"], "--chunk 0: minutes above 0"),
-        (["--chunk", "x"], "--chunk: invalid float value: 'x'"),
-        (["--check", "--resume"], "--resume and --check are two modes: give one"),
-        (["--check", "--summarize"], "--summarize and --check are two modes: give one"),
-        (
-            ["--dry-run", "--gpus", "2", "--nproc", "4", "--workload", "small"],
-            "--nproc 4: DDP runs one process per GPU",
-        ),
-    ],
+    fast_first(
+        [
+            (["--variants", "nosuch"], "unknown variant 'nosuch'"),
+            (["--variants", "all:no-foo"], "variant 'all:no-foo': unknown switch 'no-foo'"),
+            (["--variants", "all:no-amp:no-amp"], "variant 'all:no-amp:no-amp': each switch once"),
+            (["--variants", "all:no-ddp:no-amp:no-channels-last:no-compile"], "each switch once, and not all of them"),
+            (["--variants", "all:"], "variant 'all:': unknown switch ''"),
+            (["--variants", "baseline,amp,baseline"], "--variants names a row twice"),
+            (["--loaders", "nosuch"], "unknown loader benchmark 'nosuch'"),
+            (["--repeats", "0"], "--repeats must be >= 1"),
+            (["--repeats", "some"], "--repeats: invalid value 'some': a number of rounds, or auto"),
+            (["--readme", "--summarize"], "--summarize and --readme are two modes: give one"),
+            (["--steps", "5", "--warmup-steps", "5"], "--warmup-steps 5 leaves none of the 5 steps"),
+            (["--batch-size", "two"], "--batch-size: invalid int value"),
+            (["--data", "/no/such/folder"], "data folder /no/such/folder does not exist"),
+            (["--summarize", "--out", "/no/such/results"], "no /no/such/results/runs.csv"),
+            (["--budget", "abc"], "--budget: invalid value 'abc': minutes, or none"),
+            (["--budget", "0"], "--budget: 0: minutes above 0"),
+            (["--budget", "-5"], "--budget: -5: minutes above 0"),
+            (["--chunk", "0"], "--chunk 0: minutes above 0"),
+            (["--chunk", "x"], "--chunk: invalid float value: 'x'"),
+            (["--check", "--resume"], "--resume and --check are two modes: give one"),
+            (["--check", "--summarize"], "--summarize and --check are two modes: give one"),
+            (
+                ["--dry-run", "--gpus", "2", "--nproc", "4", "--workload", "small"],
+                "--nproc 4: DDP runs one process per GPU",
+            ),
+        ]
+    ),
 )
 def test_bad_bench_input_is_one_line(args, words):
     result = run("-m", "bench", *args)

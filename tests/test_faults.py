@@ -15,7 +15,7 @@ import pytest
 from bench import BenchError, baseline, tables
 from bench.launch import launch
 from bench.plan import Run
-from helpers import PY, ROOT, run
+from helpers import PY, ROOT, fast_first, run
 
 HOLD = """import sys, time
 sys.path.insert(0, '.')
@@ -58,6 +58,7 @@ def test_a_lock_left_by_a_killed_bench_blocks_nothing(holder):
     assert "another bench" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_dry_run_takes_no_lock(holder):
     out, _ = holder
     result = run("-m", "bench", "--out", out, "--dry-run", "--variants", "baseline", "--loaders", "none")
@@ -86,17 +87,19 @@ def damaged(kind):
 
 @pytest.mark.parametrize(
     "kind,words",
-    [
-        ("not text", "is not a CSV table (it is not text)"),
-        ("empty", "is empty"),
-        ("not a table", "line 2 is damaged (2 fields where the header has 1)"),
-        ("another table", "is not a table the bench wrote: it has no bench_id, run column"),
-        (
-            "a damaged row inside",
-            "where the header has 99); the 10 rows before it are whole: keep them with `head -n 11",
-        ),
-        ("newer schema", "written by schema version 99, newer than this code's"),
-    ],
+    fast_first(
+        [
+            ("not text", "is not a CSV table (it is not text)"),
+            ("empty", "is empty"),
+            ("not a table", "line 2 is damaged (2 fields where the header has 1)"),
+            ("another table", "is not a table the bench wrote: it has no bench_id, run column"),
+            (
+                "a damaged row inside",
+                "where the header has 99); the 10 rows before it are whole: keep them with `head -n 11",
+            ),
+            ("newer schema", "written by schema version 99, newer than this code's"),
+        ]
+    ),
 )
 def test_a_damaged_runs_csv_is_named_in_one_line(kind, words, tmp_path):
     (tmp_path / "runs.csv").write_bytes(damaged(kind))
@@ -112,6 +115,7 @@ def test_a_damaged_runs_csv_is_named_in_one_line(kind, words, tmp_path):
         assert len(tables.read_runs(tmp_path / "runs.csv")) == 10
 
 
+@pytest.mark.slow
 def test_a_torn_last_row_is_left_out_and_the_rest_summarized(tmp_path):
     """A bench killed while it appended a row leaves a line without its end: the rows before it are the bench."""
     good = (SAVED / "runs.csv").read_bytes()
@@ -161,6 +165,7 @@ time.sleep(300)  # deadlocked: never returns
 """
 
 
+@pytest.mark.slow
 def test_a_hung_run_is_ended_with_its_whole_tree_and_recorded_as_timed_out(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text("import json, sys, time\npath = sys.argv[sys.argv.index('--metrics-out') + 1]\n" + HANG)
@@ -195,7 +200,7 @@ def stored_bench(tmp_path):
     return out, data
 
 
-@pytest.mark.parametrize("change", ["a file added", "a file rewritten", "a file removed", "the code"])
+@pytest.mark.parametrize("change", fast_first(["a file added", "a file rewritten", "a file removed", "the code"]))
 def test_resume_says_what_changed_before_running_anything(stored_bench, change, monkeypatch):
     from bench import runner
 
@@ -214,6 +219,7 @@ def test_resume_says_what_changed_before_running_anything(stored_bench, change, 
     assert not (out / "runs.csv").exists()  # nothing ran
 
 
+@pytest.mark.slow
 def test_resume_goes_on_with_allow_changed_and_marks_the_rows(stored_bench, capsys):
     from bench import runner
 
@@ -225,6 +231,7 @@ def test_resume_goes_on_with_allow_changed_and_marks_the_rows(stored_bench, caps
     assert list(rows["changed_since_start"]) == ["data"] and list(rows["status"]) == ["ok"]
 
 
+@pytest.mark.slow
 def test_resume_with_nothing_changed_runs_unmarked(stored_bench):
     from bench import runner
 
@@ -286,7 +293,9 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
 # ----------------------------------------------------------------------------- this round's modes and outputs
 
 
-@pytest.mark.parametrize("mode", [["--summarize"], ["--check"], ["--variants", "baseline", "--loaders", "none"]])
+@pytest.mark.parametrize(
+    "mode", fast_first([["--summarize"], ["--check"], ["--variants", "baseline", "--loaders", "none"]])
+)
 def test_outputs_of_this_rounds_modes_that_cannot_be_written_are_one_line(mode, tmp_path):
     """The report is an output like the tables: a folder in its place is refused before any work; so is an --out
     that is a file, for --check too."""

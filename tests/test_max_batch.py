@@ -10,7 +10,7 @@ import pytest
 
 from bench import maxbatch
 from bench.plan import Run
-from helpers import run, train
+from helpers import fast_first, run, train
 
 LIMIT_MIB = 4500  # torch takes about 4 GB of address space here: batches of a few hundred 32 px images fit
 
@@ -109,15 +109,17 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_p
 
 @pytest.mark.parametrize(
     "flags,words",
-    [
-        (["--max-batch"], "--max-batch on a CPU needs --memory-limit MIB"),
-        (["--memory-limit", "4000"], "--memory-limit goes with --max-batch"),
-        (["--max-batch", "--memory-limit", "0"], "--memory-limit 0: MiB, 1 or more"),
-        (["--max-batch", "--memory-limit", "lots"], "invalid int value: 'lots'"),
-        (["--max-batch", "--summarize"], "are two modes: give one"),
-        (["--max-batch", "--tensorboard", "--memory-limit", "4000"], "--tensorboard goes with a bench or --resume"),
-        (["--max-batch", "--variants", "synthetic", "--memory-limit", "4000"], "--max-batch searches training"),
-    ],
+    fast_first(
+        [
+            (["--max-batch"], "--max-batch on a CPU needs --memory-limit MIB"),
+            (["--memory-limit", "4000"], "--memory-limit goes with --max-batch"),
+            (["--max-batch", "--memory-limit", "0"], "--memory-limit 0: MiB, 1 or more"),
+            (["--max-batch", "--memory-limit", "lots"], "invalid int value: 'lots'"),
+            (["--max-batch", "--summarize"], "are two modes: give one"),
+            (["--max-batch", "--tensorboard", "--memory-limit", "4000"], "--tensorboard goes with a bench or --resume"),
+            (["--max-batch", "--variants", "synthetic", "--memory-limit", "4000"], "--max-batch searches training"),
+        ]
+    ),
 )
 def test_bad_flags_are_one_line(flags, words, tiny_data, tmp_path):
     result = run("-m", "bench", "--data", tiny_data, "--out", tmp_path / "out", "--loaders", "none", *flags)
@@ -125,6 +127,7 @@ def test_bad_flags_are_one_line(flags, words, tiny_data, tmp_path):
     assert not (tmp_path / "out" / "max_batch.csv").exists()
 
 
+@pytest.mark.slow
 def test_a_gpu_plan_shows_the_mode_and_its_time(tiny_data):
     flags = ("--data", tiny_data, "--loaders", "none", "--batch-size", 16)
     result = run("-m", "bench", "--max-batch", "--dry-run", "--gpus", 1, *flags)

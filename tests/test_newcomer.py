@@ -33,6 +33,7 @@ def many_val(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("data") / "many", train=4, val=110, size=16)
 
 
+@pytest.mark.slow
 def test_a_short_run_evaluates_a_fixed_sample_and_says_so(many_val, tmp_path):
     short = ("--steps", 2, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0)
     result, m = train("train.py", many_val, tmp_path / "a.json", *short)

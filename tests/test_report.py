@@ -14,7 +14,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from bench import diffs, runner, tables
-from helpers import ROOT
+from helpers import ROOT, fast_first
 
 SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's chromium, chromium-driver
@@ -94,7 +94,7 @@ def browser(width, height):
     return driver
 
 
-@pytest.mark.parametrize("width", list(WIDTHS))
+@pytest.mark.parametrize("width", fast_first(list(WIDTHS)))
 def test_the_report_shows_in_a_real_browser(report, width, tmp_path):
     folder, summary = report
     driver = browser(*WIDTHS[width])
@@ -129,6 +129,7 @@ def test_the_report_shows_in_a_real_browser(report, width, tmp_path):
         driver.quit()
 
 
+@pytest.mark.slow
 def test_a_bench_and_summarize_write_the_report(report, tmp_path):
     """--summarize writes it (the fixture's path is write_outputs, which every bench and --summarize call)."""
     shutil.copy(SAVED / "runs.csv", tmp_path / "runs.csv")

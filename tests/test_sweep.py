@@ -231,6 +231,7 @@ ROW = dict(schema_version=2, bench_id="b1", workload="custom", kind="train", sta
 ROW.update(dataset="generated", image_size=16, steps_timed=5, global_batch_size=16, model="m")
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_summarizing_keeps_the_rows(tmp_path):
     out = tmp_path / "results"
     out.mkdir()

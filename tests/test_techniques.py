@@ -82,6 +82,7 @@ def test_a_model_without_stages_is_refused(tiny_data, tmp_path):
     check_clean_failure(result, metrics, "alexnet has no stages of blocks to checkpoint")
 
 
+@pytest.mark.slow
 def test_compile_without_a_compiler(tiny_data, tmp_path):
     """A cold cache (nothing compiled to reuse) and no C++ compiler: one line saying what is missing."""
     metrics = tmp_path / "m.json"

@@ -70,7 +70,7 @@ def test_loader_bench_counts_its_epoch_starts(tiny_data, tmp_path):
         assert "3 epoch starts" in result.stdout
 
 
-@pytest.mark.parametrize("script", ["train.py", "train_amp.py"])
+@pytest.mark.parametrize("script", fast_first(["train.py", "train_amp.py"]))
 def test_synthetic_data_trains_with_no_data_wait(tmp_path, script):
     result, m = train(script, "synthetic:24:7", tmp_path / "m.json", "--steps", 30, "--warmup-steps", 3)
     assert result.returncode == 0, result.stderr

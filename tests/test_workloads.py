@@ -43,6 +43,7 @@ def test_photos_vary_in_size_and_are_read_at_224(tmp_path):
     assert "10 classes, 30 train / 10 val images, read at 224 px" in described.stdout
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_bytes_on_any_number_of_processes(tmp_path):
     one = tmp_path / "one"
     assert run("-m", "bench.data", one, "--photo", "--train", 2, "--val", 1, "--processes", 1).returncode == 0
