@@ -21,11 +21,14 @@ from bench import BenchError, curves, data, plan, write_whole
 from bench.launch import launch
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
-DEFAULTS = dict(  # a small model on a CPU (about a minute an epoch on 2 cores), resnet18 on a GPU
-    cpu=dict(model="examples/smallnet.py:build", batch_size=64, max_epochs=8, warmup_steps=5),
+DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
+    cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, max_epochs=5, warmup_steps=5),
     gpu=dict(model="resnet18", batch_size=256, max_epochs=30, warmup_steps=20),
 )
-EPOCH_S = dict(cpu=60, gpu=5)  # the estimate of an epoch, seconds (CPU: measured with the small CNN, 40-60 s)
+# the estimate of a run: its start (importing torch, building the data and model) and an epoch with its evaluation,
+# seconds. CPU: the tiny CNN on the 2-core AMD EPYC (an epoch 7.3 s, 2026-11-23); GPU: assumed until a GPU runs it.
+START_S = dict(cpu=10, gpu=20)
+EPOCH_S = dict(cpu=9, gpu=5)
 COLUMNS = [
     "variant",
     "reached",
@@ -66,8 +69,18 @@ def runs_of(args, info, gpu_count, logs, generate=True):
     return runs, epochs
 
 
-def estimate_s(runs, epochs, gpu):
-    return len(runs) * epochs * EPOCH_S["gpu" if gpu else "cpu"]
+def estimate_s(runs, epochs, gpu, bf16_native=True):
+    """The most the runs may take: every one training all its epochs. A CPU's rows take the bench's factors
+    (plan.SLOWER, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
+    kind = "gpu" if gpu else "cpu"
+    total = 0.0
+    for run in runs:
+        slower = 1.0 if gpu else plan.SLOWER["cpu"].get(plan.family(run.variant), 1.0)
+        if not gpu and not bf16_native and plan.uses_amp(run.variant):
+            slower *= plan.EMULATED_BF16
+        compiling = plan.COST_S[kind]["cold"] if plan.compiled(run.variant) else 0.0
+        total += START_S[kind] + epochs * EPOCH_S[kind] * slower + compiling
+    return total
 
 
 def time_to_target(metrics, target):
@@ -90,7 +103,7 @@ def run_mode(args, info, logs):
     budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
     budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
     print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
-          f" {estimate_s(runs, epochs, gpu) / 60:.0f} min{budget}", flush=True)  # fmt: skip
+          f" {estimate_s(runs, epochs, gpu, info['cpu_bf16_native']) / 60:.0f} min{budget}", flush=True)  # fmt: skip
     stop, started, rows, found = threading.Event(), time.monotonic(), [], {}
     for signum in signal.SIGINT, signal.SIGTERM:  # stop the run in progress, keep the variants done
         signal.signal(signum, lambda *_: stop.set())

@@ -1,7 +1,8 @@
 """Saved baselines: reference summaries that a new bench is compared with, one folder per machine class.
 
 `make baseline` (python -m bench --save-baseline) copies the latest summary, its plots, its runs
-(commands, versions, every metric) and the machine's description to baseline/<machine class>/.
+(commands, versions, every metric) and the machine's description to baseline/<machine class>/, and the tables and
+plots of --to-accuracy and --max-batch where they are in the results folder.
 A later bench on the same class of machine prints each variant's change against the saved one,
 where the work was the same (the schema's workload fields). A baseline saved by an older version
 is read with its columns renamed (bench/schema.py).
@@ -19,23 +20,26 @@ from bench.machine import ROOT
 BASELINE_DIR = ROOT / "baseline"
 OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
 OUTPUTS += ["curves.json", "curves.png"]  # the learning curves: the logs they come from stay behind
+MODE_OUTPUTS = ["accuracy.csv", "accuracy.md", "accuracy_curves.png", "max_batch.csv", "max_batch.md", "max_batch.png"]
 
 
 def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
     """Copy the summary in results_dir to baseline_dir/name; return that folder."""
     folder = baseline_dir / name
     check_folder(folder, "the baseline folder")
-    for output in OUTPUTS:
+    for output in OUTPUTS + MODE_OUTPUTS:  # a mode's tables (--to-accuracy, --max-batch) where it wrote them
         if (results_dir / output).exists():
             write_whole(folder / output, lambda tmp, source=results_dir / output: shutil.copy2(source, tmp))
-    if (results_dir / "runs.csv").exists():  # the rows of the bench summarized: the last one
+    runs_kept = (results_dir / "runs.csv").exists()
+    if runs_kept:  # the rows of the bench summarized: the last one
         runs = tables.read_runs(results_dir / "runs.csv")
         runs = runs[runs["bench_id"] == runs["bench_id"].iloc[-1]]
         write_whole(folder / "runs.csv", lambda tmp: runs.to_csv(tmp, index=False))
         rounds = results_dir / "logs" / str(runs["bench_id"].iloc[-1]) / "rounds.txt"  # why its rounds stopped
         if rounds.exists():
             write_whole(folder / "rounds.txt", lambda tmp: shutil.copy2(rounds, tmp))
-    write_whole(folder / "machine.json", lambda tmp: Path(tmp).write_text(json.dumps(machine, indent=1) + "\n"))
+    if runs_kept or not (folder / "machine.json").exists():  # the machine of the runs kept (a mode alone keeps it)
+        write_whole(folder / "machine.json", lambda tmp: Path(tmp).write_text(json.dumps(machine, indent=1) + "\n"))
     return folder
 
 

@@ -6,7 +6,9 @@ A result block is the text between `<!-- results: FOLDER -->` (or `<!-- results:
 examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs again by the bench's current rules
 (its summary.csv, summary.md, plots and report.html are rewritten) and puts in the block either its summary.md,
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
-to the rest. The block between `<!-- lines -->` and `<!-- /lines -->` is bench/diffs.py's count of each technique's
+to the rest. `<!-- results: FOLDER to-accuracy -->` and `<!-- results: FOLDER max-batch -->` show the table a mode
+wrote there (accuracy.md, max_batch.md: python -m bench --to-accuracy, --max-batch, kept by --save-baseline) with
+its plot. The block between `<!-- lines -->` and `<!-- /lines -->` is bench/diffs.py's count of each technique's
 lines. tests/test_readme.py checks that every page holds what --readme writes, so a finding in a block is always the
 verdicts'.
 """
@@ -17,15 +19,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import diffs, schema, tables, write_whole
+from bench import BenchError, diffs, schema, tables, write_whole
 from bench.machine import ROOT
 
 BLOCK = re.compile(
-    r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S
+    r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)?(?: (?P<mode>to-accuracy|max-batch))? -->\n)"
+    r"(?P<body>.*?)(<!-- /results -->)",
+    re.S,
 )
 LINES = re.compile(r"(<!-- lines -->\n)(?P<body>.*?)(<!-- /lines -->)", re.S)
 PLOTS = [("tradeoff.png", "speed-up against memory"), ("time.png", "where a step's time goes")]
 RENAMED = {"vs baseline": "memory vs baseline"}  # host memory (PSS) on a CPU: said under the table
+MODES = {  # a mode's table and plot, as the mode writes them
+    "to-accuracy": ("accuracy.md", "accuracy_curves.png", "training loss and validation accuracy of each variant"),
+    "max-batch": ("max_batch.md", "max_batch.png", "the largest batch of each variant and its speed there"),
+}
 HEADLINE = ["variant", "samples/s (median)", "speed-up", "95% interval", "answer", "vs baseline", "NVML vs baseline"]
 
 
@@ -34,18 +42,30 @@ def pages(root=ROOT):
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
-def folders(text):
-    """The saved benches a page's blocks show, as written in their markers (relative to the repository)."""
-    return [m.group("folder") for m in BLOCK.finditer(text)]
+def folders(text, modes=True):
+    """The saved benches a page's blocks show, as written in their markers (relative to the repository); without
+    modes, only those whose runs a block summarizes."""
+    return [m.group("folder") for m in BLOCK.finditer(text) if modes or not m.group("mode")]
 
 
-def block(folder, link, headline=False):
+def block(folder, link, headline=False, mode=None):
     """The text of a block for the saved bench in folder, its files linked as link/NAME."""
+    if mode:
+        return mode_block(folder, link, mode)
     if headline:
         return headline_block(folder, link)
     text = re.sub(r"^### ", "#### ", Path(folder, "summary.md").read_text(), flags=re.M)
     images = [f"![{what}]({link}/{name})" for name, what in PLOTS if Path(folder, name).exists()]
     return text + ("\n" + "\n".join(images) + "\n" if images else "")
+
+
+def mode_block(folder, link, mode):
+    """The table a mode wrote in folder, headings one level down, and its plot."""
+    table, plot, what = MODES[mode]
+    if not Path(folder, table).exists():
+        raise BenchError(f"README.md or docs/ show the {mode} result of {folder}, which holds no {table}")
+    text = re.sub(r"^### ", "#### ", Path(folder, table).read_text(), flags=re.M)
+    return text + (f"\n![{what}]({link}/{plot})\n" if Path(folder, plot).exists() else "")
 
 
 def headline_block(folder, link):
@@ -80,7 +100,8 @@ def render(text, page, root=ROOT):
 
     def result(m):
         link = os.path.relpath(root / m.group("folder"), page.parent)
-        return m.group(1) + block(root / m.group("folder"), link, bool(m.group("headline"))) + m.group(5)
+        body = block(root / m.group("folder"), link, bool(m.group("headline")), m.group("mode"))
+        return m.group(1) + body + m.group(6)
 
     text = BLOCK.sub(result, text)
     return LINES.sub(lambda m: m.group(1) + lines_block() + m.group(3), text)
@@ -91,7 +112,7 @@ def rewrite(resummarize, root=None):
     folders."""
     root = root or ROOT
     texts = {page: page.read_text() for page in pages(root)}
-    shown = list(dict.fromkeys(folder for text in texts.values() for folder in folders(text)))
+    shown = list(dict.fromkeys(folder for text in texts.values() for folder in folders(text, modes=False)))
     for folder in shown:
         resummarize(root / folder)
     for page, text in texts.items():

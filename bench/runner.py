@@ -317,11 +317,13 @@ def machine():
 
 def save_baseline(args):
     """Keep results/ as the saved baseline of this machine's class (or of the name given)."""
-    if not (args.out / "summary.csv").exists():
-        fail(f"no {args.out}/summary.csv to save: run the bench first")
+    kept = [name for name in ["summary.csv", *baseline.MODE_OUTPUTS] if (args.out / name).exists()]
+    if not kept:
+        fail(f"no {args.out}/summary.csv (nor a table of --to-accuracy or --max-batch) to save: run the bench first")
     info = machine()
     folder = baseline.save(args.out, args.save_baseline or info["machine_class"], info, args.baseline_dir)
-    print(f"saved {args.out}/summary.* as {folder}")
+    tables_kept = dict.fromkeys(name.split(".")[0] for name in kept if name.endswith(".csv"))
+    print(f"saved {', '.join(f'{args.out}/{name}.*' for name in tables_kept)} as {folder}")
 
 
 def readme(args):
@@ -578,7 +580,7 @@ def to_accuracy(args):
     logs = args.out / "logs" / bench_id
     if args.dry_run:
         runs, epochs = accuracy.runs_of(args, info, info["gpu_count"], logs, generate=False)
-        estimate = accuracy.estimate_s(runs, epochs, info["gpu_count"])
+        estimate = accuracy.estimate_s(runs, epochs, info["gpu_count"], info["cpu_bf16_native"])
         print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
               f" {estimate / 60:.0f} min:")  # fmt: skip
         for r in runs:

@@ -366,3 +366,29 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
 )
 def test_rows_say_what_they_can_show(row, label):
     assert tables.label(pd.Series(dict(dataset="generated", world_size=1, dp_devices=None) | row)) == label
+
+
+def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):
+    """--save-baseline after --to-accuracy or --max-batch alone: their tables join the saved bench, whose summary,
+    runs and machine stay as they were."""
+    saved = tmp_path / "baselines"
+    folder = saved / "cpu-x"
+    folder.mkdir(parents=True)
+    for name in "summary.csv", "runs.csv", "machine.json":
+        (folder / name).write_text(f"the saved {name}\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    for name in baseline.MODE_OUTPUTS:
+        (out / name).write_text(f"new {name}\n")
+    result = run("-m", "bench", "--out", out, "--save-baseline", "cpu-x", "--baseline-dir", saved)
+    assert result.returncode == 0, result.stderr
+    assert f"saved {out}/accuracy.*, {out}/max_batch.* as {folder}" in result.stdout
+    for name in baseline.MODE_OUTPUTS:
+        assert (folder / name).read_text() == f"new {name}\n"
+    for name in "summary.csv", "runs.csv", "machine.json":
+        assert (folder / name).read_text() == f"the saved {name}\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run("-m", "bench", "--out", empty, "--save-baseline", "cpu-x", "--baseline-dir", saved)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "(nor a table of --to-accuracy or --max-batch) to save" in result.stderr

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from bench import BenchError, diffs, readme, runner, tables
+from bench import BenchError, baseline, diffs, readme, runner, tables
 from helpers import ROOT, fast_first
 
 PAGES = {page: page.read_text() for page in readme.pages()}
@@ -61,7 +61,7 @@ def test_the_pages_show_saved_benches():
 @pytest.mark.parametrize("page,folder", fast_first(SHOWN), ids=[f"{p.name}:{f}" for p, f in SHOWN])
 def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, tmp_path):
     """Summarized again here from the shipped runs.csv by the current rules: the page's block must match."""
-    for name in "runs.csv", "machine.json", "rounds.txt":
+    for name in ["runs.csv", "machine.json", "rounds.txt", *baseline.MODE_OUTPUTS]:
         if (ROOT / folder / name).exists():
             shutil.copy(ROOT / folder / name, tmp_path / name)
     runs = tables.read_runs(tmp_path / "runs.csv")
@@ -69,9 +69,13 @@ def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, 
     for m in readme.BLOCK.finditer(PAGES[page]):
         if m.group("folder") == folder:
             link = "../" + folder if page.parent.name == "docs" else folder
-            expected = readme.block(tmp_path, link, bool(m.group("headline")))
+            expected = readme.block(tmp_path, link, bool(m.group("headline")), m.group("mode"))
             assert m.group("body") == expected, f"{page.name} is stale: python -m bench --readme writes {folder}"
-            if m.group("headline"):
+            if m.group("mode"):  # the mode's own table, its machine named, and its plot
+                table, plot, _ = readme.MODES[m.group("mode")]
+                assert expected.startswith("#### ") and "CPU only" in expected.splitlines()[0]
+                assert "| variant |" in expected and f"({link}/{plot})" in expected
+            elif m.group("headline"):
                 assert "| answer |" in expected and f"({link}/report.html)" in expected
             else:
                 assert "Verdicts" in expected and f"({link}/tradeoff.png)" in expected
@@ -97,3 +101,28 @@ def test_a_block_naming_a_folder_without_runs_is_one_error(tmp_path, monkeypatch
     with pytest.raises(BenchError, match="README.md or docs/ show .*baseline/nosuch, which holds no runs.csv"):
         runner.main(["--readme", "--baseline-dir", str(tmp_path / "none")])
     assert (tmp_path / "README.md").read_text().endswith("<!-- /results -->\n")  # left as it was
+
+
+@pytest.mark.parametrize("mode", list(readme.MODES))
+def test_a_mode_block_shows_the_table_the_mode_wrote_and_its_plot(mode, tmp_path, monkeypatch):
+    """A page's mode block gets the folder's table (headings a level down) and plot; without the table, one error."""
+    table, plot, _ = readme.MODES[mode]
+    folder = tmp_path / "baseline" / "m"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "baseline" / "cpu-2core-amd-epyc-avx2" / "runs.csv", folder / "runs.csv")
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(f"before\n<!-- results: baseline/m {mode} -->\nold\n<!-- /results -->\nafter\n")
+    (tmp_path / "README.md").write_text("readme\n")
+    monkeypatch.setattr(readme, "ROOT", tmp_path)
+    with pytest.raises(BenchError, match=f"show the {mode} result of .*baseline/m, which holds no {table}"):
+        readme.rewrite(lambda folder: None, tmp_path)
+    assert "\nold\n" in page.read_text()  # left as it was
+    (folder / table).write_text("### The table, CPU only\n\n| variant | x |\n|---|---|\n| baseline | 1 |\n")
+    (folder / plot).write_bytes(b"png")
+    summarized = []
+    readme.rewrite(summarized.append, tmp_path)
+    assert summarized == []  # a mode's table is shown as the mode wrote it: no runs summarized for it
+    text = page.read_text()
+    assert "#### The table, CPU only\n\n| variant | x |" in text and f"](../baseline/m/{plot})" in text
+    assert text.startswith("before\n<!-- results: baseline/m ") and text.endswith("<!-- /results -->\nafter\n")
