@@ -579,6 +579,6 @@ if __name__ == "__main__":
     try:
         main()
     except RuntimeError as e:  # a batch that does not fit in memory is bad input too: one line, exit code 2
-        if "out of memory" not in str(e) and "can't allocate memory" not in str(e):
+        if not any(words in str(e) for words in ("out of memory", "can't allocate memory", "can't start new thread")):
             raise
         die(f"out of memory, try a smaller --batch-size: {str(e).splitlines()[0][:300]}")

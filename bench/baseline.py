@@ -2,7 +2,7 @@
 
 `make baseline` (python -m bench --save-baseline) copies the latest summary, its plots, its runs
 (commands, versions, every metric) and the machine's description to baseline/<machine class>/, and the tables and
-plots of --to-accuracy and --max-batch where they are in the results folder.
+plots of --to-accuracy, --max-batch and --scaling where they are in the results folder.
 A later bench on the same class of machine prints each variant's change against the saved one,
 where the work was the same (the schema's workload fields). A baseline saved by an older version
 is read with its columns renamed (bench/schema.py).
@@ -21,6 +21,7 @@ BASELINE_DIR = ROOT / "baseline"
 OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
 OUTPUTS += ["curves.json", "curves.png"]  # the learning curves: the logs they come from stay behind
 MODE_OUTPUTS = ["accuracy.csv", "accuracy.md", "accuracy_curves.png", "max_batch.csv", "max_batch.md", "max_batch.png"]
+MODE_OUTPUTS += ["scaling.csv", "scaling.md", "scaling.png"]
 
 
 def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):

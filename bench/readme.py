@@ -23,7 +23,7 @@ from bench import BenchError, diffs, schema, tables, write_whole
 from bench.machine import ROOT
 
 BLOCK = re.compile(
-    r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)?(?: (?P<mode>to-accuracy|max-batch))? -->\n)"
+    r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)?(?: (?P<mode>to-accuracy|max-batch|scaling))? -->\n)"
     r"(?P<body>.*?)(<!-- /results -->)",
     re.S,
 )
@@ -33,6 +33,7 @@ RENAMED = {"vs baseline": "memory vs baseline"}  # host memory (PSS) on a CPU: s
 MODES = {  # a mode's table and plot, as the mode writes them
     "to-accuracy": ("accuracy.md", "accuracy_curves.png", "training loss and validation accuracy of each variant"),
     "max-batch": ("max_batch.md", "max_batch.png", "the largest batch of each variant and its speed there"),
+    "scaling": ("scaling.md", "scaling.png", "samples/s against processes, with the ideal line"),
 }
 HEADLINE = ["variant", "samples/s (median)", "speed-up", "95% interval", "answer", "vs baseline", "NVML vs baseline"]
 

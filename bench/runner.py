@@ -34,7 +34,20 @@ from pathlib import Path
 
 import filelock
 
-from bench import BenchError, accuracy, baseline, check_folder, curves, data, maxbatch, plan, stats, tables, write_whole
+from bench import (
+    BenchError,
+    accuracy,
+    baseline,
+    check_folder,
+    curves,
+    data,
+    maxbatch,
+    plan,
+    scaling,
+    stats,
+    tables,
+    write_whole,
+)
 from bench import report as html_report
 from bench.launch import launch
 from bench.machine import code_fingerprint, machine_class, machine_info
@@ -59,6 +72,9 @@ OUTPUTS = [
     "accuracy.csv",
     "accuracy.md",
     "accuracy_curves.png",
+    "scaling.csv",
+    "scaling.md",
+    "scaling.png",
 ]
 
 
@@ -178,7 +194,17 @@ def parse_args(argv=None):
         metavar="ACC",
         help="time to a validation accuracy (0 to 1): every training variant on the hard data until it gets there",
     )
-    p.add_argument("--max-epochs", type=int, help="with --to-accuracy: the epochs before a variant gives up (CPU 8)")
+    p.add_argument("--max-epochs", type=int, help="with --to-accuracy: the epochs before a variant gives up (CPU 5)")
+    p.add_argument(
+        "--scaling",
+        metavar="COUNTS",
+        help="process counts, e.g. 1,2,4,8: the DDP rows (ddp, all) at each, with speed-up and efficiency",
+    )
+    p.add_argument(
+        "--scaling-mode",
+        choices=["weak", "strong"],
+        help="with --scaling: weak (default: each process keeps the batch) or strong (the global batch is split)",
+    )
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
@@ -220,6 +246,7 @@ def parse_args(argv=None):
         fail("nothing to run: --variants and --loaders are both empty")
     modes = [("resume", args.resume), ("summarize", args.summarize), ("check", args.check), ("readme", args.readme)]
     modes += [("max_batch", args.max_batch), ("to_accuracy", args.to_accuracy is not None)]
+    modes += [("scaling", args.scaling is not None)]
     modes = [name for name, on in modes if on]
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
@@ -231,6 +258,17 @@ def parse_args(argv=None):
         fail("--max-epochs goes with --to-accuracy")
     if args.max_epochs is not None and args.max_epochs < 1:
         fail(f"--max-epochs {args.max_epochs}: 1 or more")
+    if args.scaling_mode is not None and args.mode != "scaling":
+        fail("--scaling-mode goes with --scaling")
+    if args.scaling is not None:
+        try:
+            args.scaling = scaling.counts_flag(args.scaling)
+            args.scaling_variants = scaling.variants_of(args.variants)
+        except BenchError as e:
+            fail(str(e))
+        if args.workload == "all":
+            fail("--scaling runs one workload: --workload small or imagenet, or --data")
+        args.scaling_mode = args.scaling_mode or "weak"
     if args.memory_limit is not None and args.mode != "max_batch":
         fail("--memory-limit goes with --max-batch")
     if args.memory_limit is not None and args.memory_limit < 1:
@@ -590,7 +628,33 @@ def to_accuracy(args):
 
 
 MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
-MODES.update(max_batch=max_batch, to_accuracy=to_accuracy)
+
+
+def scale(args):
+    """DDP's rows at each process count: speed-up and efficiency (bench/scaling.py)."""
+    info = machine()
+    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
+    info = {**info, "gpu_count": gpu_count}
+    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    logs = args.out / "logs" / bench_id
+    counts = args.scaling
+    scaling.check_counts(counts, gpu_count, info["cpu_cores"])
+    one = argparse.Namespace(**{**vars(args), "variants": args.scaling_variants, "loaders": [], "repeats": 1})
+    one.nproc, one.workload = counts[-1], args.workload or (None if args.data else "small")
+    _, works, _ = plan.make_plan(one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
+    work = next(iter(works.values()))
+    runs = scaling.runs_of(args, counts, gpu_count, info["cpu_cores"], work, logs)
+    if args.dry_run:
+        gpu = bool(gpu_count)
+        print(f"scaling ({args.scaling_mode}): {len(runs)} runs, about"
+              f" {scaling.estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min:")  # fmt: skip
+        for r in runs:
+            print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(r.cmd)}")
+        return
+    scaling.run_mode(args, info, runs, logs, counts)
+
+
+MODES.update(max_batch=max_batch, to_accuracy=to_accuracy, scaling=scale)
 
 
 LOCKED = {
@@ -601,6 +665,7 @@ LOCKED = {
     "check",
     "max_batch",
     "to_accuracy",
+    "scaling",
 }  # the modes that read or write --out
 
 

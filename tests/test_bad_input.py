@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from helpers import check_clean_failure, fast_first, run, train
+from helpers import SCRIPTS, check_clean_failure, fast_first, run, train
 
 
 def fail(script, data, metrics, *args, env=None):
@@ -131,3 +131,23 @@ def test_amp_unknown_dtype(tiny_data, tmp_path):
     metrics = tmp_path / "m.json"
     result, _ = train("train_amp.py", tiny_data, metrics, "--amp-dtype", "fp8")
     check_clean_failure(result, metrics, "--amp-dtype", "fp8")
+
+
+NO_THREADS = """import runpy, sys, threading
+def start(self):
+    raise RuntimeError("can't start new thread")  # what Python says when a thread's stack does not fit
+threading.Thread.start = start
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("name", fast_first([s for s in SCRIPTS if s != "dali"]))
+def test_a_thread_that_cannot_start_is_out_of_memory(name, tiny_data, tmp_path):
+    """Under a memory limit (--max-batch on a CPU) a loader's thread can fail to start before any tensor does:
+    the same one line as any out-of-memory, so the search reads it as a batch that does not fit."""
+    metrics = tmp_path / "m.json"
+    script = SCRIPTS[name]
+    flags = ["--data", tiny_data, "--metrics-out", metrics, "--steps", 2, "--warmup-steps", 1, "--workers", 1]
+    result = run("-c", NO_THREADS, script[0], *script[1:], *flags, "--batch-size", 8, "--no-progress")
+    check_clean_failure(result, metrics, "out of memory, try a smaller --batch-size: can't start new thread")

@@ -1,0 +1,274 @@
+"""python -m bench --scaling 1,2,4,8: how the DDP rows scale with the number of processes, the table that decides
+whether more GPUs are worth it (throughput, speed-up over one process, efficiency), as NVIDIA's DeepLearningExamples
+publish it.
+
+Each round runs every distributed variant (ddp and all unless --variants names others) at every count, one process
+per GPU (on a CPU, gloo processes that share its cores). Weak scaling (the default, as the published tables): each
+process keeps the plan's batch, so the global batch grows with the count. Strong (--scaling-mode strong): the
+global batch stays the plan's, split over the processes. The rounds pair each count with one process in the same
+round, as the bench pairs a variant with the baseline (bench/stats.py): the speed-up is the geometric mean of those
+ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same, slower, unsettled)
+reads the speed-up's interval by the bench's rules.
+
+Writes scaling.csv, scaling.md and scaling.png to --out after every round (a stopped mode keeps the rounds done);
+each run's log and metrics are under logs/<bench>/scaling/. It leaves runs.csv alone: its runs are at other batches
+and process counts than the bench's.
+"""
+
+import math
+import random
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+
+from bench import BenchError, plan, stats, write_whole
+from bench.launch import launch
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROUNDS = 3  # --repeats auto: rounds of every count
+COLUMNS = [
+    "variant",
+    "processes",
+    "global_batch",
+    "rounds_ok",
+    "samples_per_s",
+    "samples_per_s_min",
+    "samples_per_s_max",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "efficiency",
+    "answer",
+    "memory_per_process_mib",
+    "memory_kind",
+    "scaling_mode",
+    "error",
+]
+
+
+def counts_flag(text):
+    """--scaling's value: process counts, comma-separated, each 1 or more, each once; sorted."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise BenchError(f"--scaling {text}: process counts, comma-separated (1,2,4,8)") from None
+    if not counts or min(counts) < 1:
+        raise BenchError(f"--scaling {text}: process counts of 1 or more")
+    if len(set(counts)) < len(counts):
+        raise BenchError(f"--scaling {text}: each count once")
+    return sorted(counts)
+
+
+def variants_of(asked):
+    """The distributed variants to scale: ddp and all by default (the bench's whole list), else those named."""
+    if asked == list(plan.TRAIN):
+        return ["ddp", "all"]
+    chosen = [v for v in asked if plan.distributed(v)]
+    if not chosen:
+        raise BenchError("--scaling runs the DDP rows (ddp, all): --variants names none of them")
+    return chosen
+
+
+def check_counts(counts, gpu_count, cores):
+    """One process per GPU; on a CPU, a core per process at least."""
+    if gpu_count and counts[-1] > gpu_count:
+        raise BenchError(f"--scaling {counts[-1]}: one process per GPU, and this machine has {gpu_count} GPU(s)")
+    if not gpu_count and counts[-1] > cores:
+        raise BenchError(f"--scaling {counts[-1]}: {cores} CPU cores here, and each CPU process needs one")
+
+
+def runs_of(args, counts, gpu_count, cores, work, logs):
+    """Every round's runs: each variant at each count; the rounds after the first in a shuffled order."""
+    if args.scaling_mode == "strong":
+        odd = [n for n in counts if work["batch_size"] % n]
+        if odd:
+            raise BenchError(f"--scaling-mode strong splits the batch {work['batch_size']} over the processes: it does"
+                             f" not divide by {odd[0]}")  # fmt: skip
+    path, info = work["data"], dict(image_size=work["image_size"], classes=range(work["classes"]))
+    variants = variants_of(args.variants)
+    rounds = ROUNDS if args.repeats == "auto" else args.repeats
+    runs = []
+    for repeat in range(1, rounds + 1):
+        order = [(v, n) for v in variants for n in counts]
+        if repeat > 1:
+            random.Random(f"{args.seed}-{repeat}").shuffle(order)
+        for variant, n in order:
+            batch = work["batch_size"] * n if args.scaling_mode == "weak" else work["batch_size"]
+            chosen = dict(work, batch_size=batch)
+            runs.append(plan.training_run(variant, repeat, path, info, chosen, gpu_count, n, args.workers, cores,
+                                          "scaling", prefix=f"n{n}-", cache=logs))  # fmt: skip
+    return runs
+
+
+def estimate_s(runs, gpu, bf16_native=True):
+    """The bench's estimate of each run (bench/plan.py), its window the default plan's."""
+    window = plan.WINDOW_S if gpu else plan.COST_S["cpu"]["window"] * 25 / 20
+    return sum(plan.estimate_s(run, window, gpu, bf16_native) for run in runs)
+
+
+def summarize(rows, mode):
+    """The table: per variant and count, the rate over the rounds and the speed-up over one process (paired by
+    round) with its interval, efficiency and answer; memory per process."""
+    frame = pd.DataFrame(rows)
+    for column in "samples_per_s", "error", "peak_host_mem_mib", "nvml_peak_mib":  # a failed run's row may lack them
+        if column not in frame:
+            frame[column] = None
+    frame["samples_per_s"] = pd.to_numeric(frame["samples_per_s"])
+    table = []
+    for (variant, n), group in frame.groupby(["variant", "processes"], sort=False):
+        ok = group[(group["status"] == "ok") & group["samples_per_s"].notna()]
+        row = dict(variant=variant, processes=n, global_batch=group["global_batch"].iloc[0], rounds_ok=len(ok))
+        errors = group["error"].dropna()
+        row.update(scaling_mode=mode, error=None if len(ok) or errors.empty else str(errors.iloc[-1])[:200])
+        if len(ok):
+            rate = ok["samples_per_s"]
+            row.update(samples_per_s=rate.median(), samples_per_s_min=rate.min(), samples_per_s_max=rate.max())
+            memory = ok["nvml_peak_mib"] if ok["nvml_peak_mib"].notna().any() else ok["peak_host_mem_mib"]
+            if memory.notna().any():
+                row["memory_per_process_mib"] = memory.max() / n
+                row["memory_kind"] = "GPU (NVML)" if ok["nvml_peak_mib"].notna().any() else "host (PSS)"
+        one = frame[(frame["variant"] == variant) & (frame["processes"] == min(frame["processes"]))]
+        one = one[(one["status"] == "ok") & one["samples_per_s"].notna()].groupby("repeat")["samples_per_s"].last()
+        mine = ok.groupby("repeat")["samples_per_s"].last()
+        common = mine.index.intersection(one.index)
+        if len(common):
+            estimate, low, high = stats.interval(list(mine[common] / one[common]))
+            smallest = min(frame["processes"])
+            row.update(speedup=estimate, speedup_low=low, speedup_high=high, efficiency=estimate * smallest / n)
+            row["answer"] = "reference" if n == smallest else stats.classify(low, high)
+        table.append(row)
+    return pd.DataFrame(table).reindex(columns=COLUMNS)
+
+
+def run_mode(args, info, runs, logs, counts):
+    logs = logs / "scaling"
+    logs.mkdir(parents=True, exist_ok=True)
+    gpu = bool(info["gpu_count"])
+    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
+    rounds = max(r.repeat for r in runs)
+    print(f"scaling ({args.scaling_mode}): {', '.join(variants_of(args.variants))} at {', '.join(map(str, counts))}"
+          f" processes, {rounds} rounds, about {estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"
+          + (f" (budget {budget_s / 60:g} min)" if budget_s else ""), flush=True)  # fmt: skip
+    if not gpu:
+        print(f"  on a CPU the processes share its {info['cpu_cores']} cores (each gets cores / processes threads):"
+              " this measures what DDP costs, not what more GPUs would give", flush=True)  # fmt: skip
+    stop, started, rows = threading.Event(), time.monotonic(), []
+    for signum in signal.SIGINT, signal.SIGTERM:  # stop the run in progress, keep the rounds done
+        signal.signal(signum, lambda *_: stop.set())
+    timeout = args.timeout or plan.TIMEOUT["gpu" if gpu else "cpu"]
+    spent_out = False
+    for repeat in range(1, rounds + 1):
+        if budget_s and repeat > 1 and time.monotonic() - started > budget_s:
+            spent_out = True
+            break
+        for run in [r for r in runs if r.repeat == repeat]:
+            row = launch(run, logs, timeout, stop)
+            if row is None:
+                break
+            n = run.processes  # the variants scaled are distributed: a process per count
+            batch = int(run.cmd[run.cmd.index("--batch-size") + 1])
+            rows.append(dict(row, variant=run.variant, processes=n, repeat=repeat, global_batch=batch))
+            rate = f"{row['samples_per_s']:,.1f} samples/s" if row["status"] == "ok" else f"failed: {row['error']}"
+            print(f"  round {repeat}: {run.variant} x{n} (batch {batch}): {rate}", flush=True)
+        if stop.is_set() or not rows:
+            break
+        write(args.out, summarize(rows, args.scaling_mode), info, time.monotonic() - started, repeat, rounds)
+    if not rows:
+        raise BenchError("--scaling stopped before its first run ended: nothing to write")
+    table = summarize(rows, args.scaling_mode)
+    done = max(r["repeat"] for r in rows)
+    write(args.out, table, info, time.monotonic() - started, done, rounds, spent_out)
+    for record in table.to_dict("records"):
+        print(f"  {line(record)}")
+    print(f"scaling: {(time.monotonic() - started) / 60:.1f} min; {args.out}/scaling.md, scaling.csv, scaling.png")
+
+
+def line(row):
+    n = int(row["processes"])
+    if not row["rounds_ok"]:
+        return f"{row['variant']} x{n}: failed: {row['error']}"
+    text = f"{row['variant']} x{n}: {row['samples_per_s']:,.1f} samples/s"
+    if row["answer"] == "reference":
+        return text + " (the reference)"
+    if present(row["speedup"]):
+        text += f", {row['speedup']:.2f}x the reference"
+        if present(row["speedup_low"]):
+            text += f" (95% interval {row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x)"
+        text += f", {row['efficiency']:.0%} efficiency: {ANSWER[row['answer']]}"
+    return text
+
+
+ANSWER = dict(
+    faster="faster than the reference",
+    slower="slower than the reference",
+    same="no measurable difference",
+    unsettled="not settled: more rounds (--repeats)",
+)
+
+
+def present(value):
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value, pattern):
+    return pattern.format(value) if present(value) else ""
+
+
+def write(out, table, info, spent, done, rounds, spent_out=False):
+    out = Path(out)
+    write_whole(out / "scaling.csv", lambda tmp: table.to_csv(tmp, index=False))
+    where = f"{info['gpu_count']}x {info['gpu_name']}" if info["gpu_count"] else f"CPU only: {info['cpu_model']}"
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    mode = table["scaling_mode"].iloc[0]
+    title = f"Scaling ({mode}): {where} ({when}, {done} of {rounds} rounds, {spent / 60:.1f} min)"
+    lines = [f"### {title}", ""]
+    if not info["gpu_count"]:
+        lines += [f"CPU processes share its {info['cpu_cores']} cores: the table measures what DDP costs here, not what"
+                  " more GPUs would give.", ""]  # fmt: skip
+    if spent_out:
+        lines += ["The budget was spent before the rounds asked: --budget, or fewer counts.", ""]
+    kind = table["memory_kind"].dropna()
+    memory = f"memory per process, MiB ({kind.iloc[0]})" if not kind.empty else "memory per process, MiB"
+    lines += [f"| variant | processes | global batch | samples/s | speed-up | 95% interval | efficiency | {memory} |"]
+    lines += ["|---|---|---|---|---|---|---|---|"]
+    for row in table.to_dict("records"):
+        interval = (f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row["speedup_low"])
+                    and row["answer"] != "reference" else "")  # fmt: skip
+        cells = [f"{row['processes']:.0f}", fmt(row["global_batch"], "{:,.0f}"), fmt(row["samples_per_s"], "{:,.1f}")]
+        cells += [fmt(row["speedup"], "{:.2f}x"), interval, fmt(row["efficiency"], "{:.0%}")]
+        cells += [fmt(row["memory_per_process_mib"], "{:,.0f}")]
+        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
+    lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
+    write_whole(out / "scaling.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
+    plot(table, out / "scaling.png", title)
+
+
+def plot(table, path, title):
+    """scaling.png: samples/s against processes, a line per variant with its range, and the ideal line (the
+    smallest count's rate times the processes)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for i, (variant, group) in enumerate(table[table["samples_per_s"].notna()].groupby("variant", sort=False)):
+        colour = f"C{i}"
+        low = group["samples_per_s"] - group["samples_per_s_min"]
+        high = group["samples_per_s_max"] - group["samples_per_s"]
+        ax.errorbar(group["processes"], group["samples_per_s"], yerr=[low, high], marker="o", color=colour,
+                    capsize=3, label=variant)  # fmt: skip
+        first = group.iloc[0]
+        ideal = first["samples_per_s"] * group["processes"] / first["processes"]
+        ax.plot(group["processes"], ideal, linestyle="--", color=colour, alpha=0.5, label=f"{variant}: ideal")
+    ax.set_xlabel("processes (one per GPU)")
+    ax.set_ylabel("samples/s (median of the rounds, min to max)")
+    ax.set_xticks(sorted(table["processes"].unique()))
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)

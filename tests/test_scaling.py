@@ -1,0 +1,114 @@
+"""python -m bench --scaling (bench/scaling.py): the DDP rows at each process count, their speed-up over the
+smallest count paired by round, efficiency, and the table, text and plot; for real with gloo on the CPU (1 and 2
+processes), its arithmetic on rows made up, and its flags like every other flag."""
+
+import json
+import math
+import os
+
+import pandas as pd
+import pytest
+
+from bench import scaling
+from helpers import fast_first, run
+
+CORES = len(os.sched_getaffinity(0))
+INFO = dict(gpu_count=0, cpu_model="a test CPU", cpu_cores=2)
+
+
+def rows(rates, mode_batch=64):
+    """Rows as launch() makes them, for {(variant, processes): [samples/s per round]} (None: a failed run)."""
+    made = []
+    for (variant, n), per_round in rates.items():
+        for repeat, rate in enumerate(per_round, 1):
+            ok = rate is not None
+            made.append(dict(variant=variant, processes=n, repeat=repeat, global_batch=mode_batch * n,
+                             status="ok" if ok else "failed", samples_per_s=rate if ok else None,
+                             error=None if ok else "boom", peak_host_mem_mib=1000.0 * n if ok else None,
+                             nvml_peak_mib=None))  # fmt: skip
+    return made
+
+
+def test_speedup_is_paired_by_round_and_efficiency_is_speedup_per_process(tmp_path):
+    table = scaling.summarize(rows({("ddp", 1): [100, 120, 110], ("ddp", 2): [150, 180, 165]}), "weak")
+    one, two = table.to_dict("records")
+    assert one["answer"] == "reference" and one["speedup"] == pytest.approx(1.0)
+    assert two["speedup"] == pytest.approx(1.5) and two["efficiency"] == pytest.approx(0.75)  # 1.5x on 2
+    assert two["speedup_low"] == pytest.approx(1.5) and two["answer"] == "faster"  # the same ratio each round
+    assert two["samples_per_s"] == 165 and two["samples_per_s_min"] == 150 and two["samples_per_s_max"] == 180
+    assert two["memory_per_process_mib"] == pytest.approx(1000) and two["global_batch"] == 128
+    noisy = scaling.summarize(rows({("ddp", 1): [100, 100, 100], ("ddp", 2): [80, 130, 100]}), "weak")
+    assert noisy.iloc[1]["answer"] == "unsettled" and noisy.iloc[1]["speedup_low"] < 1 < noisy.iloc[1]["speedup_high"]
+    slower = scaling.summarize(rows({("ddp", 1): [100, 102, 98], ("ddp", 2): [60, 61, 59]}), "weak")
+    assert slower.iloc[1]["answer"] == "slower" and slower.iloc[1]["efficiency"] == pytest.approx(0.3, abs=0.01)
+    failed = scaling.summarize(rows({("ddp", 1): [100, 100], ("ddp", 2): [None, None]}), "weak")
+    assert failed.iloc[1]["rounds_ok"] == 0 and failed.iloc[1]["error"] == "boom"
+    assert math.isnan(failed.iloc[1]["speedup"])
+    scaling.write(tmp_path, table, INFO, 60.0, 3, 3)
+    text = (tmp_path / "scaling.md").read_text()
+    assert text.startswith("### Scaling (weak): CPU only: a test CPU") and "share its 2 cores" in text
+    assert "| ddp | 2 | 128 | 165.0 | 1.50x | 1.50x to 1.50x | 75% | 1,000 |" in text
+    assert "ddp x2: 165.0 samples/s, 1.50x the reference" in text and "75% efficiency: faster" in text
+    assert (tmp_path / "scaling.png").read_bytes().startswith(b"\x89PNG")
+    assert list(pd.read_csv(tmp_path / "scaling.csv")["processes"]) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "flags,words",
+    fast_first(
+        [
+            (["--scaling", "0,2"], "--scaling 0,2: process counts of 1 or more"),
+            (["--scaling", "1,x"], "--scaling 1,x: process counts, comma-separated"),
+            (["--scaling", "1,1"], "--scaling 1,1: each count once"),
+            (["--scaling-mode", "strong"], "--scaling-mode goes with --scaling"),
+            (["--scaling", "1,2", "--scaling-mode", "fast"], "invalid choice: 'fast'"),
+            (["--scaling", "1,2", "--variants", "baseline,amp"], "--variants names none of them"),
+            (["--scaling", "1,2", "--summarize"], "are two modes: give one"),
+            (["--scaling", "1,2", "--workload", "all"], "--scaling runs one workload"),
+            (["--scaling", f"1,{CORES + 1}"], f"--scaling {CORES + 1}: {CORES} CPU cores here"),
+            (["--scaling", "1,2", "--scaling-mode", "strong", "--batch-size", "15"], "it does not divide by 2"),
+        ]
+    ),
+)
+def test_bad_flags_are_one_line(flags, words, tiny_data, tmp_path):
+    data = [] if "--workload" in flags else ["--data", tiny_data]
+    result = run("-m", "bench", *data, "--out", tmp_path / "out", "--loaders", "none", *flags)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out" / "scaling.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_gpu_cluster_plan_shows_every_count_and_its_batch(tmp_path):
+    result = run("-m", "bench", "--scaling", "1,2,4,8", "--dry-run", "--gpus", 8, "--out", tmp_path / "o")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("scaling (weak): 24 runs, about ")  # ddp and all, 4 counts, 3 rounds
+    for n in 1, 2, 4, 8:
+        assert f"ddp x{n}: " in result.stdout and f"--nproc-per-node {n} train_ddp.py" in result.stdout
+        assert f"--nproc-per-node {n} train_all.py --data" in result.stdout
+        assert f"--batch-size {256 * n} " in result.stdout  # weak: each process keeps resnet18's 256
+    strong = run("-m", "bench", "--scaling", "1,2,4", "--scaling-mode", "strong", "--dry-run", "--gpus", 4,
+                 "--variants", "ddp", "--out", tmp_path / "o")  # fmt: skip
+    assert strong.returncode == 0, strong.stderr
+    assert strong.stdout.count("--batch-size 256 ") == 9 and "scaling (strong): 9 runs" in strong.stdout
+    over = run("-m", "bench", "--scaling", "1,16", "--dry-run", "--gpus", 8, "--out", tmp_path / "o")
+    assert over.returncode == 2 and "one process per GPU, and this machine has 8 GPU(s)" in over.stderr
+
+
+@pytest.mark.slow
+def test_the_mode_runs_ddp_at_one_and_two_gloo_processes(tiny_data, tmp_path):
+    out = tmp_path / "out"
+    flags = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0, "--eval-samples", 8]
+    result = run("-m", "bench", "--scaling", "1,2", "--variants", "ddp", "--repeats", 2, "--data", tiny_data,
+                 "--out", out, "--model", "examples/smallnet.py:tiny", *flags)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "processes share its" in result.stdout  # said plainly: CPU processes share cores
+    table = pd.read_csv(out / "scaling.csv")
+    assert list(table["processes"]) == [1, 2] and list(table["global_batch"]) == [8, 16]  # weak: 8 per process
+    assert list(table["rounds_ok"]) == [2, 2] and (table["samples_per_s"] > 0).all()
+    two = table.iloc[1]
+    assert two["efficiency"] == pytest.approx(two["speedup"] / 2) and two["answer"] in scaling.ANSWER
+    (logs,) = (out / "logs").iterdir()
+    worlds = sorted(json.loads(p.read_text())["world_size"] for p in (logs / "scaling").glob("*.json"))
+    assert worlds == [1, 1, 2, 2]  # every rank's run, at its world size
+    assert (out / "scaling.png").exists() and "| ddp | 2 | 16 |" in (out / "scaling.md").read_text()
+    assert not (out / "runs.csv").exists()  # its runs are not the bench's
