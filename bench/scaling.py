@@ -15,7 +15,6 @@ each run's log and metrics are under logs/<bench>/scaling/. It leaves runs.csv a
 and process counts than the bench's.
 """
 
-import math
 import random
 import signal
 import threading
@@ -28,6 +27,7 @@ import pandas as pd
 
 from bench import BenchError, plan, stats, write_whole
 from bench.launch import launch
+from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -211,14 +211,6 @@ ANSWER = dict(
     same="no measurable difference",
     unsettled="not settled: more rounds (--repeats)",
 )
-
-
-def present(value):
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
-def fmt(value, pattern):
-    return pattern.format(value) if present(value) else ""
 
 
 def write(out, table, info, spent, done, rounds, spent_out=False):
