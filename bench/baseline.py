@@ -28,7 +28,7 @@ def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
     """Copy the summary in results_dir to baseline_dir/name; return that folder."""
     folder = baseline_dir / name
     check_folder(folder, "the baseline folder")
-    for output in OUTPUTS + MODE_OUTPUTS:  # a mode's tables (--to-accuracy, --max-batch) where it wrote them
+    for output in OUTPUTS + MODE_OUTPUTS:  # a mode's tables (--to-accuracy, --max-batch, --scaling)
         if (results_dir / output).exists():
             write_whole(folder / output, lambda tmp, source=results_dir / output: shutil.copy2(source, tmp))
     runs_kept = (results_dir / "runs.csv").exists()

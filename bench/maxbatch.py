@@ -15,6 +15,7 @@ Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log 
 import dataclasses
 import math
 import signal
+import textwrap
 import threading
 import time
 from datetime import datetime, timezone
@@ -264,7 +265,7 @@ def plot(table, path, title):
     ax.set_yticks(range(len(found)), found["variant"], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("largest global batch that trains")
-    ax.set_title(title, fontsize=8)
+    ax.set_title(textwrap.fill(title, 110), fontsize=8)  # a long machine name stays inside the figure
     ax.margins(x=0.35)
     fig.tight_layout()
     write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))

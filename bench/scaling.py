@@ -121,6 +121,7 @@ def summarize(rows, mode):
         if column not in frame:
             frame[column] = None
     frame["samples_per_s"] = pd.to_numeric(frame["samples_per_s"])
+    smallest = frame["processes"].min()  # the reference count
     table = []
     for (variant, n), group in frame.groupby(["variant", "processes"], sort=False):
         ok = group[(group["status"] == "ok") & group["samples_per_s"].notna()]
@@ -134,13 +135,12 @@ def summarize(rows, mode):
             if memory.notna().any():
                 row["memory_per_process_mib"] = memory.max() / n
                 row["memory_kind"] = "GPU (NVML)" if ok["nvml_peak_mib"].notna().any() else "host (PSS)"
-        one = frame[(frame["variant"] == variant) & (frame["processes"] == min(frame["processes"]))]
+        one = frame[(frame["variant"] == variant) & (frame["processes"] == smallest)]
         one = one[(one["status"] == "ok") & one["samples_per_s"].notna()].groupby("repeat")["samples_per_s"].last()
         mine = ok.groupby("repeat")["samples_per_s"].last()
         common = mine.index.intersection(one.index)
         if len(common):
             estimate, low, high = stats.interval(list(mine[common] / one[common]))
-            smallest = min(frame["processes"])
             row.update(speedup=estimate, speedup_low=low, speedup_high=high, efficiency=estimate * smallest / n)
             row["answer"] = "reference" if n == smallest else stats.classify(low, high)
         table.append(row)
