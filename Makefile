@@ -10,7 +10,7 @@ ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 endif
 
-.PHONY: bench check baseline plot train data diff test test-fast lint format clean browser
+.PHONY: bench check baseline plot train data diff test test-fast lint format clean browser slurm
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
 # WORKLOAD=small|imagenet|all (generated in data/ when missing), or DATA=folder of your own
@@ -60,8 +60,15 @@ browser:
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
+# the one-node Slurm that tests/test_slurm.py brings up: Debian's slurm-wlm and munge, installed when missing (as root)
+slurm:
+	@test -x /usr/sbin/slurmd && test -x /usr/sbin/munged || { \
+	  echo "installing Debian's slurm-wlm and munge for the Slurm test (a one-node cluster, started by the test)"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq slurm-wlm munge >/dev/null; }
+
 # every test (CI runs this); test-fast leaves out the slow ones (torchrun, whole benches, memory limits)
-test: $(SETUP) lint browser
+test: $(SETUP) lint browser slurm
 	@$(PY) -m pytest $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; exit $$rc
 

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import psutil
 
-from bench import BenchError, schema
+from bench import BenchError, schema, slurm
 from bench.machine import ROOT
 from bench.memory import Sampler
 
@@ -82,7 +82,7 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
     space of each of its processes (RLIMIT_AS, inherited by the processes it starts): a CPU's stand-in for a GPU's
     memory (python -m bench --max-batch)."""
     metrics_path, log_path = log_dir / f"{run.name}.json", log_dir / f"{run.name}.log"
-    cmd = [*run.cmd, "--metrics-out", str(metrics_path)]
+    cmd = [*slurm.launched(run), "--metrics-out", str(metrics_path)]
     if tensorboard and run.kind == "train":
         cmd += ["--tensorboard", str(log_dir / "tensorboard" / run.name)]
     row = dict(schema_version=schema.VERSION, run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat)
@@ -111,6 +111,8 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
                 break
         returncode = popen.wait()
         row.update(sampler.stop())
+        if run.nodes:  # the sampler saw srun alone: the processes run under Slurm's own daemons
+            row.update(peak_host_mem_mib=None, nvml_peak_mib=None, nvml_method="not measured: run through srun")
         if stop.is_set():
             return None
     row.update(returncode=returncode, wall_s=time.perf_counter() - started)

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, data, stats, write_whole
+from bench import BenchError, data, slurm, stats, write_whole
 from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
@@ -139,6 +139,7 @@ class Run:
     workload: str = "custom"
     env: dict = field(default_factory=dict)  # set for the run, e.g. TORCHINDUCTOR_CACHE_DIR
     estimate_s: float = 0.0  # the planned estimate of its wall time (see COST_S)
+    nodes: int = 0  # --launcher slurm: the nodes its torchrun agents run on (bench/slurm.py); 0: this machine
 
 
 def ordered(variants, gpu_count):
@@ -368,7 +369,8 @@ def round_runs(repeat, works, variants, loaders, context):
             random.Random(f"{chosen.get('seed', 0)}-{repeat}").shuffle(order)
         for variant in order:
             where = (path, info, chosen, c["gpu_count"], c["nproc"], c["workers"], c["cores"], workload, prefix)
-            runs.append(training_run(variant, repeat, *where, c["log"]))
+            run = training_run(variant, repeat, *where, c["log"])
+            runs.append(slurm.on_nodes(run, c["nodes"]) if c.get("nodes") and distributed(variant) else run)
         for variant in loaders:
             where = (path, chosen, c["gpu_count"], c["workers"], c["cores"], workload, prefix)
             runs.append(loader_run(variant, repeat, *where))
@@ -411,7 +413,8 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
         works[workload]["steps_auto"] = auto
     context = dict(gpu_count=gpu_count, nproc=nproc, workers=args.workers, cores=cores, log=log and str(log),
-                   bf16_native=bf16_native, window_s=window, variants=variants, loaders=args.loaders)  # fmt: skip
+                   bf16_native=bf16_native, window_s=window, variants=variants, loaders=args.loaders,
+                   nodes=getattr(args, "nodes", None) or 0)  # fmt: skip
     for repeat in range(1, first_rounds(args.repeats) + 1):
         runs += round_runs(repeat, works, variants, args.loaders, context)
     overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations

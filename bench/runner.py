@@ -44,6 +44,7 @@ from bench import (
     maxbatch,
     plan,
     scaling,
+    slurm,
     stats,
     tables,
     write_whole,
@@ -205,6 +206,13 @@ def parse_args(argv=None):
         choices=["weak", "strong"],
         help="with --scaling: weak (default: each process keeps the batch) or strong (the global batch is split)",
     )
+    p.add_argument(
+        "--launcher",
+        choices=["local", "slurm"],
+        default="local",
+        help="slurm: inside an allocation (sbatch slurm/bench.sbatch), the DDP rows run on its nodes through srun",
+    )
+    p.add_argument("--nodes", type=int, help="with --launcher slurm: the nodes the DDP rows run on (all of the job's)")
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
@@ -269,6 +277,17 @@ def parse_args(argv=None):
         if args.workload == "all":
             fail("--scaling runs one workload: --workload small or imagenet, or --data")
         args.scaling_mode = args.scaling_mode or "weak"
+    if args.nodes is not None and args.launcher != "slurm":
+        fail("--nodes goes with --launcher slurm")
+    if args.nodes is not None and args.nodes < 1:
+        fail(f"--nodes {args.nodes}: 1 or more")
+    if args.launcher == "slurm":
+        if args.mode not in ("run", "scaling"):
+            fail(f"--launcher slurm goes with a bench or --scaling, not --{args.mode.replace('_', '-')}")
+        try:
+            args.nodes = len(slurm.allocation(args.nodes)["hosts"])
+        except BenchError as e:
+            fail(str(e))
     if args.memory_limit is not None and args.mode != "max_batch":
         fail("--memory-limit goes with --max-batch")
     if args.memory_limit is not None and args.memory_limit < 1:
@@ -406,7 +425,7 @@ def print_plan(runs, works, gpu_count):
               f"{w['eval_samples']} validation images; for {gpus}")  # fmt: skip
         for run in runs:
             if run.workload == workload:
-                print(" ".join(run.cmd))
+                print(" ".join(slurm.launched(run)))
 
 
 def expected_s(group, measured):
@@ -638,9 +657,10 @@ def scale(args):
     bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
     logs = args.out / "logs" / bench_id
     counts = args.scaling
-    scaling.check_counts(counts, gpu_count, info["cpu_cores"])
+    scaling.check_counts(counts, gpu_count, info["cpu_cores"], args.nodes)
     one = argparse.Namespace(**{**vars(args), "variants": args.scaling_variants, "loaders": [], "repeats": 1})
-    one.nproc, one.workload = counts[-1], args.workload or (None if args.data else "small")
+    one.nproc = min(counts[-1], gpu_count) if args.nodes and gpu_count else counts[-1]  # per node
+    one.workload = args.workload or (None if args.data else "small")
     _, works, _ = plan.make_plan(one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
     work = next(iter(works.values()))
     runs = scaling.runs_of(args, counts, gpu_count, info["cpu_cores"], work, logs)
@@ -649,7 +669,7 @@ def scale(args):
         print(f"scaling ({args.scaling_mode}): {len(runs)} runs, about"
               f" {scaling.estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min:")  # fmt: skip
         for r in runs:
-            print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(r.cmd)}")
+            print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(slurm.launched(r))}")
         return
     scaling.run_mode(args, info, runs, logs, counts)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, plan, stats, write_whole
+from bench import BenchError, plan, slurm, stats, write_whole
 from bench.launch import launch
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
@@ -36,6 +36,7 @@ ROUNDS = 3  # --repeats auto: rounds of every count
 COLUMNS = [
     "variant",
     "processes",
+    "nodes",
     "global_batch",
     "rounds_ok",
     "samples_per_s",
@@ -76,8 +77,12 @@ def variants_of(asked):
     return chosen
 
 
-def check_counts(counts, gpu_count, cores):
-    """One process per GPU; on a CPU, a core per process at least."""
+def check_counts(counts, gpu_count, cores, nodes=0):
+    """One process per GPU; on a CPU, a core per process at least; across nodes (--launcher slurm) whole nodes."""
+    if nodes:
+        for n in counts:
+            slurm.spread(n, gpu_count or cores, nodes)
+        return
     if gpu_count and counts[-1] > gpu_count:
         raise BenchError(f"--scaling {counts[-1]}: one process per GPU, and this machine has {gpu_count} GPU(s)")
     if not gpu_count and counts[-1] > cores:
@@ -102,8 +107,10 @@ def runs_of(args, counts, gpu_count, cores, work, logs):
         for variant, n in order:
             batch = work["batch_size"] * n if args.scaling_mode == "weak" else work["batch_size"]
             chosen = dict(work, batch_size=batch)
-            runs.append(plan.training_run(variant, repeat, path, info, chosen, gpu_count, n, args.workers, cores,
-                                          "scaling", prefix=f"n{n}-", cache=logs))  # fmt: skip
+            nodes, per_node = slurm.spread(n, gpu_count or cores, args.nodes) if args.nodes else (0, n)
+            run = plan.training_run(variant, repeat, path, info, chosen, gpu_count, per_node, args.workers, cores,
+                                    "scaling", prefix=f"n{n}-", cache=logs)  # fmt: skip
+            runs.append(slurm.on_nodes(run, nodes) if nodes else run)
     return runs
 
 
@@ -126,6 +133,7 @@ def summarize(rows, mode):
     for (variant, n), group in frame.groupby(["variant", "processes"], sort=False):
         ok = group[(group["status"] == "ok") & group["samples_per_s"].notna()]
         row = dict(variant=variant, processes=n, global_batch=group["global_batch"].iloc[0], rounds_ok=len(ok))
+        row["nodes"] = group["nodes"].iloc[0] if "nodes" in group else 1
         errors = group["error"].dropna()
         row.update(scaling_mode=mode, error=None if len(ok) or errors.empty else str(errors.iloc[-1])[:200])
         if len(ok):
@@ -174,7 +182,8 @@ def run_mode(args, info, runs, logs, counts):
                 break
             n = run.processes  # the variants scaled are distributed: a process per count
             batch = int(run.cmd[run.cmd.index("--batch-size") + 1])
-            rows.append(dict(row, variant=run.variant, processes=n, repeat=repeat, global_batch=batch))
+            rows.append(dict(row, variant=run.variant, processes=n, nodes=run.nodes or 1, repeat=repeat,
+                             global_batch=batch))  # fmt: skip
             rate = f"{row['samples_per_s']:,.1f} samples/s" if row["status"] == "ok" else f"failed: {row['error']}"
             print(f"  round {repeat}: {run.variant} x{n} (batch {batch}): {rate}", flush=True)
         if stop.is_set() or not rows:
@@ -233,7 +242,12 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
     for row in table.to_dict("records"):
         interval = (f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row["speedup_low"])
                     and row["answer"] != "reference" else "")  # fmt: skip
-        cells = [f"{row['processes']:.0f}", fmt(row["global_batch"], "{:,.0f}"), fmt(row["samples_per_s"], "{:,.1f}")]
+        nodes = f" on {row['nodes']:.0f} nodes" if present(row["nodes"]) and row["nodes"] > 1 else ""
+        cells = [
+            f"{row['processes']:.0f}{nodes}",
+            fmt(row["global_batch"], "{:,.0f}"),
+            fmt(row["samples_per_s"], "{:,.1f}"),
+        ]
         cells += [fmt(row["speedup"], "{:.2f}x"), interval, fmt(row["efficiency"], "{:.0%}")]
         cells += [fmt(row["memory_per_process_mib"], "{:,.0f}")]
         lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
