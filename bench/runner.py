@@ -376,7 +376,8 @@ def save_baseline(args):
     """Keep results/ as the saved baseline of this machine's class (or of the name given)."""
     kept = [name for name in ["summary.csv", *baseline.MODE_OUTPUTS] if (args.out / name).exists()]
     if not kept:
-        fail(f"no {args.out}/summary.csv (nor a table of --to-accuracy or --max-batch) to save: run the bench first")
+        fail(f"no {args.out}/summary.csv (nor a table of --to-accuracy, --max-batch or --scaling) to save: run the"
+             " bench first")  # fmt: skip
     info = machine()
     folder = baseline.save(args.out, args.save_baseline or info["machine_class"], info, args.baseline_dir)
     tables_kept = dict.fromkeys(name.split(".")[0] for name in kept if name.endswith(".csv"))

@@ -29,6 +29,9 @@ def allocation(nodes=None):
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
         raise BenchError("--launcher slurm runs inside a Slurm allocation: submit it with sbatch slurm/bench.sbatch")
+    if os.environ.get("SLURM_STEP_ID") not in (None, "batch"):
+        raise BenchError("--launcher slurm runs in the job's batch script (sbatch slurm/bench.sbatch), not inside"
+                         " srun: the rows' own job steps would wait for the CPUs this step holds")  # fmt: skip
     for tool in "srun", "scontrol":
         if shutil.which(tool) is None:
             raise BenchError(f"--launcher slurm: {tool} is not on PATH in this allocation")

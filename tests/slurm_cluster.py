@@ -31,7 +31,7 @@ def write_conf(folder, node, cpus, memory_mib):
     munge_socket = folder / "munge.socket"
     conf = f"""\
 ClusterName=test
-SlurmctldHost={node}
+SlurmctldHost={node}(127.0.0.1)
 SlurmUser=root
 SlurmctldPort={free_port()}
 SlurmdPort={free_port()}
@@ -54,7 +54,7 @@ MpiDefault=none
 ReturnToService=2
 MailProg=/bin/true
 SlurmdTimeout=60
-NodeName={node} CPUs={cpus} RealMemory={memory_mib} State=UNKNOWN
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mib} State=UNKNOWN
 PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
     (folder / "state").mkdir()

@@ -391,4 +391,4 @@ def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):
     empty.mkdir()
     result = run("-m", "bench", "--out", empty, "--save-baseline", "cpu-x", "--baseline-dir", saved)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "(nor a table of --to-accuracy or --max-batch) to save" in result.stderr
+    assert "(nor a table of --to-accuracy, --max-batch or --scaling) to save" in result.stderr

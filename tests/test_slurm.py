@@ -9,13 +9,12 @@ import os
 import re
 import socket
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import slurm_cluster
 
-from bench import BenchError, slurm
+from bench import BenchError, slurm, tables
 from bench.plan import Run
 from helpers import PY, ROOT
 
@@ -34,27 +33,26 @@ def cluster(tmp_path_factory):
         pytest.fail(f"the one-node Slurm did not come up: {e}", pytrace=False)
 
 
-def in_job(cluster, *args, timeout=300):
-    """python -m bench ARGS as the one task of a one-node job (srun makes the allocation and runs it there)."""
+def submit(cluster, tmp_path, *args, timeout=600):
+    """slurm/bench.sbatch ARGS, submitted as shipped but for its GPUs and cores (this machine's), waited for: the
+    job's exit code, what it printed, and its id."""
     env, _ = cluster
-    cmd = ["srun", "--nodes", "1", "--ntasks", "1", "--cpus-per-task", str(os.cpu_count()), PY, "-m", "bench"]
-    cmd += [str(a) for a in args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    log = tmp_path / f"job-{len(list(tmp_path.glob('job-*')))}.out"
+    cmd = ["sbatch", "--wait", "--nodes", "1", "--gpus-per-node", "0", "--cpus-per-task", str(os.cpu_count())]
+    cmd += ["--output", str(log), "slurm/bench.sbatch", *map(str, args)]
+    done = subprocess.run(cmd, cwd=ROOT, env={**env, "PY": PY}, capture_output=True, text=True, timeout=timeout)
+    job = re.search(r"Submitted batch job (\d+)", done.stdout)
+    return done.returncode, (log.read_text() if log.exists() else "") + done.stderr, job and job.group(1)
 
 
 @pytest.mark.slow
 def test_the_sbatch_file_runs_the_scaling_bench_through_srun_and_torchrun(cluster, tiny_data, tmp_path):
-    """slurm/bench.sbatch as shipped (only its GPUs and cores set to this machine's): every DDP row is a job step
-    (srun), its torchrun joins by c10d, and every rank of each count takes part (the world size)."""
-    env, folder = cluster
-    out, job_out = tmp_path / "out", tmp_path / "job.out"
-    cmd = ["sbatch", "--wait", "--nodes", "1", "--gpus-per-node", "0", "--cpus-per-task", str(os.cpu_count())]
-    cmd += ["--output", str(job_out), "slurm/bench.sbatch", "--scaling", "1,2", "--variants", "ddp", "--repeats", "1"]
-    cmd += ["--data", str(tiny_data), "--out", str(out), *map(str, FLAGS)]
-    submitted = subprocess.run(cmd, cwd=ROOT, env={**env, "PY": PY}, capture_output=True, text=True, timeout=600)
-    log = job_out.read_text() if job_out.exists() else ""
-    assert submitted.returncode == 0, submitted.stderr + log
-    job = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    """Every DDP row is a job step (srun), its torchrun joins by c10d, and every rank of each count takes part (the
+    world size)."""
+    out = tmp_path / "out"
+    code, log, job = submit(cluster, tmp_path, "--scaling", "1,2", "--variants", "ddp", "--repeats", 1, "--data",
+                            tiny_data, "--out", out, *FLAGS)  # fmt: skip
+    assert code == 0, log
     table = pd.read_csv(out / "scaling.csv")
     assert list(table["processes"]) == [1, 2] and list(table["rounds_ok"]) == [1, 1], log
     assert (table["samples_per_s"] > 0).all() and list(table["nodes"]) == [1, 1]
@@ -62,34 +60,49 @@ def test_the_sbatch_file_runs_the_scaling_bench_through_srun_and_torchrun(cluste
     metrics = [json.loads(p.read_text()) for p in sorted((logs / "scaling").glob("*.json"))]
     assert sorted(m["world_size"] for m in metrics) == [1, 2]  # all ranks joined: their gather went round
     assert sorted(m["global_batch_size"] for m in metrics) == [8, 16]
+    _, folder = cluster
     steps = re.findall(rf"launch task StepId={job}\.(\d+) ", (folder / "slurmd.log").read_text())
     assert sorted(set(steps)) == ["0", "1"]  # one job step (srun) per DDP row, none for anything else
     assert table["memory_per_process_mib"].isna().all()  # under srun the bench sees none of their memory
 
 
 @pytest.mark.slow
-def test_a_dry_run_in_a_job_shows_srun_for_ddp_rows_only_and_bad_placements_fail(cluster, tiny_data, tmp_path):
+def test_a_bench_in_a_job_runs_its_ddp_row_through_srun_and_the_rest_where_it_is(cluster, tiny_data, tmp_path):
+    out = tmp_path / "out"
+    code, log, _ = submit(cluster, tmp_path, "--variants", "baseline,ddp", "--loaders", "none", "--repeats", 1,
+                          "--data", tiny_data, "--out", out, "--baseline-dir", tmp_path / "none", *FLAGS)  # fmt: skip
+    assert code == 0, log
+    rows = tables.read_runs(out / "runs.csv").set_index("variant")
+    assert list(rows["status"]) == ["ok", "ok"] and list(rows["world_size"]) == [1, 2]
+    assert rows.loc["ddp", "command"].startswith("srun --nodes 1 ") and "c10d" in rows.loc["ddp", "command"]
+    assert not rows.loc["baseline", "command"].startswith("srun")  # single-process rows: where the bench is
+    assert pd.isna(rows.loc["ddp", "peak_host_mem_mib"]) and rows.loc["baseline", "peak_host_mem_mib"] > 0
+    assert (out / "summary.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_dry_run_in_a_job_shows_srun_and_what_the_job_cannot_hold_is_one_line(cluster, tiny_data, tmp_path):
     node = socket.gethostname().split(".")[0]
-    shown = in_job(cluster, "--launcher", "slurm", "--variants", "baseline,ddp", "--loaders", "none", "--data",
-                   tiny_data, "--dry-run", "--out", tmp_path / "o", "--repeats", 1)  # fmt: skip
-    assert shown.returncode == 0, shown.stderr
-    lines = [line for line in shown.stdout.splitlines() if line.startswith(sys.executable)]
-    lines += [line for line in shown.stdout.splitlines() if line.startswith("srun ")]
-    (baseline,) = [line for line in lines if "train.py" in line]
-    (ddp,) = [line for line in lines if "train_ddp.py" in line]
-    assert baseline.startswith(sys.executable) and "srun" not in baseline  # single-process rows: where the bench is
-    assert ddp.startswith(f"srun --nodes 1 --ntasks 1 --ntasks-per-node 1 --nodelist {node} --kill-on-bad-exit=1")
-    assert f"--nnodes 1 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint {node}:29500" in ddp
-    assert "--standalone" not in ddp
+    flags = ["--scaling", "1,2", "--repeats", 1, "--data", tiny_data, "--dry-run", "--out", tmp_path / "o"]
+    code, log, _ = submit(cluster, tmp_path, *flags)
+    assert code == 0, log
+    (two,) = [line for line in log.splitlines() if "ddp x2:" in line]
+    assert f"srun --nodes 1 --ntasks 1 --ntasks-per-node 1 --nodelist {node} --kill-on-bad-exit=1" in two
+    assert f"--nnodes 1 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint {node}:29500" in two
+    assert "--standalone" not in two
     for flags, words in [
-        (["--launcher", "slurm", "--nodes", 2, "--scaling", "1,2"], "--nodes 2: job"),
-        (["--launcher", "slurm", "--scaling", "1,4"], "--scaling 4: 2 nodes of 2 processes, and the allocation"),
-        (["--launcher", "slurm", "--scaling", "1,3"], "--scaling 3: across nodes a count fills whole nodes of 2"),
+        (["--nodes", 2, "--scaling", "1,2"], "--nodes 2: job"),
+        (["--scaling", "1,4"], "--scaling 4: 2 nodes of 2 processes, and the allocation has 1"),
+        (["--scaling", "1,3"], "--scaling 3: across nodes a count fills whole nodes of 2"),
     ]:
-        result = in_job(cluster, *flags, "--data", tiny_data, "--dry-run", "--out", tmp_path / "o")
-        assert result.returncode == 2 and words in result.stderr, (flags, result.stderr)
-        own = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("srun: ")]
-        assert len(own) == 1 and "Traceback" not in result.stderr  # srun adds a line of its own: the exit code
+        code, log, _ = submit(cluster, tmp_path, *flags, "--data", tiny_data, "--dry-run", "--out", tmp_path / "o")
+        assert code == 2 and words in log, (flags, log)
+        assert len(log.strip().splitlines()) == 1 and "Traceback" not in log
+    env, _ = cluster  # inside srun's own step, the rows' steps would wait for the CPUs it holds
+    cmd = ["srun", "--nodes", "1", "--ntasks", "1", PY, "-m", "bench", "--launcher", "slurm", "--dry-run"]
+    inside = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    own = [line for line in inside.stderr.splitlines() if not line.startswith("srun: ")]  # srun adds its exit code
+    assert inside.returncode == 2 and len(own) == 1 and "not inside srun" in own[0], inside.stderr
 
 
 @pytest.mark.parametrize(
