@@ -49,6 +49,8 @@ COLUMNS = [
     "probes",
     "search_s",
     "memory_limit_mib",
+    "model",
+    "workload",
     "error",
 ]
 
@@ -162,7 +164,8 @@ def run_mode(args, info, runs, logs):
         except KeyboardInterrupt:
             break
         row = dict(variant=run.variant, max_batch=fits, first_failed_batch=fails, why_it_stops=why, probes=probes)
-        row.update(memory_limit_mib=args.memory_limit, error=error)
+        row.update(memory_limit_mib=args.memory_limit, error=error, workload=run.workload)
+        row["model"] = run.cmd[run.cmd.index("--model") + 1]  # memory.png matches it to the bench's rows
         while fits is not None and error is None and time.monotonic() < deadline:  # its speed at the largest batch
             measured = launch(probe_run(run, fits, None, f"{run.variant}-at-{fits}"), logs, timeout, stop, False,
                               args.memory_limit)  # fmt: skip

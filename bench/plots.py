@@ -53,7 +53,23 @@ def save(fig, path):
         plt.close(fig)
 
 
-def plot_memory(summary, path, headings):
+def largest_batches(path):
+    """{(workload, model, variant): (largest batch, x the baseline's)} from a --max-batch table (max_batch.csv)
+    beside the bench's; {} without one, or one from before it named its model."""
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError):
+        return {}
+    if not {"workload", "model", "variant", "max_batch"} <= set(table.columns):
+        return {}
+    table = table.dropna(subset=["max_batch"])
+    return {(r.workload, r.model, r.variant): (r.max_batch, r.batch_vs_baseline) for r in table.itertuples()}
+
+
+def plot_memory(summary, path, headings, largest=None):
+    """Peak memory per training row; with a --max-batch table of the same workload and model (largest_batches), each
+    row also says the largest batch that trains, in the memory of the max-batch search."""
+    largest = largest or {}
     train = trained(summary)
     gpu = train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any()
     if gpu:
@@ -73,7 +89,16 @@ def plot_memory(summary, path, headings):
         ticks = [i + height * (len(series) - 1) / 2 for i in range(len(rows))]
         ax.set_yticks(ticks, [label(row) for _, row in rows.iterrows()], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlabel("peak memory, MiB (median of repeats)")
+        found = [largest.get((row.workload, row.model, row.variant)) for row in rows.itertuples()]
+        widest = rows[[c for c, _ in series]].max(axis=1).fillna(0)
+        for tick, found_here, end in zip(ticks, found, widest):
+            if found_here:
+                times = f" ({found_here[1]:.2f}x)" if pd.notna(found_here[1]) else ""
+                ax.text(end, tick, f" largest batch {found_here[0]:,.0f}{times}", va="center", fontsize=7)
+        if any(found):
+            ax.set_xlim(0, widest.max() * 1.45)
+        xlabel = "peak memory, MiB (median of repeats)"
+        ax.set_xlabel(xlabel + ("; largest batch: --max-batch, x the baseline's" if any(found) else ""))
         ax.legend(fontsize=7, loc="lower right")
         ax.set_title(textwrap.fill(heading, 85), fontsize=9)
     save(fig, path)

@@ -52,7 +52,7 @@ from bench import (
 from bench import report as html_report
 from bench.launch import launch
 from bench.machine import code_fingerprint, machine_class, machine_info
-from bench.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
+from bench.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
 
 MAX_TIMEOUT = 7 * 24 * 3600
 LOCK = ".bench.lock"  # in --out: held while a bench uses the folder (see lock())
@@ -335,7 +335,7 @@ def write_outputs(out, bench_id, machine):
     text = tables.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
     write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
     plot_throughput(summary, out / "throughput.png", headings)
-    plot_memory(summary, out / "memory.png", headings)
+    plot_memory(summary, out / "memory.png", headings, largest_batches(out / "max_batch.csv"))
     plot_tradeoff(summary, out / "tradeoff.png", headings)
     plot_time(summary, out / "time.png", headings)
     learned = curves.gather(out, bench_id, runs)
@@ -627,6 +627,8 @@ def max_batch(args):
             print(f"  {r.variant}: {shlex.join(r.cmd)} --batch-size N")
         return
     maxbatch.run_mode(args, info, runs, logs)
+    if (args.out / "runs.csv").exists():  # memory.png gains each row's largest batch
+        write_outputs(args.out, tables.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1], info)
 
 
 def to_accuracy(args):

@@ -91,6 +91,7 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_p
     found, failed = int(table.loc["baseline", "max_batch"]), int(table.loc["baseline", "first_failed_batch"])
     assert 64 < found < 1000 and failed - found <= maxbatch.step(failed)  # small_data: 1000 training images
     assert table.loc["baseline", "samples_per_s"] > 0 and table.loc["baseline", "probes"] >= 3
+    assert table.loc["baseline", "model"] == "shufflenet_v2_x0_5" and table.loc["baseline", "workload"] == "custom"
     assert (out / "max_batch.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| baseline | " in (out / "max_batch.md").read_text() and "max batch:" in result.stdout
     # the probe the mode makes, by hand: its steps (a whole run's if that is where memory ran out), the data not
@@ -134,3 +135,31 @@ def test_a_gpu_plan_shows_the_mode_and_its_time(tiny_data):
     assert result.returncode == 0, result.stderr
     assert "max batch: 9 variants, about " in result.stdout and " min:" in result.stdout
     assert "  baseline: " in result.stdout and "train.py --data" in result.stdout and "--batch-size N" in result.stdout
+
+
+def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_model(monkeypatch, tmp_path):
+    """A --max-batch table beside the bench's (max_batch.csv) puts each row's largest batch on memory.png, for the
+    rows of its workload and model only; a table of another model, or one from before it named its model, adds
+    nothing."""
+    from bench import plots
+
+    table = pd.DataFrame(dict(variant=["baseline", "checkpoint"], max_batch=[176, 308], batch_vs_baseline=[1, 1.75]))
+    (tmp_path / "old.csv").write_text(table.to_csv(index=False))
+    assert plots.largest_batches(tmp_path / "old.csv") == {} == plots.largest_batches(tmp_path / "missing.csv")
+    table = table.assign(workload="small", model="resnet18")
+    (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))
+    largest = plots.largest_batches(tmp_path / "max_batch.csv")
+    assert largest == {("small", "resnet18", "baseline"): (176, 1.0), ("small", "resnet18", "checkpoint"): (308, 1.75)}
+    summary = pd.DataFrame(
+        dict(workload=["small", "small", "small", "big"], variant=["baseline", "checkpoint", "amp", "checkpoint"])
+    ).assign(kind="train", runs_ok=3, model=["resnet18"] * 3 + ["resnet50"], peak_host_mem_mib=[900.0, 600, 800, 2e3])
+    summary = summary.assign(nvml_peak_mib=None, peak_mem_allocated_mib=None, peak_mem_reserved_mib=None)
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
+    plots.plot_memory(summary, tmp_path / "memory.png", {"small": "small", "big": "big"}, largest)
+    small, big = drawn[0].axes
+    assert [t.get_text() for t in small.texts] == [" largest batch 176 (1.00x)", " largest batch 308 (1.75x)"]
+    assert "largest batch: --max-batch" in small.get_xlabel() and not big.texts  # another model: none
+    drawn.clear()
+    plots.plot_memory(summary, tmp_path / "memory.png", {"small": "small", "big": "big"})
+    assert not any(ax.texts for ax in drawn[0].axes)
