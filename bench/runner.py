@@ -628,7 +628,10 @@ def max_batch(args):
         return
     maxbatch.run_mode(args, info, runs, logs)
     if (args.out / "runs.csv").exists():  # memory.png gains each row's largest batch
-        write_outputs(args.out, tables.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1], info)
+        try:
+            write_outputs(args.out, tables.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1], info)
+        except BenchError as e:  # the mode's own table is written: say why the bench's plots are not redrawn
+            print(f"warning: the bench's plots in {args.out} are as they were: {e}", file=sys.stderr)
 
 
 def to_accuracy(args):
