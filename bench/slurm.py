@@ -75,9 +75,8 @@ def launched(run):
 def command(run, found):
     """The command that runs a row planned for nodes (plan.Run.nodes) in the allocation `found`: srun starts a
     torchrun agent on each node, which joins the others at the first node's c10d store."""
-    cmd = run.cmd
-    at = cmd.index("torch.distributed.run")
-    python, per_node, script = cmd[: at - 1], cmd[cmd.index("--nproc-per-node") + 1], cmd.index("--nproc-per-node") + 2
+    cmd, at = run.cmd, run.cmd.index("--nproc-per-node")  # python -m torch.distributed.run ... --nproc-per-node P
+    python, per_node, script = cmd[: cmd.index("torch.distributed.run") - 1], cmd[at + 1], cmd[at + 2 :]
     hosts = found["hosts"][: run.nodes]
     srun = ["srun", "--nodes", str(run.nodes), "--ntasks", str(run.nodes), "--ntasks-per-node", "1"]
     srun += ["--nodelist", ",".join(hosts), "--kill-on-bad-exit=1"]
@@ -92,4 +91,4 @@ def command(run, found):
         "--rdzv-id",
         f"{found['job']}-{run.name}",
     ]
-    return srun + agent + cmd[script:]
+    return srun + agent + script

@@ -63,7 +63,7 @@ PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP
     return munge_socket
 
 
-def node_cpus_memory(folder, env):
+def node_cpus_memory(env):
     """What slurmd finds on this machine (slurmd -C), so that the node is not drained for a mismatch."""
     found = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, env=env, timeout=60).stdout
     fields = dict(part.split("=", 1) for part in found.split() if "=" in part)
@@ -96,7 +96,7 @@ def one_node(folder):
     key = folder / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
-    cpus, memory = node_cpus_memory(folder, env)
+    cpus, memory = node_cpus_memory(env)
     munge_socket = write_conf(folder, node, cpus, memory)
     daemons = []
     try:
