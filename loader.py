@@ -1,6 +1,6 @@
 """Baseline data loading: torchvision datasets and transforms in a DataLoader.
 
-train.py calls build_loaders(); `python train.py --loader dali` uses loader_dali.py's instead.
+train.py calls open_data(), then build_loaders(); `python train.py --loader dali` uses loader_dali.py's instead.
 Run on its own, it describes a data folder or measures the input pipeline alone:
 
     python loader.py --data data/small            # what is in the folder
@@ -24,20 +24,20 @@ from typing import NamedTuple, Optional
 
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from datacheck import check_files, output_problem, write_whole
+import checks
+from checks import die
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics, 0-1 scale
 SMALL = 64  # images this small keep their size; larger ones are cropped to 224 px as for ImageNet
-SYNTHETIC_STEPS = 1000  # batches in an epoch of synthetic data
+SYNTHETIC_IMAGES = 128_000, 256  # the images of synthetic data's epoch (1000 batches of 128) and of its validation
 SYNTHETIC_MAX = 8192, 100_000  # the largest synthetic image side and number of classes
 
 
 class DataInfo(NamedTuple):
-    """What build_loaders() found; the same fields from every loader."""
+    """What open_data() found; the same fields from every loader."""
 
     dataset: str  # generated, imagefolder, cifar10 or synthetic
     classes: list  # class names, in label order
@@ -50,12 +50,6 @@ class DataInfo(NamedTuple):
     @property
     def num_classes(self):
         return len(self.classes)
-
-
-def die(message):
-    """End the run with a one-line error naming the problem, exit code 2."""
-    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 class UnreadableImage(Exception):
@@ -78,32 +72,43 @@ def image_side(path):
         die(str(e))
 
 
-class Loader(DataLoader):
-    """A DataLoader that ends the run with a one-line error when an image cannot be read."""
+class Synthetic(NamedTuple):
+    """--data synthetic[:PX[:N]]: no files, only the images' shape and how many an epoch has (for the sampler)."""
 
-    def __iter__(self):
-        try:
-            yield from super().__iter__()
-        except UnreadableImage as e:  # from a worker, the message ends with the original line
-            die(str(e).strip().splitlines()[-1].split("UnreadableImage: ")[-1])
+    size: int
+    classes: int
+    images: int
+
+    def __len__(self):
+        return self.images
 
 
 class Repeat:
-    """The same batch, `steps` times an epoch: synthetic data, already on the device."""
+    """The same batch again and again, already on the device: `images` of it an epoch (synthetic data)."""
 
-    def __init__(self, images, labels, steps):
-        self.batch, self.steps, self.sampler = (images, labels), steps, None
+    def __init__(self, images, labels, count):
+        self.images, self.labels, self.count, self.sampler = images, labels, count, None
 
     def __len__(self):
-        return self.steps
+        return -(-self.count // len(self.labels))
 
     def __iter__(self):
-        for _ in range(self.steps):
-            yield self.batch
+        for start in range(0, self.count, len(self.labels)):
+            end = min(len(self.labels), self.count - start)
+            yield self.images[:end], self.labels[:end]
 
 
-def synthetic_loaders(spec, batch_size, device, seed, rank):
-    """Loaders for --data synthetic[:PX[:N]]: one random batch made on the device, for training and validation."""
+def synthetic_loaders(train_set, batch_size, device, seed, rank, world_size, val_images):
+    """Loaders of synthetic data: one random batch made on the device, for training and validation."""
+    generator = torch.Generator().manual_seed(seed + rank)
+    images = torch.randn(batch_size, 3, train_set.size, train_set.size, generator=generator).to(device)
+    labels = torch.randint(train_set.classes, (batch_size,), generator=generator).to(device)
+    steps = len(train_set) // world_size // batch_size  # full batches an epoch, as a DataLoader's
+    return Repeat(images, labels, steps * batch_size), Repeat(images, labels, val_images)
+
+
+def open_synthetic(spec):
+    """(train set, validation set, info) of --data synthetic[:PX[:N]]."""
     try:
         size, classes = ([int(part) for part in spec.split(":")[1:]] + [32, 10][spec.count(":") :])[:3]
     except ValueError:
@@ -111,18 +116,17 @@ def synthetic_loaders(spec, batch_size, device, seed, rank):
     if spec.count(":") > 2 or not 1 <= size <= SYNTHETIC_MAX[0] or not 2 <= classes <= SYNTHETIC_MAX[1]:
         die(f"--data {spec}: write synthetic[:PX[:N]], PX pixels 1 to {SYNTHETIC_MAX[0]}, N classes 2 to"
             f" {SYNTHETIC_MAX[1]}, e.g. synthetic:224:1000")  # fmt: skip
-    generator = torch.Generator().manual_seed(seed + rank)
-    images = torch.randn(batch_size, 3, size, size, generator=generator).to(device)
-    labels = torch.randint(classes, (batch_size,), generator=generator).to(device)
-    info = DataInfo(
-        "synthetic", [str(k) for k in range(classes)], size, SYNTHETIC_STEPS * batch_size, batch_size, "synthetic"
-    )
-    return Repeat(images, labels, SYNTHETIC_STEPS), Repeat(images, labels, 1), info
+    train_set, val_set = (Synthetic(size, classes, images) for images in SYNTHETIC_IMAGES)
+    info = DataInfo("synthetic", [str(k) for k in range(classes)], size, *SYNTHETIC_IMAGES, "synthetic")
+    return train_set, val_set, info
 
 
-def open_datasets(data_dir, download=False, check_data=True):
-    """Return (train_set, val_set, info) for the data in data_dir, detecting its format."""
-    root = data_dir
+def open_data(data_dir, download=False, check_data=True):
+    """Return (train_set, val_set, info: DataInfo) for the data in data_dir, its format detected from the folder;
+    `synthetic[:PX[:N]]` for none. The sets are torchvision datasets of PIL images; build_loaders() batches them."""
+    root = str(data_dir)
+    if root.split(":")[0] == "synthetic":
+        return open_synthetic(root)
     train_dir, val_dir = os.path.join(root, "train"), os.path.join(root, "val")
     if os.path.isdir(train_dir) or os.path.isdir(val_dir):
         for folder in train_dir, val_dir:
@@ -140,7 +144,7 @@ def open_datasets(data_dir, download=False, check_data=True):
             only_val = sorted(set(val_set.classes) - set(train_set.classes))
             die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
         if check_data:  # every file's ends: a broken file is named now (the bench checks once, before its runs)
-            check_files([path for path, _ in train_set.samples + val_set.samples], image_side)
+            checks.check_files([path for path, _ in train_set.samples + val_set.samples], image_side)
         side = statistics.median_low(image_side(path) for path, _ in train_set.samples[:: len(train_set) // 25 + 1])
         generated = os.path.exists(os.path.join(root, "generated.json"))
         dataset = "generated" if generated else "imagefolder"
@@ -156,10 +160,50 @@ def open_datasets(data_dir, download=False, check_data=True):
     else:
         die(f"{root} holds neither train/ and val/ image folders nor CIFAR-10 (cifar-10-batches-py/)")
     image_size = side if side <= SMALL else 224
+    info = DataInfo(dataset, train_set.classes, image_size, len(train_set), len(val_set), "torchvision")
+    return train_set, val_set, info
+
+
+# -----------------------------------------------------------------------------
+# the input pipeline: torchvision's transforms, in DataLoader worker processes (loader_dali.py: DALI's)
+
+
+class Loader(torch.utils.data.DataLoader):
+    """A DataLoader that ends the run with a one-line error when an image cannot be read."""
+
+    def __iter__(self):
+        try:
+            yield from super().__iter__()
+        except UnreadableImage as e:  # from a worker, the message ends with the original line
+            die(str(e).strip().splitlines()[-1].split("UnreadableImage: ")[-1])
+
+
+def build_loaders(
+    train_set, val_set, info, batch_size, device, workers, seed, sampler=None, rank=0, world_size=1, eval_samples="all"
+):
+    """Return (train_loader, val_loader) of batch_size images per process from open_data()'s sets.
+
+    Training draws its images through sampler (None: every image, reshuffled each epoch; train_ddp.py's
+    DistributedSampler: this process's shard) and drops the last partial batch, so every step has the same
+    size. Validation sees every image exactly once over all processes, or a fixed sample of eval_samples
+    of them, spread over the whole set. Batches come as (images float32 NCHW normalised, labels int64);
+    train.py moves them to the device, where they may be already.
+    """
+    if batch_size * world_size > len(train_set):
+        die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
+    keep = range(len(val_set))  # the validation images evaluated: all, or a fixed sample (the same every run)
+    if eval_samples not in (None, "all") and eval_samples < len(val_set):
+        keep = [i * len(val_set) // eval_samples for i in range(eval_samples)]
+    if world_size > len(keep):
+        die(f"{world_size} processes but only {len(keep)} validation images: each needs one")
+    val_part = keep[rank::world_size]  # this process's validation images, no padding: no image counted twice
+    if info.dataset == "synthetic":
+        return synthetic_loaders(train_set, batch_size, device, seed, rank, world_size, len(val_part))
+    small = info.image_size <= SMALL
     train_set.transform = v2.Compose(
         [
             v2.ToImage(),
-            v2.RandomResizedCrop(image_size, scale=(0.35, 1) if side <= SMALL else (0.08, 1), antialias=True),
+            v2.RandomResizedCrop(info.image_size, scale=(0.35, 1) if small else (0.08, 1), antialias=True),
             v2.RandomHorizontalFlip(),
             v2.ToDtype(torch.float32, scale=True),
             v2.Normalize(MEAN, STD),
@@ -168,57 +212,16 @@ def open_datasets(data_dir, download=False, check_data=True):
     val_set.transform = v2.Compose(
         [
             v2.ToImage(),
-            v2.Resize(image_size if side <= SMALL else 256, antialias=True),
-            v2.CenterCrop(image_size),
+            v2.Resize(info.image_size if small else 256, antialias=True),
+            v2.CenterCrop(info.image_size),
             v2.ToDtype(torch.float32, scale=True),
             v2.Normalize(MEAN, STD),
         ]
     )
-    info = DataInfo(dataset, train_set.classes, image_size, len(train_set), len(val_set), loader="torchvision")
-    return train_set, val_set, info
-
-
-def build_loaders(
-    data_dir,
-    batch_size,
-    device,
-    workers,
-    seed,
-    rank=0,
-    world_size=1,
-    download=False,
-    eval_samples=None,
-    check_data=True,
-):
-    """Return (train_loader, val_loader, info: DataInfo) reading data_dir, batch_size images per process.
-
-    With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
-    partial batch so every step has the same size; validation sees every image exactly once
-    over all ranks, or a fixed sample of eval_samples of them, spread over the whole set. Batches come
-    as (images float32 NCHW normalised, labels int64); train.py moves them to the device, where they
-    may be already.
-    """
-    if str(data_dir).split(":")[0] == "synthetic":
-        return synthetic_loaders(str(data_dir), batch_size, device, seed, rank)
-    train_set, val_set, info = open_datasets(data_dir, download, check_data)
-    if batch_size * world_size > len(train_set):
-        die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
-    keep = range(len(val_set))  # the validation images evaluated: all, or a fixed sample (the same every run)
-    if eval_samples and eval_samples < len(val_set):
-        keep = [i * len(val_set) // eval_samples for i in range(eval_samples)]
-    if world_size > len(keep):
-        die(f"{world_size} processes but only {len(keep)} validation images: each needs one")
-    # with torchrun: each rank a different 1/world_size of the images, reshuffled by set_epoch()
-    train_sampler = (
-        DistributedSampler(train_set, world_size, rank, seed=seed, drop_last=True) if world_size > 1 else None
-    )
-    val_sampler = keep[rank::world_size]  # no padding: no image counted twice
     common = dict(num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=workers > 0)
-    train_loader = Loader(
-        train_set, batch_size, shuffle=train_sampler is None, sampler=train_sampler, drop_last=True, **common
-    )
-    val_loader = Loader(val_set, batch_size, sampler=val_sampler, **common)
-    return train_loader, val_loader, info
+    train_loader = Loader(train_set, batch_size, shuffle=sampler is None, sampler=sampler, drop_last=True, **common)
+    val_loader = Loader(val_set, batch_size, sampler=val_part, **common)
+    return train_loader, val_loader
 
 
 # -----------------------------------------------------------------------------
@@ -228,17 +231,8 @@ def build_loaders(
 def bench(args, device):
     """Time args.steps batches after args.warmup_steps, each copied to the device, the way train.py
     times its steps; return (seconds, seconds blocked in next(), epoch starts timed, info)."""
-    train_loader, _, info = build_loaders(
-        args.data,
-        args.batch_size,
-        device,
-        args.workers,
-        args.seed,
-        0,
-        1,
-        args.download,
-        check_data=not args.no_data_check,
-    )
+    train_set, val_set, info = open_data(args.data, args.download, check_data=not args.no_data_check)
+    train_loader, _ = build_loaders(train_set, val_set, info, args.batch_size, device, args.workers, args.seed)
 
     def sync():
         if device.type == "cuda":
@@ -286,24 +280,15 @@ def main():
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
-    for flag, least in {"--batch-size": 1, "--steps": 1, "--warmup-steps": 0, "--workers": 0, "--seed": 0}.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if value < least:
-            die(f"{flag} {value}: must be {least} or more")
-    if args.workers > 8 * (os.cpu_count() or 1):
-        die(f"--workers {args.workers}: at most 8 loading processes per core ({8 * (os.cpu_count() or 1)} here)")
-    if args.seed >= 2**31:
-        die(f"--seed {args.seed}: must be below 2**31")
-    problem = args.metrics_out and output_problem(args.metrics_out)
-    if problem:
-        die(f"cannot write metrics to {args.metrics_out}: {problem}")
+    checks.at_least(args, {"--batch-size": 1, "--steps": 1, "--warmup-steps": 0, "--workers": 0, "--seed": 0})
+    checks.check_workers_and_seed(args)
+    if args.metrics_out:
+        checks.writable(args.metrics_out)
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
     script = os.path.basename(__file__)
     if not args.bench:
-        info = build_loaders(
-            args.data, 1, torch.device("cpu"), 0, args.seed, download=args.download, check_data=not args.no_data_check
-        )[2]
+        info = open_data(args.data, args.download, check_data=not args.no_data_check)[2]
         print(f"{args.data}: {info.dataset}, {info.num_classes} classes, {info.train_size} train / ", end="")
         print(f"{info.val_size} val images, read at {info.image_size} px by {info.loader}")
         result = info._asdict()
@@ -320,9 +305,8 @@ def main():
         result.update(batch_size=args.batch_size, workers=args.workers, steps_timed=args.steps, window_s=seconds)
         result.update(samples_per_s=rate, data_wait_frac=waited / seconds, epoch_starts_timed=epoch_starts)
         result.update(seed=args.seed, argv=sys.argv, torch_version=torch.__version__, dali_version=info.dali_version)
-    problem = args.metrics_out and write_whole(args.metrics_out, json.dumps(result, indent=1))
-    if problem:
-        die(f"cannot write metrics to {args.metrics_out}: {problem}")
+    if args.metrics_out:
+        checks.write_whole(args.metrics_out, "metrics", json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

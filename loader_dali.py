@@ -22,13 +22,9 @@ from typing import NamedTuple, Optional
 
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader  # new #
 from torchvision import datasets
-from torchvision.transforms import v2
 
-from datacheck import check_files, explain_dali_error, known_arguments, output_problem, write_whole  # new #
-
-# new # NVIDIA DALI, imported here but needed only when its loader is used: --help works without it
+# new # NVIDIA DALI in place of the DataLoader's transforms, imported here but needed only when its loader is used
 try:
     import nvidia.dali
     from nvidia.dali import Pipeline, fn, types
@@ -38,14 +34,17 @@ except ImportError as e:
 else:
     dali_missing = None
 
+import checks
+from checks import die
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics, 0-1 scale
 SMALL = 64  # images this small keep their size; larger ones are cropped to 224 px as for ImageNet
-SYNTHETIC_STEPS = 1000  # batches in an epoch of synthetic data
+SYNTHETIC_IMAGES = 128_000, 256  # the images of synthetic data's epoch (1000 batches of 128) and of its validation
 SYNTHETIC_MAX = 8192, 100_000  # the largest synthetic image side and number of classes
 
 
 class DataInfo(NamedTuple):
-    """What build_loaders() found; the same fields from every loader."""
+    """What open_data() found; the same fields from every loader."""
 
     dataset: str  # generated, imagefolder, cifar10 or synthetic
     classes: list  # class names, in label order
@@ -58,12 +57,6 @@ class DataInfo(NamedTuple):
     @property
     def num_classes(self):
         return len(self.classes)
-
-
-def die(message):
-    """End the run with a one-line error naming the problem, exit code 2."""
-    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 class UnreadableImage(Exception):
@@ -86,17 +79,112 @@ def image_side(path):
         die(str(e))
 
 
-class Loader(DataLoader):
-    """A DataLoader that ends the run with a one-line error when an image cannot be read."""
+class Synthetic(NamedTuple):
+    """--data synthetic[:PX[:N]]: no files, only the images' shape and how many an epoch has (for the sampler)."""
+
+    size: int
+    classes: int
+    images: int
+
+    def __len__(self):
+        return self.images
+
+
+class Repeat:
+    """The same batch again and again, already on the device: `images` of it an epoch (synthetic data)."""
+
+    def __init__(self, images, labels, count):
+        self.images, self.labels, self.count, self.sampler = images, labels, count, None
+
+    def __len__(self):
+        return -(-self.count // len(self.labels))
 
     def __iter__(self):
+        for start in range(0, self.count, len(self.labels)):
+            end = min(len(self.labels), self.count - start)
+            yield self.images[:end], self.labels[:end]
+
+
+def synthetic_loaders(train_set, batch_size, device, seed, rank, world_size, val_images):
+    """Loaders of synthetic data: one random batch made on the device, for training and validation."""
+    generator = torch.Generator().manual_seed(seed + rank)
+    images = torch.randn(batch_size, 3, train_set.size, train_set.size, generator=generator).to(device)
+    labels = torch.randint(train_set.classes, (batch_size,), generator=generator).to(device)
+    steps = len(train_set) // world_size // batch_size  # full batches an epoch, as a DataLoader's
+    return Repeat(images, labels, steps * batch_size), Repeat(images, labels, val_images)
+
+
+def open_synthetic(spec):
+    """(train set, validation set, info) of --data synthetic[:PX[:N]]."""
+    try:
+        size, classes = ([int(part) for part in spec.split(":")[1:]] + [32, 10][spec.count(":") :])[:3]
+    except ValueError:
+        size = classes = 0
+    if spec.count(":") > 2 or not 1 <= size <= SYNTHETIC_MAX[0] or not 2 <= classes <= SYNTHETIC_MAX[1]:
+        die(f"--data {spec}: write synthetic[:PX[:N]], PX pixels 1 to {SYNTHETIC_MAX[0]}, N classes 2 to"
+            f" {SYNTHETIC_MAX[1]}, e.g. synthetic:224:1000")  # fmt: skip
+    train_set, val_set = (Synthetic(size, classes, images) for images in SYNTHETIC_IMAGES)
+    info = DataInfo("synthetic", [str(k) for k in range(classes)], size, *SYNTHETIC_IMAGES, "synthetic")
+    return train_set, val_set, info
+
+
+def open_data(data_dir, download=False, check_data=True):
+    """Return (train_set, val_set, info: DataInfo) for the data in data_dir, its format detected from the folder;
+    `synthetic[:PX[:N]]` for none. The sets are torchvision datasets of PIL images; build_loaders() batches them."""
+    root = str(data_dir)
+    if root.split(":")[0] == "synthetic":
+        return open_synthetic(root)
+    # new # DALI is needed from here on
+    if dali_missing:
+        die(dali_missing)
+
+    train_dir, val_dir = os.path.join(root, "train"), os.path.join(root, "val")
+    if os.path.isdir(train_dir) or os.path.isdir(val_dir):
+        for folder in train_dir, val_dir:
+            if not os.path.isdir(folder):
+                die(f"{folder} is missing: an image folder needs both train/<class>/ and val/<class>/")
         try:
-            yield from super().__iter__()
-        except UnreadableImage as e:  # from a worker, the message ends with the original line
-            die(str(e).strip().splitlines()[-1].split("UnreadableImage: ")[-1])
+            train_set = datasets.ImageFolder(train_dir, loader=read_image)
+            val_set = datasets.ImageFolder(val_dir, loader=read_image)
+        except FileNotFoundError as e:
+            die(str(e).splitlines()[0])
+        if len(train_set.classes) < 2:
+            die(f"{train_dir} has {len(train_set.classes)} class folder(s): a classifier needs 2 or more")
+        if train_set.classes != val_set.classes:
+            only_train = sorted(set(train_set.classes) - set(val_set.classes))
+            only_val = sorted(set(val_set.classes) - set(train_set.classes))
+            die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
+        if check_data:  # every file's ends: a broken file is named now (the bench checks once, before its runs)
+            checks.check_files([path for path, _ in train_set.samples + val_set.samples], image_side)
+        side = statistics.median_low(image_side(path) for path, _ in train_set.samples[:: len(train_set) // 25 + 1])
+        generated = os.path.exists(os.path.join(root, "generated.json"))
+        dataset = "generated" if generated else "imagefolder"
+    elif os.path.isdir(os.path.join(root, "cifar-10-batches-py")) or download:
+        try:
+            train_set = datasets.CIFAR10(root, train=True, download=download)
+            val_set = datasets.CIFAR10(root, train=False, download=download)
+        except (RuntimeError, OSError) as e:
+            die(f"CIFAR-10 in {root} cannot be used ({e}); pass --download to fetch it again")
+        side, dataset = 32, "cifar10"
+    elif not os.path.isdir(root):
+        die(f"data folder {root} does not exist (make data writes the default one)")
+    else:
+        die(f"{root} holds neither train/ and val/ image folders nor CIFAR-10 (cifar-10-batches-py/)")
+    image_size = side if side <= SMALL else 224
+    # new # fn.readers.file reads image files: CIFAR-10's pickled batches need loader.py
+    if dataset == "cifar10":
+        die(f"--loader dali reads image folders, not CIFAR-10 in {root}: leave out --loader dali to use loader.py")
+    info = DataInfo(
+        dataset, train_set.classes, image_size, len(train_set), len(val_set), "dali", nvidia.dali.__version__
+    )
+    return train_set, val_set, info
 
 
-# new # DALI's iterator dressed as the Loader above: (images, labels) batches, len(), .sampler, one-line errors
+# -----------------------------------------------------------------------------
+# the input pipeline: torchvision's transforms, in DataLoader worker processes (loader_dali.py: DALI's)
+
+
+# new # DALI's iterator dressed as loader.py's Loader: (images, labels) batches, len(), .sampler, one-line errors
 class DALILoader:
     def __init__(self, pipe, samples, steps=None):
         # the reader tells the iterator its shard's size and padding, PARTIAL leaves a shard's padding out of its
@@ -122,100 +210,10 @@ class DALILoader:
                     self.unused_s += time.perf_counter() - fetched
                 fetched = time.perf_counter()
         except RuntimeError as e:  # DALI names a file it cannot open, not one it cannot decode: find it
-            die(explain_dali_error(str(e), self.paths, image_side))
+            die(checks.explain_dali_error(str(e), self.paths, image_side))
 
 
-class Repeat:
-    """The same batch, `steps` times an epoch: synthetic data, already on the device."""
-
-    def __init__(self, images, labels, steps):
-        self.batch, self.steps, self.sampler = (images, labels), steps, None
-
-    def __len__(self):
-        return self.steps
-
-    def __iter__(self):
-        for _ in range(self.steps):
-            yield self.batch
-
-
-def synthetic_loaders(spec, batch_size, device, seed, rank):
-    """Loaders for --data synthetic[:PX[:N]]: one random batch made on the device, for training and validation."""
-    try:
-        size, classes = ([int(part) for part in spec.split(":")[1:]] + [32, 10][spec.count(":") :])[:3]
-    except ValueError:
-        size = classes = 0
-    if spec.count(":") > 2 or not 1 <= size <= SYNTHETIC_MAX[0] or not 2 <= classes <= SYNTHETIC_MAX[1]:
-        die(f"--data {spec}: write synthetic[:PX[:N]], PX pixels 1 to {SYNTHETIC_MAX[0]}, N classes 2 to"
-            f" {SYNTHETIC_MAX[1]}, e.g. synthetic:224:1000")  # fmt: skip
-    generator = torch.Generator().manual_seed(seed + rank)
-    images = torch.randn(batch_size, 3, size, size, generator=generator).to(device)
-    labels = torch.randint(classes, (batch_size,), generator=generator).to(device)
-    info = DataInfo(
-        "synthetic", [str(k) for k in range(classes)], size, SYNTHETIC_STEPS * batch_size, batch_size, "synthetic"
-    )
-    return Repeat(images, labels, SYNTHETIC_STEPS), Repeat(images, labels, 1), info
-
-
-def open_datasets(data_dir, download=False, check_data=True):
-    """Return (train_set, val_set, info) for the data in data_dir, detecting its format."""
-    root = data_dir
-    train_dir, val_dir = os.path.join(root, "train"), os.path.join(root, "val")
-    if os.path.isdir(train_dir) or os.path.isdir(val_dir):
-        for folder in train_dir, val_dir:
-            if not os.path.isdir(folder):
-                die(f"{folder} is missing: an image folder needs both train/<class>/ and val/<class>/")
-        try:
-            train_set = datasets.ImageFolder(train_dir, loader=read_image)
-            val_set = datasets.ImageFolder(val_dir, loader=read_image)
-        except FileNotFoundError as e:
-            die(str(e).splitlines()[0])
-        if len(train_set.classes) < 2:
-            die(f"{train_dir} has {len(train_set.classes)} class folder(s): a classifier needs 2 or more")
-        if train_set.classes != val_set.classes:
-            only_train = sorted(set(train_set.classes) - set(val_set.classes))
-            only_val = sorted(set(val_set.classes) - set(train_set.classes))
-            die(f"train/ and val/ in {root} have different classes: only in train {only_train}, only in val {only_val}")
-        if check_data:  # every file's ends: a broken file is named now (the bench checks once, before its runs)
-            check_files([path for path, _ in train_set.samples + val_set.samples], image_side)
-        side = statistics.median_low(image_side(path) for path, _ in train_set.samples[:: len(train_set) // 25 + 1])
-        generated = os.path.exists(os.path.join(root, "generated.json"))
-        dataset = "generated" if generated else "imagefolder"
-    elif os.path.isdir(os.path.join(root, "cifar-10-batches-py")) or download:
-        try:
-            train_set = datasets.CIFAR10(root, train=True, download=download)
-            val_set = datasets.CIFAR10(root, train=False, download=download)
-        except (RuntimeError, OSError) as e:
-            die(f"CIFAR-10 in {root} cannot be used ({e}); pass --download to fetch it again")
-        side, dataset = 32, "cifar10"
-    elif not os.path.isdir(root):
-        die(f"data folder {root} does not exist (make data writes the default one)")
-    else:
-        die(f"{root} holds neither train/ and val/ image folders nor CIFAR-10 (cifar-10-batches-py/)")
-    image_size = side if side <= SMALL else 224
-    train_set.transform = v2.Compose(
-        [
-            v2.ToImage(),
-            v2.RandomResizedCrop(image_size, scale=(0.35, 1) if side <= SMALL else (0.08, 1), antialias=True),
-            v2.RandomHorizontalFlip(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(MEAN, STD),
-        ]
-    )
-    val_set.transform = v2.Compose(
-        [
-            v2.ToImage(),
-            v2.Resize(image_size if side <= SMALL else 256, antialias=True),
-            v2.CenterCrop(image_size),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(MEAN, STD),
-        ]
-    )
-    info = DataInfo(dataset, train_set.classes, image_size, len(train_set), len(val_set), loader="torchvision")
-    return train_set, val_set, info
-
-
-# new # the transforms of open_datasets() as a DALI pipeline: DALI works on 0-255 pixels, on the GPU when it can
+# new # loader.py's transforms as a DALI pipeline: DALI works on 0-255 pixels, on the GPU when it can
 def dali_pipeline(samples, image_size, training, batch_size, device, workers, seed, rank, world_size):
     """A pipeline reading shard rank of world_size of samples [(path, label)] into (images, labels) batches."""
     device_id = torch.cuda.current_device() if device.type == "cuda" else None  # None: CPU operators only
@@ -229,7 +227,7 @@ def dali_pipeline(samples, image_size, training, batch_size, device, workers, se
             shuffle_after_epoch=training,  # every epoch (the first too) one permutation of all, the same on all ranks
             pad_last_batch=True,  # an epoch ends with the shard: its last batch padded, the padding dropped
             name="reader",
-            **known_arguments("readers__File", shuffle_after_epoch_seed=seed if training else None),
+            **checks.known_arguments("readers__File", shuffle_after_epoch_seed=seed if training else None),
         )
         images = fn.decoders.image(encoded, device="mixed" if device_id is not None else "cpu", output_type=types.RGB)
         if training:
@@ -253,45 +251,28 @@ def dali_pipeline(samples, image_size, training, batch_size, device, workers, se
 
 
 def build_loaders(
-    data_dir,
-    batch_size,
-    device,
-    workers,
-    seed,
-    rank=0,
-    world_size=1,
-    download=False,
-    eval_samples=None,
-    check_data=True,
+    train_set, val_set, info, batch_size, device, workers, seed, sampler=None, rank=0, world_size=1, eval_samples="all"
 ):
-    """Return (train_loader, val_loader, info: DataInfo) reading data_dir, batch_size images per process.
+    """Return (train_loader, val_loader) of batch_size images per process from open_data()'s sets.
 
-    With world_size > 1 each rank reads its own shard (for train_ddp.py). Training drops the last
-    partial batch so every step has the same size; validation sees every image exactly once
-    over all ranks, or a fixed sample of eval_samples of them, spread over the whole set. Batches come
-    as (images float32 NCHW normalised, labels int64); train.py moves them to the device, where they
-    may be already.
+    Training draws its images through sampler (None: every image, reshuffled each epoch; train_ddp.py's
+    DistributedSampler: this process's shard) and drops the last partial batch, so every step has the same
+    size. Validation sees every image exactly once over all processes, or a fixed sample of eval_samples
+    of them, spread over the whole set. Batches come as (images float32 NCHW normalised, labels int64);
+    train.py moves them to the device, where they may be already.
     """
-    if str(data_dir).split(":")[0] == "synthetic":
-        return synthetic_loaders(str(data_dir), batch_size, device, seed, rank)
-    # new # DALI is needed from here on
-    if dali_missing:
-        die(dali_missing)
-
-    train_set, val_set, info = open_datasets(data_dir, download, check_data)
-    # new # fn.readers.file reads image files: CIFAR-10's pickled batches need loader.py
-    if info.dataset == "cifar10":
-        die(f"--loader dali reads image folders, not CIFAR-10 in {data_dir}: leave out --loader dali to use loader.py")
-    info = info._replace(loader="dali", dali_version=nvidia.dali.__version__)
-
     if batch_size * world_size > len(train_set):
         die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
     keep = range(len(val_set))  # the validation images evaluated: all, or a fixed sample (the same every run)
-    if eval_samples and eval_samples < len(val_set):
+    if eval_samples not in (None, "all") and eval_samples < len(val_set):
         keep = [i * len(val_set) // eval_samples for i in range(eval_samples)]
     if world_size > len(keep):
         die(f"{world_size} processes but only {len(keep)} validation images: each needs one")
-    # new # with torchrun: each rank reads its shard of the images, reshuffled and moved on every epoch
+    val_part = keep[rank::world_size]  # this process's validation images, no padding: no image counted twice
+    if info.dataset == "synthetic":
+        return synthetic_loaders(train_set, batch_size, device, seed, rank, world_size, len(val_part))
+    # new # with torchrun: each process reads its shard of the images, reshuffled and moved on every epoch (DALI's
+    # reader shards and shuffles: the sampler is not used)
     common = dict(batch_size=batch_size, device=device, workers=workers, seed=seed, rank=rank, world_size=world_size)
     train_pipe = dali_pipeline(train_set.samples, info.image_size, training=True, **common)
     val_samples = [val_set.samples[i] for i in keep]
@@ -299,7 +280,7 @@ def build_loaders(
     steps = len(train_set) // world_size // batch_size  # full batches: every step the same size, on all ranks
     train_loader = DALILoader(train_pipe, train_set.samples, steps)
     val_loader = DALILoader(val_pipe, val_samples)  # every image once over all ranks, no padding
-    return train_loader, val_loader, info
+    return train_loader, val_loader
 
 
 # -----------------------------------------------------------------------------
@@ -309,17 +290,8 @@ def build_loaders(
 def bench(args, device):
     """Time args.steps batches after args.warmup_steps, each copied to the device, the way train.py
     times its steps; return (seconds, seconds blocked in next(), epoch starts timed, info)."""
-    train_loader, _, info = build_loaders(
-        args.data,
-        args.batch_size,
-        device,
-        args.workers,
-        args.seed,
-        0,
-        1,
-        args.download,
-        check_data=not args.no_data_check,
-    )
+    train_set, val_set, info = open_data(args.data, args.download, check_data=not args.no_data_check)
+    train_loader, _ = build_loaders(train_set, val_set, info, args.batch_size, device, args.workers, args.seed)
 
     def sync():
         if device.type == "cuda":
@@ -367,24 +339,15 @@ def main():
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
-    for flag, least in {"--batch-size": 1, "--steps": 1, "--warmup-steps": 0, "--workers": 0, "--seed": 0}.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if value < least:
-            die(f"{flag} {value}: must be {least} or more")
-    if args.workers > 8 * (os.cpu_count() or 1):
-        die(f"--workers {args.workers}: at most 8 loading processes per core ({8 * (os.cpu_count() or 1)} here)")
-    if args.seed >= 2**31:
-        die(f"--seed {args.seed}: must be below 2**31")
-    problem = args.metrics_out and output_problem(args.metrics_out)
-    if problem:
-        die(f"cannot write metrics to {args.metrics_out}: {problem}")
+    checks.at_least(args, {"--batch-size": 1, "--steps": 1, "--warmup-steps": 0, "--workers": 0, "--seed": 0})
+    checks.check_workers_and_seed(args)
+    if args.metrics_out:
+        checks.writable(args.metrics_out)
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
     script = os.path.basename(__file__)
     if not args.bench:
-        info = build_loaders(
-            args.data, 1, torch.device("cpu"), 0, args.seed, download=args.download, check_data=not args.no_data_check
-        )[2]
+        info = open_data(args.data, args.download, check_data=not args.no_data_check)[2]
         print(f"{args.data}: {info.dataset}, {info.num_classes} classes, {info.train_size} train / ", end="")
         print(f"{info.val_size} val images, read at {info.image_size} px by {info.loader}")
         result = info._asdict()
@@ -401,9 +364,8 @@ def main():
         result.update(batch_size=args.batch_size, workers=args.workers, steps_timed=args.steps, window_s=seconds)
         result.update(samples_per_s=rate, data_wait_frac=waited / seconds, epoch_starts_timed=epoch_starts)
         result.update(seed=args.seed, argv=sys.argv, torch_version=torch.__version__, dali_version=info.dali_version)
-    problem = args.metrics_out and write_whole(args.metrics_out, json.dumps(result, indent=1))
-    if problem:
-        die(f"cannot write metrics to {args.metrics_out}: {problem}")
+    if args.metrics_out:
+        checks.write_whole(args.metrics_out, "metrics", json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

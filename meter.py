@@ -1,0 +1,438 @@
+"""The measuring of every train*.py, kept out of the training story: the scripts talk to a Meter in a few lines.
+
+    Meter.add_arguments(parser)       its flags: --warmup-steps --metrics-out --no-progress --target-accuracy
+                                      --tensorboard --memory-snapshot
+    meter = Meter(args, device, rank, world_size)   the run's clock starts; its flags and outputs are checked
+    meter.record(amp_dtype="bf16")    a technique's own fields in the record (one marked line in its script)
+    meter.start(info, batch_size, total_steps)      the checks are done: the warm-up steps, then the timed window
+    epochs = meter.until_target(epochs)             the epochs, ending at the first to reach --target-accuracy
+    meter.batch()                     the step's batch is on the device
+    meter.step(loss)                  the step is done
+    meter.pause()                     evaluation is not timed
+    meter.evaluated(val_acc, images)  an epoch's end: its curves' points, and the timing goes on
+    meter.finish()                    the record (--metrics-out, rank 0) and the printed summary
+
+Delete every line that names the meter and a script still trains and evaluates (tests/test_meter.py does).
+
+How it times (docs/timing.md): the window is opened and closed by a synchronize, and nothing inside it waits for
+the device. Each step leaves two marks on the compute stream, its batch ready and its update done (CUDA events, read
+only once the window has closed; host clocks on a CPU). From the previous step's end to this step's batch ready the
+device was starved for data (the copy included); from the previous end to this end is the step's time. The host's
+time blocked waiting for the loader is counted apart: a host running ahead of the device can wait without starving
+it. The loss stays on the device, read at each epoch's end (outside the window) or, with a progress bar, every 50
+steps: the one documented sync. Warm-up, compilation (the first step) and evaluation are outside the window.
+"""
+
+import json
+import os
+import pickle
+import platform
+import sys
+import time
+
+import torch
+import torchvision
+from tqdm import tqdm
+
+import checks
+
+CURVE_STEPS = 10  # the training loss curve has a point per this many steps: their mean
+SNAPSHOT_STEPS = 3  # --memory-snapshot records this many steps after the warm-up
+
+
+class Meter:
+    """Everything a run measures and reports; see the module's docstring for how a script uses it."""
+
+    @staticmethod
+    def add_arguments(parser):
+        """The flags that only the measuring needs, added to a script's parser."""
+        parser.add_argument("--warmup-steps", type=int, default=5, help="first steps, left out of the timing")
+        parser.add_argument("--metrics-out", default=None, help="write the run's metrics here as JSON")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument(
+            "--target-accuracy", type=float, default=None, help="stop at the first evaluation this accurate (0 to 1)"
+        )
+        parser.add_argument("--tensorboard", default=None, help="also write the curves and the speed to this folder")
+        parser.add_argument(
+            "--memory-snapshot",
+            default=None,
+            help="CUDA: the allocator's history over 3 steps, for pytorch.org/memory_viz",
+        )
+
+    def __init__(self, args, device, rank=0, world_size=1):
+        self.started = time.perf_counter()  # the run's phases are timed too (setup_s, warmup_s, eval_s)
+        self.args, self.device, self.rank, self.world_size = args, device, rank, world_size
+        self.is_main = rank == 0
+        checks.at_least(args, {"--warmup-steps": 0})
+        if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
+            die(f"--target-accuracy {args.target_accuracy}: a share of the validation images, above 0 and at most 1")
+        if args.metrics_out and self.is_main:
+            checks.writable(args.metrics_out)
+        if args.memory_snapshot and self.is_main:
+            checks.writable(args.memory_snapshot, "the memory snapshot")
+        if args.memory_snapshot and device.type != "cuda":
+            die(f"--memory-snapshot records the CUDA allocator's history: this run is on the {device.type}")
+        self.curves = Curves(args.tensorboard if self.is_main else None)  # the loss and accuracy curves
+        self.fields = {}  # a technique's own, from meter.record()
+        self.warmup = args.warmup_steps + (SNAPSHOT_STEPS if args.memory_snapshot else 0)
+
+    def record(self, **fields):
+        """A technique's own fields, in the record as given. compile_mode (not None) says that the first step
+        compiles: it must be a warm-up step, and its time is compile_s."""
+        self.fields.update(fields)
+        if fields.get("compile_mode") and self.args.warmup_steps < 1:
+            die("--warmup-steps 0: the first step compiles the model and must not be timed; give 1 or more")
+
+    def start(self, info, batch_size, total_steps):
+        """Every check of the input is done: the setup's time ends, the warm-up begins."""
+        self.info, self.batch_size, self.total_steps = info, batch_size, total_steps
+        if self.warmup >= total_steps:
+            recorded = f" (+ {SNAPSHOT_STEPS} recorded by --memory-snapshot)" if self.args.memory_snapshot else ""
+            die(f"--warmup-steps {self.args.warmup_steps}{recorded} leaves none of the {total_steps} steps to time")
+        if "amp_dtype" in self.fields:  # bf16 that the device only emulates is slow: said once, after every check
+            checks.warn_emulated_bf16(self.fields["amp_dtype"], self.device, self.is_main)
+        self.window, self.losses, self.steps, self.diverged, self.train_loss_first = (
+            Window(self.device),
+            [],
+            0,
+            None,
+            None,
+        )
+        self.first_step_s = self.first_started = self.timed = None  # the first step alone: a compiled model compiles
+        self.eval_s, self.epochs, self.reached, self.new_epoch = 0.0, 0, False, True
+        self.progress = tqdm(total=total_steps, disable=not self.is_main or self.args.no_progress, desc="train")
+        self.setup_s = time.perf_counter() - self.started  # the data's check, the loaders, the model
+        self.at_step(0)
+        self.waiting = time.perf_counter()
+
+    def until_target(self, epochs):
+        """The epochs, one by one; with --target-accuracy, none after the evaluation that reaches it."""
+        self.epoch_count = len(epochs)
+        for epoch in epochs:
+            yield epoch
+            if self.reached:
+                return
+
+    def at_step(self, step):
+        """What happens after this many steps: the snapshot's recording starts and ends, the window opens."""
+        snapshot = self.args.memory_snapshot and self.is_main
+        if snapshot and step == self.args.warmup_steps:  # before the window: recording slows the steps
+            torch.cuda.memory._record_memory_history(max_entries=100_000)
+        if snapshot and step == self.warmup:  # open it at pytorch.org/memory_viz
+            checks.write_whole(self.args.memory_snapshot, "the memory snapshot", pickle.dumps(take_snapshot()))
+        if step == self.warmup:  # the warm-up is over: the memory peaks and the clock start now
+            for device in self.devices():
+                torch.cuda.reset_peak_memory_stats(device)
+            self.window.open()
+
+    def batch(self):
+        """The step's batch is on the device: the host's wait for it ends, and the device's starving (a mark on its
+        stream, after the copy)."""
+        self.waited = time.perf_counter() - self.waiting
+        if self.steps == 0 and self.warmup > 0:  # timed apart from its batch ready to its end, outside the window
+            self.first_started = self.window.sync()
+        self.ready = self.window.mark()
+
+    def step(self, loss):
+        """The step is done: its end marked, its loss kept (on the device)."""
+        self.window.step(self.waited, self.ready, self.window.mark(), epoch_start=self.new_epoch)
+        self.new_epoch = False
+        self.losses.append(loss.detach())
+        self.steps += 1
+        if self.steps == 1 and self.warmup > 0:
+            self.first_step_s = self.window.sync() - self.first_started
+        self.at_step(self.steps)
+        self.progress.update()
+        if self.steps % 50 == 0 and not self.progress.disable:  # the one sync in the window, and only with a bar
+            self.progress.set_postfix(loss=f"{self.losses[-1].item():.3f}", refresh=False)
+        self.waiting = time.perf_counter()
+
+    def pause(self):
+        """Evaluation is not timed: the window pauses for it, or closes after the last step."""
+        if self.steps == self.total_steps:
+            self.timed = self.window.close()
+            self.progress.close()  # training is done: the bar says so, not evaluation's time as its own
+        self.window.pause()
+        self.evaluating = time.perf_counter()
+
+    def evaluated(self, val_acc, val_samples):
+        """An epoch's end: the accuracy and the epoch's losses read (outside the window), the curves' points, the
+        timing resumed; the window closes here if --target-accuracy is reached."""
+        self.eval_s += time.perf_counter() - self.evaluating
+        self.val_acc, self.val_samples, self.epochs = val_acc, val_samples, self.epochs + 1
+        seen = torch.stack(self.losses).float()  # the epoch's losses: the first that is not a finite number is kept
+        if self.diverged is None and not seen.isfinite().all():
+            self.diverged = self.steps - len(self.losses) + 1 + int((~seen.isfinite()).nonzero()[0])
+        self.train_loss, self.losses = seen[-10:].mean().item(), []
+        if self.train_loss_first is None:  # the first steps' loss: did it learn? (python -m bench --check)
+            self.train_loss_first = seen[:10].mean().item()
+        now = time.perf_counter()  # the curves' point: the training time to here, evaluations left out
+        last = self.steps == self.total_steps
+        train_s = now - self.started - self.setup_s - self.eval_s
+        self.curves.add(seen.tolist(), self.epochs, self.steps, val_acc, train_s, now - self.started, last)
+        self.window.resume()
+        self.waiting, self.new_epoch = time.perf_counter(), True
+        if self.is_main:
+            self.progress.write(
+                f"epoch {self.epochs}/{self.epoch_count}: train loss {self.train_loss:.3f}, val acc {val_acc:.3f}"
+            )
+        target = self.args.target_accuracy
+        # reached: training ends here (python -m bench --to-accuracy); not before a step was timed, so a target
+        # reached where the window opens (the warm-up an epoch long) is timed over the next epoch
+        if target is not None and val_acc >= target and not last and self.window.steps:
+            self.timed, self.reached = self.window.close(), True
+            if self.is_main:
+                self.progress.write(
+                    f"val acc {val_acc:.3f} reached --target-accuracy {target}: stopped after {self.steps} steps"
+                )
+
+    def devices(self):
+        """The GPUs whose memory this process measures: its own, or DataParallel's (dp_devices)."""
+        if self.device.type != "cuda":
+            return []
+        return [torch.device("cuda", gpu) for gpu in range(self.fields.get("dp_devices") or 0)] or [self.device]
+
+    def finish(self):
+        """The record (--metrics-out, rank 0) and the printed summary: throughput = images in the window / its wall
+        time; memory from every process."""
+        self.progress.close()
+        seconds, step_ms, starved_s = self.timed
+        args, info, device, world_size, batch_size = self.args, self.info, self.device, self.world_size, self.batch_size
+        memory = [peak_memory_mib(d) for d in self.devices()] or [(None, None)]
+        if torch.distributed.is_available() and torch.distributed.is_initialized():  # every process's, on all
+            memory = [None] * world_size
+            torch.distributed.all_gather_object(memory, [peak_memory_mib(d) for d in self.devices()] or [(None, None)])
+            memory = [m for rank in memory for m in rank]
+        allocated = [m[0] for m in memory if m[0] is not None]
+        reserved = [m[1] for m in memory if m[1] is not None]
+        images_timed = len(step_ms) * batch_size * world_size
+        times = torch.tensor(step_ms, dtype=torch.float64)
+        median, p90 = times.quantile(times.new_tensor([0.5, 0.9])).tolist()
+        cuda = device.type == "cuda"
+        script = os.path.basename(sys.argv[0])
+        variant = self.fields.pop("variant", None) or variant_of(script)
+        if args.loader != "torchvision":
+            variant = args.loader if variant == "baseline" else f"{variant}+{args.loader}"
+        compiling = self.fields.get("compile_mode") is not None
+        metrics = dict(
+            script=script,
+            variant=variant,
+            world_size=world_size,
+            device=device.type,
+            device_name=torch.cuda.get_device_name(device) if cuda else cpu_name(),
+            model=args.model,
+            dataset=info.dataset,
+            image_size=info.image_size,
+            num_classes=info.num_classes,
+            batch_size=batch_size,
+            global_batch_size=batch_size * world_size,
+            loader=info.loader,
+            workers=args.workers,
+            steps_timed=len(step_ms),
+            window_s=seconds,
+            setup_s=self.setup_s,
+            warmup_s=self.window.opened - self.started - self.setup_s,
+            first_step_s=self.first_step_s,
+            eval_s=self.eval_s,
+            samples_per_s=images_timed / seconds,
+            compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
+            step_time_median_ms=median,
+            step_time_p90_ms=p90,
+            data_wait_frac=self.window.wait_s / seconds,
+            starved_frac=min(starved_s / seconds, 1.0),
+            epoch_starts_timed=self.window.epoch_starts,
+            eval_pauses=self.window.pauses,
+            epoch_time_s=info.train_size * seconds / images_timed,
+            train_loss_first=self.train_loss_first,
+            train_loss_final=self.train_loss,
+            diverged_step=self.diverged,
+            host_syncs_per_step=0,  # the step reads nothing back from the device; fp16's GradScaler does (train_amp.py)
+            val_acc=self.val_acc,
+            val_samples=self.val_samples,
+            peak_mem_allocated_mib=max(allocated, default=None),
+            peak_mem_reserved_mib=max(reserved, default=None),
+            peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
+            amp_dtype=None,
+            memory_format="contiguous",
+            tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
+            tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
+        )
+        metrics.update(self.fields)  # the technique's own (train_amp.py's amp_dtype, say)
+        if "amp_dtype" in self.fields:
+            metrics["bf16_native"] = checks.native_bf16(device)
+        if "compile_mode" in self.fields:
+            metrics["compile_s"] = self.first_step_s if compiling else None
+        metrics.update(
+            seed=args.seed,
+            argv=sys.argv,
+            torch_version=torch.__version__,
+            torchvision_version=torchvision.__version__,
+            cuda_version=torch.version.cuda if cuda else None,
+            cudnn_version=torch.backends.cudnn.version() if cuda else None,
+            dali_version=info.dali_version,
+            loss_curve=self.curves.loss(),
+            val_curve=self.curves.val,
+        )
+        if not self.is_main:
+            return
+        self.curves.close(metrics["samples_per_s"], self.steps)  # --tensorboard: the speed too
+        if args.metrics_out:
+            checks.write_whole(args.metrics_out, "metrics", json.dumps(metrics, indent=1))
+        memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
+        first = f", first step {self.first_step_s:.2f} s" if self.first_step_s is not None else ""
+        gpus = self.fields.get("dp_devices")
+        split = ""
+        if gpus is not None:
+            split = f" DataParallel over {gpus} GPUs," if gpus > 1 else " DataParallel with one device: a passthrough,"
+        print(
+            f"{script}: {args.model} on {info.dataset} ({info.image_size} px),{split}"
+            f" {device.type} x{world_size}, batch {batch_size * world_size}\n"
+            f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
+            f" step {median:.1f} ms median{first}\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
+            f" {self.window.epoch_starts} epoch starts timed\n"
+            f"  result  loss {self.train_loss:.3f}, val acc {self.val_acc:.3f} on {self.val_samples} of"
+            f" {info.val_size} validation images\n  memory  {memory_text}"
+        )
+        if compiling:
+            warm = "warm" if self.fields.get("compile_cache_warm") else "cold"
+            print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache)")
+        if args.eval_samples is None and self.val_samples < info.val_size:
+            print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
+        if self.diverged is not None:
+            print(
+                f"{script}: warning: the loss stopped being a finite number at step {self.diverged}: the run"
+                " diverged (try a lower --lr), and its speed was measured on meaningless numbers",
+                file=sys.stderr,
+            )
+
+
+def die(message):
+    checks.die(message)
+
+
+def variant_of(script):
+    """A script's row in the bench: train.py is the baseline, train_amp.py is amp."""
+    stem = os.path.splitext(script)[0]
+    return "baseline" if stem == "train" else stem[6:] if stem.startswith("train_") else stem
+
+
+def cpu_name():
+    """The CPU's model as /proc/cpuinfo names it (Linux), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def peak_memory_mib(device):
+    """(allocated, reserved) peak on a GPU since the last reset, in MiB."""
+    return torch.cuda.max_memory_allocated(device) / 2**20, torch.cuda.max_memory_reserved(device) / 2**20
+
+
+def take_snapshot():
+    """The CUDA allocator's state and recorded history, for pytorch.org/memory_viz; the recording stops."""
+    data = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return data
+
+
+class Curves:
+    """The run's curves, read where the run reads its loss anyway (at each epoch's end, outside the window): the
+    training loss as the mean of each CURVE_STEPS steps, and at each evaluation the validation accuracy with the
+    training time to it (evaluations left out) and the wall time (from the flags parsed). With --tensorboard
+    they are written there as they come, and the speed at the end: `tensorboard --logdir` draws them."""
+
+    def __init__(self, folder):
+        self.losses, self.val, self.logged, self.writer = [], [], 0, None
+        if folder is None:
+            return
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            die(f"--tensorboard {folder}: not a folder")
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            die("--tensorboard needs the tensorboard package: pip install tensorboard")
+        try:
+            self.writer = SummaryWriter(folder)
+        except OSError as e:
+            die(f"--tensorboard {folder}: {e.strerror or e}")
+
+    def loss(self, whole_only=False):
+        """[[step, mean loss], ...]: a point per CURVE_STEPS steps at the last of them; a shorter last interval
+        too, unless whole_only."""
+        chunks = [
+            (start, self.losses[start : start + CURVE_STEPS]) for start in range(0, len(self.losses), CURVE_STEPS)
+        ]
+        return [[start + len(c), sum(c) / len(c)] for start, c in chunks if len(c) == CURVE_STEPS or not whole_only]
+
+    def add(self, losses, epoch, step, val_acc, train_s, wall_s, last):
+        """An epoch's end: its steps' losses (floats) and the evaluation after it."""
+        self.losses += losses
+        self.val.append(dict(epoch=epoch, step=step, val_acc=val_acc, train_s=train_s, wall_s=wall_s))
+        if self.writer is not None:
+            points = self.loss(whole_only=not last)  # an interval that goes on into the next epoch waits for it
+            for at, value in points[self.logged :]:
+                self.writer.add_scalar("train/loss", value, at)
+            self.logged = len(points)
+            self.writer.add_scalar("val/accuracy", val_acc, step)
+            self.writer.flush()
+
+    def close(self, samples_per_s, step):
+        if self.writer is not None:
+            self.writer.add_scalar("train/samples_per_s", samples_per_s, step)
+            self.writer.close()
+
+
+class Window:
+    """The timed window: opened and closed by a synchronize, and nothing inside it waits for the device (see the
+    module's docstring). Evaluation pauses the window; the time paused is left out."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.steps, self.wait_s, self.epoch_starts, self.paused_s, self.pauses = [], 0.0, 0, 0.0, 0
+        self.opened = self.closed = self.paused = self.last = None
+
+    def mark(self):
+        """Now, on the compute stream."""
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def sync(self):
+        """Wait for the device; return the host clock."""
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def open(self):
+        self.opened, self.last = self.sync(), self.mark()
+
+    def step(self, waited, ready, done, epoch_start):
+        """Book a step: the host's wait for its batch, its two marks, whether it began an epoch."""
+        if self.opened is not None and self.closed is None:
+            self.steps.append((self.last, ready, done))
+            self.wait_s += waited
+            self.epoch_starts += epoch_start
+        self.last = done
+
+    def pause(self):
+        if self.opened is not None and self.closed is None:
+            self.paused = self.sync()
+
+    def resume(self):
+        if self.paused is not None and self.closed is None:
+            self.paused_s, self.pauses = self.paused_s + self.sync() - self.paused, self.pauses + 1
+            self.paused, self.last = None, self.mark()
+
+    def close(self):
+        """Close the window; return (its seconds less the pauses, each step's milliseconds, seconds starved)."""
+        self.closed = self.sync()
+        ms = (lambda a, b: a.elapsed_time(b)) if self.cuda else (lambda a, b: (b - a) * 1e3)
+        step_ms = [ms(last, done) for last, _, done in self.steps]
+        starved_s = sum(ms(last, ready) for last, ready, _ in self.steps) / 1e3
+        return self.closed - self.opened - self.paused_s, step_ms, starved_s
