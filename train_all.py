@@ -4,10 +4,11 @@ The answer to "how fast can this model go on this machine": each technique's blo
 its name, and is the same as in its own script (train_ddp.py, train_amp.py, train_channels_last.py,
 train_compile.py). The model is made channels_last, wrapped in DDP under torchrun, then compiled;
 the forward pass runs under autocast. Alone it trains as one process, like train.py. Under
-torchrun each process reads its shard through a DistributedSampler, as in train_ddp.py. Each block but DDP switches off by a flag, for the usual single-GPU
-recipes (AMP + channels_last, with or without compile): --no-compile, --no-channels-last,
---amp-dtype none; run without torchrun for no DDP. The bench runs such a combination as a row
-of its own (python -m bench --variants all:no-ddp:no-compile).
+torchrun each process reads its shard through a DistributedSampler, as in train_ddp.py. Each
+block but DDP switches off by a flag, for the usual single-GPU recipes (AMP + channels_last, with
+or without compile): --no-compile, --no-channels-last, --amp-dtype none; run without torchrun for
+no DDP. The bench runs such a combination as a row of its own (python -m bench --variants
+all:no-ddp:no-compile).
 
     python train_all.py                                                  # one process
     torchrun --standalone --nproc-per-node 8 train_all.py --model resnet50 --data ~/imagenet
@@ -195,8 +196,7 @@ def main():
     checks.check_amp_dtype(args.amp_dtype, device)  # fp16 on a CPU is refused
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[args.amp_dtype]
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    meter.record(
-        amp_dtype=None if args.amp_dtype == "none" else args.amp_dtype, host_syncs_per_step=int(scaler.is_enabled())
+    meter.record(amp_dtype=amp_dtype and args.amp_dtype, host_syncs_per_step=int(scaler.is_enabled()))
     )
 
     # training, an evaluation after each epoch

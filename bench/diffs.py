@@ -3,11 +3,12 @@
 line; tests/test_diffs.py enforces the rule). The report shows these diffs beside the numbers, and a technique's
 cost in code is the count of its marked lines: what someone copies into their own script.
 
-    python -m bench.diffs        # the marked lines of each technique
+    python -m bench.diffs        # the marked lines of each technique; each script's lines, main() and loop
 """
 
 import ast
 import difflib
+import re
 
 from bench.machine import ROOT
 
@@ -90,9 +91,29 @@ def cost(name, root=ROOT):
     return sum(1 for line in changed if line.strip())
 
 
+def shape(name, root=ROOT):
+    """(lines, lines of main(), lines of the training loop (`for epoch` to its end), lines of that loop naming the
+    meter) of a script; the last three None where it has no main() (the loop: no `for epoch`)."""
+    text = (root / name).read_text()
+    lines = text.splitlines()
+    main = next((n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "main"), None)
+    if main is None:
+        return len(lines), None, None, None
+    loops = [n for n in ast.walk(main) if isinstance(n, ast.For) and getattr(n.target, "id", None) == "epoch"]
+    if not loops:
+        return len(lines), main.end_lineno - main.lineno + 1, None, None
+    loop = lines[loops[0].lineno - 1 : loops[0].end_lineno]
+    metered = sum(1 for line in loop if re.search(r"\bmeter\b", line))
+    return len(lines), main.end_lineno - main.lineno + 1, len(loop), metered
+
+
 def main():
     for name, (base, script) in TECHNIQUES.items():
         print(f"{name:14} {cost(name):4d} lines  (make diff V={name}: {script} against {base})")
+    print(f"\n{'script':24} {'lines':>5} {'main()':>6} {'loop':>5} {'meter in loop':>13}")
+    for script in ["train.py", *(s for b, s in TECHNIQUES.values() if b == "train.py"), "loader.py", "loader_dali.py"]:
+        cells = ["-" if n is None else str(n) for n in shape(script)]
+        print(f"{script:24} {cells[0]:>5} {cells[1]:>6} {cells[2]:>5} {cells[3]:>13}")
 
 
 if __name__ == "__main__":

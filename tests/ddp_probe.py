@@ -14,7 +14,6 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import loader  # noqa: E402
 import train_ddp  # noqa: E402
 
 models, epochs = [], []
@@ -26,7 +25,7 @@ class RecordingDDP(train_ddp.DDP):
         models.append(self)
 
 
-class RecordingSampler(loader.DistributedSampler):
+class RecordingSampler(train_ddp.DistributedSampler):
     def __iter__(self):
         indices = list(super().__iter__())
         epochs.append(indices)
@@ -34,7 +33,7 @@ class RecordingSampler(loader.DistributedSampler):
 
 
 train_ddp.DDP = RecordingDDP
-loader.DistributedSampler = RecordingSampler
+train_ddp.DistributedSampler = RecordingSampler
 out = Path(sys.argv.pop(1))
 sys.argv[0] = "train_ddp.py"
 train_ddp.main()

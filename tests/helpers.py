@@ -139,6 +139,18 @@ def check_clean_failure(result, metrics, *words):
     assert not metrics.exists() and not metrics.with_name(metrics.name + ".tmp").exists()
 
 
+def build_loaders(module, data, batch_size, workers=1, seed=0, rank=0, world_size=1, eval_samples="all"):
+    """A loader module's two steps (loader.py's or loader_dali.py's) as train.py takes them, on the CPU with no
+    sampler: (train_loader, val_loader, info)."""
+    import torch
+
+    train_set, val_set, info = module.open_data(data)
+    device = torch.device("cpu")
+    loaders = module.build_loaders(train_set, val_set, info, batch_size, device, workers, seed, None, rank, world_size,
+                                   eval_samples)  # fmt: skip
+    return (*loaders, info)
+
+
 def generate(out, train=12, val=4, size=16, seed=0):
     result = run("-m", "bench.data", out, "--train", train, "--val", val, "--size", size, "--seed", seed)
     assert result.returncode == 0, result.stderr

@@ -34,8 +34,8 @@ script, train_delay, eval_delay = sys.argv[1], float(sys.argv[2]), float(sys.arg
 
 
 def slowed(*args, **kwargs):
-    train_loader, val_loader, info = build_loaders(*args, **kwargs)
-    return Slowed(train_loader, train_delay), Slowed(val_loader, eval_delay), info
+    train_loader, val_loader = build_loaders(*args, **kwargs)
+    return Slowed(train_loader, train_delay), Slowed(val_loader, eval_delay)
 
 
 loader.build_loaders = slowed

@@ -16,13 +16,13 @@ import pytest
 import torch
 
 from bench import busy, memory, nvml
-from helpers import PY, ROOT
+from helpers import PY, ROOT, build_loaders
 
 sys.path.insert(0, str(ROOT))
 
 
 def test_amp_takes_bf16_only_where_the_gpu_computes_it(monkeypatch):
-    support = importlib.import_module("support")
+    checks = importlib.import_module("checks")
     cuda = torch.device("cuda", 0)
     asked = []
 
@@ -31,12 +31,13 @@ def test_amp_takes_bf16_only_where_the_gpu_computes_it(monkeypatch):
         return including_emulation
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", emulated)
-    assert support.default_amp_dtype(cuda) == "fp16" and asked == [False]
+    assert checks.native_bf16(cuda) is False and asked == [False]  # so train_amp.py takes fp16
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
-    assert support.default_amp_dtype(cuda) == "bf16"
+    assert checks.native_bf16(cuda) is True
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)  # a torch that knows no emulation
-    assert support.default_amp_dtype(cuda) == "bf16"
-    assert support.default_amp_dtype(torch.device("cpu")) == "bf16"
+    assert checks.native_bf16(cuda) is True
+    source = (ROOT / "train_amp.py").read_text()  # the choice itself, in the technique's diff
+    assert 'args.amp_dtype = "bf16" if device.type == "cpu" or checks.native_bf16(device) else "fp16"' in source
 
 
 class Joined(Exception):
@@ -79,7 +80,7 @@ def test_dali_leaves_out_a_reader_argument_its_version_lacks(tiny_data, monkeypa
     """An older DALI has no shuffle_after_epoch_seed: the pipeline is built without it, not refused."""
     from nvidia.dali import backend
 
-    import datacheck
+    import checks
     import loader_dali
 
     real_schema, real_reader, given = backend.GetSchema, loader_dali.fn.readers.file, []
@@ -98,28 +99,28 @@ def test_dali_leaves_out_a_reader_argument_its_version_lacks(tiny_data, monkeypa
         given.append(set(kwargs))
         return real_reader(*args, **kwargs)
 
-    assert datacheck.known_arguments("readers__File", shuffle_after_epoch_seed=1, no_such_argument=2) == {
+    assert checks.known_arguments("readers__File", shuffle_after_epoch_seed=1, no_such_argument=2) == {
         "shuffle_after_epoch_seed": 1
     }
-    loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    build_loaders(loader_dali, tiny_data, 16)
     monkeypatch.setattr(loader_dali.fn.readers, "file", reader)
-    loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    build_loaders(loader_dali, tiny_data, 16)
     assert "shuffle_after_epoch_seed" in given[0]  # this DALI has it
     monkeypatch.setattr(backend, "GetSchema", lambda name, **kwargs: Older(real_schema(name, **kwargs)))
-    train_loader, _, _ = loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    train_loader, _, _ = build_loaders(loader_dali, tiny_data, 16)
     assert "shuffle_after_epoch_seed" not in given[2] and "shard_id" in given[2]
     assert sum(len(labels) for _, labels in train_loader) == 7 * 16
 
 
 def test_dali_out_of_memory_is_said_at_once():
-    import datacheck
+    import checks
 
     def read(path):
         raise AssertionError(f"{path} was read: out of memory must not send the loader hunting for a bad file")
 
     error = "Critical error in pipeline:\nError in MIXED operator nvidia.dali.fn.decoders.image encountered:\n"
     error += "CUDA allocation failed: cudaErrorMemoryAllocation out of memory"
-    message = datacheck.explain_dali_error(error, ["/data/a.jpg"] * 100_000, read)
+    message = checks.explain_dali_error(error, ["/data/a.jpg"] * 100_000, read)
     assert message.startswith("out of memory in DALI, try a smaller --batch-size")
 
 
@@ -139,7 +140,8 @@ def test_the_loader_bench_leaves_a_padded_batch_out(monkeypatch):
             time.sleep(0.3)
             self.unused_s += 0.3
 
-    monkeypatch.setattr(loader, "build_loaders", lambda *args, **kwargs: (Padded(), None, None))
+    monkeypatch.setattr(loader, "open_data", lambda *args, **kwargs: (None, None, None))
+    monkeypatch.setattr(loader, "build_loaders", lambda *args, **kwargs: (Padded(), None))
     args = types.SimpleNamespace(data="x", batch_size=2, workers=0, seed=0, download=False, warmup_steps=1, steps=8)
     args.no_data_check = False
     args.no_data_check = False
@@ -150,7 +152,7 @@ def test_the_loader_bench_leaves_a_padded_batch_out(monkeypatch):
 def test_dali_books_the_time_of_the_batches_it_does_not_give(tiny_data):
     import loader_dali
 
-    train_loader, _, _ = loader_dali.build_loaders(tiny_data, 16, torch.device("cpu"), 1, 0)
+    train_loader, _, _ = build_loaders(loader_dali, tiny_data, 16)
     for _ in range(2):
         assert len(list(train_loader)) == 7  # 120 images: 7 full batches, the 8th holds 8 and the padding
     assert train_loader.unused_s > 0

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bench import schema
-from helpers import LEARN, ROOT, fast_first, run, train
+from helpers import LEARN, ROOT, build_loaders, fast_first, run, train
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def loaders():
 
 
 def build(module, data, batch_size, rank=0, world_size=1, seed=0):
-    return module.build_loaders(data, batch_size, torch.device("cpu"), 1, seed, rank, world_size)
+    return build_loaders(module, data, batch_size, 1, seed, rank, world_size)
 
 
 def epoch(loader):
@@ -69,7 +69,7 @@ def test_shards_cover_the_data_once(loaders, tiny_data, tmp_path):
     # validation: 39 images over 2 ranks (19 + 20), in batches of 8 that divide neither shard, for 2 epochs
     data = shutil.copytree(tiny_data, tmp_path / "data")
     next((data / "val" / "09_dots_cool").iterdir()).unlink()
-    truth = Counter(base.open_datasets(data)[1].targets)
+    truth = Counter(base.open_data(data)[1].targets)
     assert sum(truth.values()) == 39
     ranks = [build(dali, data, 8, rank, 2)[1] for rank in range(2)]
     for _ in range(2):

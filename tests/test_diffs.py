@@ -143,6 +143,6 @@ def test_checker_wants_a_new_docstring():
 
 
 def test_the_dali_diff_is_the_pipeline():
-    """Plumbing (finding a bad file, DALI's versions) lives in datacheck.py: the diff a reader reads stays short."""
+    """Plumbing (finding a bad file, DALI's versions) lives in checks.py: the diff a reader reads stays short."""
     _, lines = split_docstring((ROOT / "loader_dali.py").read_text())
     assert 40 <= len(marked_lines(lines)) <= 90, len(marked_lines(lines))

@@ -54,8 +54,8 @@ def test_channels_last_converts_on_the_device_after_the_copy(tiny_data, monkeypa
     seen = []
 
     def build_loaders(*args, **kwargs):
-        train_loader, val_loader, info = real_loaders(*args, **kwargs)
-        return Recorded(train_loader), Recorded(val_loader), info
+        train_loader, val_loader = real_loaders(*args, **kwargs)
+        return Recorded(train_loader), Recorded(val_loader)
 
     def build_model(*args):
         model = real_build(*args)
@@ -214,7 +214,7 @@ def test_bf16_makes_no_host_sync_and_says_whether_it_is_native(tiny_data, tmp_pa
 
 def test_train_amp_warns_where_bf16_is_emulated(monkeypatch, capsys, tiny_data):
     train_amp = importlib.import_module("train_amp")
-    monkeypatch.setattr(importlib.import_module("support"), "native_bf16", lambda device: False)
+    monkeypatch.setattr(importlib.import_module("checks"), "native_bf16", lambda device: False)
     argv = ["train_amp.py", "--data", str(tiny_data), "--model", SMALL_MODEL, "--batch-size", "16", "--steps", "2"]
     monkeypatch.setattr(sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0", "--no-progress"])
     train_amp.main()
@@ -258,9 +258,9 @@ def test_the_compile_cache_is_found_where_torch_keeps_it(tmp_path):
     """No USER and no TORCHINDUCTOR_CACHE_DIR: compile_cache_warm asks torch, and sees what torch.compile wrote."""
     env = {k: v for k, v in os.environ.items() if k not in ("USER", "TORCHINDUCTOR_CACHE_DIR")}
     env["TMPDIR"] = str(tmp_path)
-    code = "import sys, torch; sys.path.insert(0, '.'); import support; "
-    before = code + "print(support.compile_cache_warm())"
-    compile_then = code + "support.check_compiler(torch.device('cpu')); print(support.compile_cache_warm())"
+    code = "import sys, torch; sys.path.insert(0, '.'); import checks; "
+    before = code + "print(checks.compile_cache_warm())"
+    compile_then = code + "checks.check_compiler(torch.device('cpu')); print(checks.compile_cache_warm())"
     answers = [
         subprocess.run([PY, "-c", c], cwd=ROOT, env=env, capture_output=True, text=True) for c in (before, compile_then)
     ]

@@ -4,6 +4,7 @@ sampler comes from, data generation that shows its progress, and train_all.py's 
 (a combination the bench runs as a row of its own)."""
 
 import importlib
+import subprocess
 import sys
 
 import pytest
@@ -59,15 +60,15 @@ def test_a_cpu_run_names_the_cpu_model(tiny_data, tmp_path):
     assert m["device"] == "cpu" and m["device_name"] == cpu_model() and m["device_name"] not in ("x86_64", "")
 
 
-def test_the_ddp_script_says_where_its_sampler_comes_from():
-    """make diff V=ddp does not show the DistributedSampler (loader.py builds it for every script): the docstring
-    must say so, naming it and the call that builds it, which loader.py must really hold."""
-    doc = (ROOT / "train_ddp.py").read_text().split('"""')[1]
-    assert "DistributedSampler(train_set, world_size, rank, seed=seed, drop_last=True)" in " ".join(doc.split())
-    assert (
-        "DistributedSampler(train_set, world_size, rank, seed=seed, drop_last=True)" in (ROOT / "loader.py").read_text()
-    )
-    assert "set_epoch" in doc and "loader.py" in doc
+def test_the_ddp_diff_shows_its_sampler_and_its_share_of_the_batch():
+    """make diff V=ddp shows the whole technique: the DistributedSampler that fills the base's empty sampler, its
+    set_epoch, and each process's share of the batch, each line marked."""
+    result = subprocess.run(["make", "-s", "diff", "V=ddp"], cwd=ROOT, capture_output=True, text=True)
+    added = [line[1:].strip() for line in result.stdout.splitlines() if line.startswith("+")]
+    assert "sampler = DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True)" in added
+    assert "sampler.set_epoch(epoch)  # new #" in added and "batch_size = args.batch_size // world_size" in added
+    base = (ROOT / "train.py").read_text()
+    assert "    sampler = None  # " in base and "sampler, rank, world_size" in base  # the seam it fills
 
 
 # ----------------------------------------------------------------------------- combinations of train_all.py's blocks
@@ -131,7 +132,7 @@ def test_the_progress_bar_closes_before_the_last_evaluation(script, monkeypatch,
         return evaluated(*args)
 
     evaluated = module.evaluate
-    monkeypatch.setattr(module, "tqdm", Bar)
+    monkeypatch.setattr(importlib.import_module("meter"), "tqdm", Bar)
     monkeypatch.setattr(module, "evaluate", evaluate)
     argv = [script, "--data", str(tiny_data), "--model", "shufflenet_v2_x0_5", "--batch-size", "16", "--epochs", "2"]
     monkeypatch.setattr(sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0"])

@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers import ROOT, train
+from helpers import ROOT, build_loaders, train
 
 CLASS = "05_hstripes_cool"
 
@@ -49,7 +49,7 @@ def loaders():
 
 def read(module, data):
     """(train labels in a full epoch, val images, val labels) as the training scripts would get them."""
-    train_loader, val_loader, info = module.build_loaders(data, 4, torch.device("cpu"), 1, 0)
+    train_loader, val_loader, info = build_loaders(module, data, 4)
     train_labels = torch.cat([labels for _, labels in train_loader])
     val = list(val_loader)
     return train_labels, torch.cat([images for images, _ in val]), torch.cat([labels for _, labels in val]), info

@@ -153,12 +153,13 @@ def test_memory_snapshot_is_written_whole_and_stops_the_recording(monkeypatch, t
     sys.path.insert(0, str(ROOT))
     import torch
 
-    import train as base
+    import checks
+    import meter
 
     calls = []
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"segments": [], "device_traces": [[1, 2]]})
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda **kw: calls.append(kw))
     path = tmp_path / "snapshot.pickle"
-    base.write_whole(str(path), "the memory snapshot", lambda f: pickle.dump(base.snapshot(), f))
+    checks.write_whole(str(path), "the memory snapshot", pickle.dumps(meter.take_snapshot()))
     assert path.read_bytes() == pickle.dumps({"segments": [], "device_traces": [[1, 2]]})  # what was dumped, whole
     assert calls == [{"enabled": None}] and not (tmp_path / "snapshot.pickle.tmp").exists()

@@ -24,8 +24,8 @@ def test_the_families_are_the_base_and_each_variant(copies):
 
 
 def test_an_edit_goes_into_every_copy(copies):
-    old = "def one_line(error):\n"
-    new = "def one_line(error):  # shortened\n"
+    old = "def replace(model, name, module):\n"
+    new = "def replace(model, name, module):  # shortened\n"
     changed = sync.apply(old, new, sync.family(root=copies))
     assert len(changed) == 8
     for path in changed:
@@ -35,10 +35,10 @@ def test_an_edit_goes_into_every_copy(copies):
 def test_a_drifted_copy_is_named_and_nothing_is_written(copies):
     before = {p: p.read_text() for p in sync.family(root=copies)}
     drifted = copies / "train_amp.py"
-    drifted.write_text(drifted.read_text().replace("def one_line(error):", "def one_line(err):"))
+    drifted.write_text(drifted.read_text().replace("def replace(model, name, module):", "def replace(model, name, m):"))
     before[drifted] = drifted.read_text()
     with pytest.raises(BenchError, match=r"not found exactly once in: train_amp.py \(0 times\); nothing written"):
-        sync.apply("def one_line(error):", "x", sync.family(root=copies))
+        sync.apply("def replace(model, name, module):", "x", sync.family(root=copies))
     assert {p: p.read_text() for p in before} == before
 
 

@@ -78,7 +78,7 @@ def test_synthetic_data_trains_with_no_data_wait(tmp_path, script):
     assert m["image_size"] == 24 and m["num_classes"] == 7 and m["steps_timed"] == 27
     assert m["data_wait_frac"] < 0.005 and m["epoch_starts_timed"] == 0
     assert m["train_loss_final"] < 1.0  # the one batch it sees again and again is learnt (ln 7 = 1.95 at chance)
-    assert m["val_samples"] == 16
+    assert m["val_samples"] == 256  # synthetic validation: 256 images, the one batch again
 
 
 def test_synthetic_loader_bench(tmp_path):

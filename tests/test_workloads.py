@@ -13,7 +13,7 @@ from test_data import digest
 
 from bench import data, tables
 from bench import plan as plan_module
-from helpers import PY, ROOT, run, train
+from helpers import PY, ROOT, build_loaders, run, train
 
 
 def test_a_workload_is_made_once_and_again_when_its_parameters_change(tmp_path, monkeypatch):
@@ -94,7 +94,7 @@ def test_a_fixed_evaluation_sample(tiny_data, tmp_path):
     import loader
     import loader_dali
 
-    batches = [module.build_loaders(tiny_data, 4, torch.device("cpu"), 0, 0, eval_samples=13)[1] for module in
+    batches = [build_loaders(module, tiny_data, 4, 0, eval_samples=13)[1] for module in
                (loader, loader_dali)]  # fmt: skip
     labels = [torch.cat([y for _, y in val]).tolist() for val in batches]
     assert labels[0] == labels[1] and len(labels[0]) == 13 and len(set(labels[0])) == 10  # spread over the classes
