@@ -197,7 +197,6 @@ def main():
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[args.amp_dtype]
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     meter.record(amp_dtype=amp_dtype and args.amp_dtype, host_syncs_per_step=int(scaler.is_enabled()))
-    )
 
     # training, an evaluation after each epoch
     epochs = range(math.ceil(total_steps / len(train_loader)))
