@@ -140,10 +140,12 @@ def main():
     # the data: loader.py finds the images and batches them (loader_dali.py with --loader dali: the same functions)
     loader = importlib.import_module("loader_dali" if args.loader == "dali" else "loader")
     train_set, val_set, info = loader.open_data(args.data, args.download, check_data=not args.no_data_check)
-    # new # each process takes its share of the global batch and reads its own shard of the images, a new
-    # shuffle of it every epoch (sampler.set_epoch below; DALI's reader shards and shuffles by itself)
-    batch_size = args.batch_size // world_size
-    sampler = DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True)
+    batch_size = args.batch_size // world_size  # new #
+    sampler = None  # every image, reshuffled each epoch; train_ddp.py gives each process its own shard
+    # new # under torchrun each process reads its own shard of the images, a new shuffle of it every epoch
+    # (sampler.set_epoch below; DALI's reader shards and shuffles by itself); one process alone reads as train.py
+    if distributed:
+        sampler = DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True)
     eval_samples = args.eval_samples or (1000 if args.steps else "all")  # a short run evaluates a fixed sample
     train_loader, val_loader = loader.build_loaders(
         train_set, val_set, info, batch_size, device, args.workers, args.seed, sampler, rank, world_size, eval_samples
@@ -171,7 +173,8 @@ def main():
     epochs = meter.until_target(epochs)  # with --target-accuracy, training ends at the first epoch to reach it
     step = 0
     for epoch in epochs:
-        sampler.set_epoch(epoch)  # new #
+        if distributed:  # new #
+            sampler.set_epoch(epoch)  # new #
         model.train()
         for images, labels in train_loader:
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)

@@ -66,7 +66,9 @@ def test_the_ddp_diff_shows_its_sampler_and_its_share_of_the_batch():
     result = subprocess.run(["make", "-s", "diff", "V=ddp"], cwd=ROOT, capture_output=True, text=True)
     added = [line[1:].strip() for line in result.stdout.splitlines() if line.startswith("+")]
     assert "sampler = DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True)" in added
-    assert "sampler.set_epoch(epoch)  # new #" in added and "batch_size = args.batch_size // world_size" in added
+    assert (
+        "sampler.set_epoch(epoch)  # new #" in added and "batch_size = args.batch_size // world_size  # new #" in added
+    )
     base = (ROOT / "train.py").read_text()
     assert "    sampler = None  # " in base and "sampler, rank, world_size" in base  # the seam it fills
 
