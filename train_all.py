@@ -127,7 +127,7 @@ def main():
         rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
         world_size = int(os.environ["WORLD_SIZE"])
 
-    device = checks.pick_device(args.device, local_rank)  # cuda:0 if there is a GPU (or --device cpu), else cpu
+    device = checks.pick_device(args.device, local_rank)  # the GPU if there is one (unless --device cpu), else cpu
     device = checks.ddp_device(device, local_rank, args.backend)  # DDP: GPU N for local rank N  # new #
     checks.check_arguments(args)  # the flags in their ranges, the model and the loader known
     # new # DDP: join the other processes: NCCL between GPUs, gloo between CPUs (what cannot work: checks.py)

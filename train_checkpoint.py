@@ -131,7 +131,7 @@ def stages(model):
 def main():
     args = parser.parse_args()
     rank, local_rank, world_size = 0, 0, 1  # one process; train_ddp.py reads torchrun's
-    device = checks.pick_device(args.device, local_rank)  # cuda:0 if there is a GPU (or --device cpu), else cpu
+    device = checks.pick_device(args.device, local_rank)  # the GPU if there is one (unless --device cpu), else cpu
     checks.check_arguments(args)  # the flags in their ranges, the model and the loader known
     meter = Meter(args, device, rank, world_size)  # the run's clock starts; only rank 0 reports
     torch.manual_seed(args.seed + rank)
