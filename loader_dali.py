@@ -337,13 +337,11 @@ def main():
     parser.add_argument("--metrics-out", default=None, help="write the --bench result (else what was found) as JSON")
     parser.error = die  # a bad flag ends like any other bad input: one line, exit code 2
     args = parser.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        die(f"--device cuda: torch {torch.__version__} sees no CUDA GPU")
+    device = checks.pick_device(args.device, 0)  # the GPU if there is one (unless --device cpu), else cpu
     checks.at_least(args, {"--batch-size": 1, "--steps": 1, "--warmup-steps": 0, "--workers": 0, "--seed": 0})
     checks.check_workers_and_seed(args)
     if args.metrics_out:
         checks.writable(args.metrics_out)
-    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
     script = os.path.basename(__file__)
     if not args.bench:

@@ -35,6 +35,7 @@ import torchvision
 from tqdm import tqdm
 
 import checks
+from checks import die
 
 CURVE_STEPS = 10  # the training loss curve has a point per this many steps: their mean
 SNAPSHOT_STEPS = 3  # --memory-snapshot records this many steps after the warm-up
@@ -200,9 +201,9 @@ class Meter:
         args, info, device, world_size, batch_size = self.args, self.info, self.device, self.world_size, self.batch_size
         memory = [peak_memory_mib(d) for d in self.devices()] or [(None, None)]
         if torch.distributed.is_available() and torch.distributed.is_initialized():  # every process's, on all
-            memory = [None] * world_size
-            torch.distributed.all_gather_object(memory, [peak_memory_mib(d) for d in self.devices()] or [(None, None)])
-            memory = [m for rank in memory for m in rank]
+            gathered = [None] * world_size
+            torch.distributed.all_gather_object(gathered, memory)
+            memory = [m for rank in gathered for m in rank]
         allocated = [m[0] for m in memory if m[0] is not None]
         reserved = [m[1] for m in memory if m[1] is not None]
         images_timed = len(step_ms) * batch_size * world_size
@@ -305,10 +306,6 @@ class Meter:
                 " diverged (try a lower --lr), and its speed was measured on meaningless numbers",
                 file=sys.stderr,
             )
-
-
-def die(message):
-    checks.die(message)
 
 
 def variant_of(script):
