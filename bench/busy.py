@@ -11,7 +11,9 @@ another process held memory on its GPUs: its numbers are not to be trusted silen
 In a container NVML reports the host's process IDs, which match none of the tree's: there a GPU
 process is counted as another's only if it was on the GPUs before the run started (it cannot be
 the run's); one that appeared during the run may be the run itself, so the GPUs' sharing is
-"unknown" then, never "busy" (gpu_sharing).
+"unknown" then, never "busy" (gpu_sharing). A sandbox may refuse the per-process query altogether:
+then the sharing is "unknown" with NVML's words, and utilisation, SM clock and throttle reasons,
+the readings that vouch for a GPU number, are still read (each one that fails is left empty).
 """
 
 import resource
@@ -45,41 +47,45 @@ class Load:
     def __init__(self, handles):
         self.handles, self.cores = handles, psutil.cpu_count() or 1
         self.start_wall, self.start = time.monotonic(), cpu_clock()
-        self.util, self.clock, self.throttle, self.gpu_error = [], [], set(), None
+        self.util, self.clock, self.throttle = [], [], set()
         self.outside = []  # per sample: {pid: MiB} of the GPU processes outside the tree
         self.matched = False  # some GPU process had a PID of the tree: NVML's PIDs are ours (no container)
         self.before = set()  # GPU processes there before the run started: never the run's
+        self.process_error = None  # NVML refused the per-process query: who else was on the GPUs is unknown
         try:
             self.before = {p.pid for h in handles for p in nvml.call("nvmlDeviceGetComputeRunningProcesses", h)}
         except nvml.Unavailable as e:
-            self.gpu_error = str(e)
+            self.process_error = str(e)
 
     def sample(self, pids):
-        """One look at the GPUs: who else is on them, how busy, how fast."""
-        if self.gpu_error or not self.handles:
+        """One look at the GPUs: who else is on them (while NVML answers that), how busy, how fast."""
+        if not self.handles:
             return
-        try:
-            outside = {}
-            for handle in self.handles:
-                for proc in nvml.call("nvmlDeviceGetComputeRunningProcesses", handle):
-                    if proc.pid in pids:
-                        self.matched = True
-                    else:
-                        outside[proc.pid] = outside.get(proc.pid, 0) + (proc.usedGpuMemory or 0) / 2**20
-            self.outside.append(outside)
-            for handle in self.handles:
-                rates = optional("nvmlDeviceGetUtilizationRates", handle)
-                self.util.append(rates.gpu if rates is not None else None)
-                self.clock.append(optional("nvmlDeviceGetClockInfo", handle, 1))  # 1 = NVML_CLOCK_SM
-                reasons = optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
-                if reasons is None:  # the older name of the same reading
-                    reasons = optional("nvmlDeviceGetCurrentClocksThrottleReasons", handle) or 0
-                self.throttle |= {name for bit, name in THROTTLE.items() if reasons & bit}
-        except nvml.Unavailable as e:
-            self.gpu_error = str(e)
+        if not self.process_error:
+            try:
+                outside = {}
+                for handle in self.handles:
+                    for proc in nvml.call("nvmlDeviceGetComputeRunningProcesses", handle):
+                        if proc.pid in pids:
+                            self.matched = True
+                        else:
+                            outside[proc.pid] = outside.get(proc.pid, 0) + (proc.usedGpuMemory or 0) / 2**20
+                self.outside.append(outside)
+            except nvml.Unavailable as e:
+                self.process_error = str(e)
+        for handle in self.handles:  # each reading on its own: one that fails leaves the others
+            rates = optional("nvmlDeviceGetUtilizationRates", handle)
+            self.util.append(rates.gpu if rates is not None else None)
+            self.clock.append(optional("nvmlDeviceGetClockInfo", handle, 1))  # 1 = NVML_CLOCK_SM
+            reasons = optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
+            if reasons is None:  # the older name of the same reading
+                reasons = optional("nvmlDeviceGetCurrentClocksThrottleReasons", handle) or 0
+            self.throttle |= {name for bit, name in THROTTLE.items() if reasons & bit}
 
     def gpu_sharing(self):
         """(sharing, other processes, their peak MiB): sharing is alone, shared or unknown (see the docstring)."""
+        if self.process_error:
+            return f"unknown: NVML refused the per-process query ({self.process_error})"[:200], set(), None
         seen = set().union(*self.outside)
         others = seen if self.matched else seen & self.before
         peak = max((sum(mib for pid, mib in sample.items() if pid in others) for sample in self.outside), default=0)
@@ -97,9 +103,9 @@ class Load:
         stolen = steal / (wall * self.cores)
         util = [u for u in self.util if u is not None]
         clock = [c for c in self.clock if c is not None]
-        gpu = self.handles and not self.gpu_error
-        sharing, others, other_mib = self.gpu_sharing() if gpu else (None, set(), 0)
-        row = dict(other_cpu_frac=other, steal_frac=stolen, gpu_other_mib=other_mib if gpu else None)
+        gpu = bool(self.handles)
+        sharing, others, other_mib = self.gpu_sharing() if gpu else (None, set(), None)
+        row = dict(other_cpu_frac=other, steal_frac=stolen, gpu_other_mib=other_mib)
         row["gpu_sharing"] = sharing
         row.update(gpu_util_pct=statistics.median(util) if util else None)
         row.update(gpu_sm_clock_mhz=statistics.median(clock) if clock else None)

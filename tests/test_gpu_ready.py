@@ -181,6 +181,31 @@ def test_a_failing_process_query_leaves_the_device_rise(monkeypatch):
     assert "Not Supported" in row["nvml_method"]
 
 
+def test_a_refused_process_query_still_reads_what_vouches_for_the_gpu(monkeypatch):
+    """A sandbox refuses the per-process query from the start: utilisation, SM clock and throttle reasons are read
+    all the same, and the sharing says why it is unknown (not busy, not alone)."""
+
+    class Refusing(FakeNVML):
+        def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802 (pynvml's name)
+            raise self.NVMLError("Insufficient Permissions")
+
+    job = sleeper()
+    try:
+        monkeypatch.setattr(nvml, "pynvml", Refusing([("gpu1", job.pid, 2**30)]))
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = memory.Sampler(job.pid, gpu=True)
+        for _ in range(3):
+            sampler.sample()
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["gpu_util_pct"] == 80 and row["gpu_sm_clock_mhz"] == 1755 and row["gpu_throttle"] == "power cap"
+    assert row["gpu_sharing"] == "unknown: NVML refused the per-process query (nvmlDeviceGetComputeRunningProcesses:" \
+        " Insufficient Permissions)"
+    assert row["gpu_other_mib"] is None and "GPUs" not in (row["busy_reason"] or "")
+    assert row["nvml_method"].startswith("device rise (the process query failed")
+
+
 # ----------------------------------------------------------------------------- fp16: one host sync a step
 
 
