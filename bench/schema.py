@@ -132,7 +132,8 @@ other_cpu_frac          share runner  median  -          share of all cores used
 steal_frac              share runner  median  -          share of all cores taken by the hypervisor (steal time)
 gpu_other_mib           MiB   runner  -       -          peak GPU memory of other processes on the run's GPUs
 gpu_sharing             -     runner  -       -          alone, shared (other processes on the run's GPUs: busy), or
-                                                           unknown (NVML's process IDs are not this container's)
+                                                           unknown (NVML's process IDs are not this container's, or
+                                                           NVML refused the per-process query: its words follow)
 gpu_util_pct            %     runner  -       -          median GPU utilisation while the run ran (NVML)
 gpu_sm_clock_mhz        MHz   runner  median  -          median SM clock while the run ran (NVML)
 gpu_throttle            -     runner  -       -          clock throttle reasons NVML reported while the run ran
