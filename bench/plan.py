@@ -8,8 +8,9 @@ are interleaved (baseline, dp, ..., baseline, dp, ...) so that drift in the mach
 every variant alike.
 
 The defaults depend on the machine and the workload (DEFAULTS). On a GPU the steps are calibrated
-(--steps auto): a short run of the fastest row, the mixed-precision ceiling, gives its step time,
-and every row then runs enough steps for that row's timed window to last WINDOW_S seconds. The plan
+(--steps auto): a short run of the fastest row, the mixed-precision ceiling (without ceilings, the
+first row that is not compiled), run as a row runs, gives its step time, and every row then runs
+enough steps for that row's timed window to last WINDOW_S seconds. The plan
 is stored with the bench (plan.json in its log folder) so that `--resume` can finish it.
 """
 
@@ -19,6 +20,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -284,30 +286,40 @@ def default_workers(cores, processes, gpu):
     return max(1, min(8, cores // (2 * processes)))
 
 
-def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WINDOW_S):
+def calibration_variant(variants):
+    """The row that calibrates: the fastest, a ceiling, where one is planned; else the first row that is not compiled
+    (a cold compile inside the calibration would take minutes); else the first."""
+    ceilings = [v for v in ("amp-synthetic", "synthetic") if v in variants]
+    return (ceilings or [v for v in variants if not compiled(v)] or variants)[0]
+
+
+def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WINDOW_S, workers=None, cores=1):
     """Steps for every row: enough for the fastest one to time window_s seconds. The fastest single process is the
     mixed-precision ceiling; DDP rows on nproc GPUs split each step over them, so they may be up to nproc times
     faster still, and the steps are multiplied by nproc where such rows are planned. The calibration run warms up
-    for WARMUP_STEADY steps: where its steps are steady after them (STEADY), chosen's warm-up is cut to that."""
-    variant = next((v for v in ("amp-synthetic", "synthetic") if v in variants), variants[0])
+    for WARMUP_STEADY steps: where its steps are steady after them (STEADY), chosen's warm-up is cut to that.
+    It runs as a row runs (bench/launch.py): the loader workers a one-process row gets, the run time limit (a hung
+    calibration ends the bench with one line), its log in log/calibration-VARIANT-0.log."""
+    from bench.launch import launch  # launch imports nothing of the plan; the plan needs it only here
+
+    variant = calibration_variant(variants)
     warmup = min(chosen["warmup_steps"], WARMUP_STEADY)
     run = training_run(variant, 0, path, info, dict(chosen, steps=warmup + 60, warmup_steps=warmup), gpu_count, 1,
-                       None, 1, "custom")  # fmt: skip
-    out = Path(log) / "calibration.json"
-    probe = subprocess.run([*run.cmd, "--metrics-out", str(out)], cwd=ROOT, capture_output=True, text=True)
-    if probe.returncode != 0:
-        lines = probe.stderr.strip().splitlines() or ["no output"]
-        raise BenchError(f"calibration ({' '.join(run.cmd[1:3])}) failed: {lines[-1]}")
-    metrics = json.loads(out.read_text())
-    step_s = metrics["step_time_median_ms"] / 1e3
-    if metrics["step_time_p90_ms"] > STEADY * metrics["step_time_median_ms"]:  # not steady yet: the full warm-up
+                       workers, cores, "custom", prefix="calibration-")  # fmt: skip
+    log = Path(log)
+    log.mkdir(parents=True, exist_ok=True)
+    row = launch(run, log, chosen["timeout"], threading.Event())
+    if row["status"] != "ok":
+        raise BenchError(f"calibration ({variant}) failed: {row['error']} (its log: {log / run.name}.log)")
+    step_s = row["step_time_median_ms"] / 1e3
+    if row["step_time_p90_ms"] > STEADY * row["step_time_median_ms"]:  # not steady yet: the full warm-up
         warmup = chosen["warmup_steps"]
     chosen["warmup_steps"] = warmup
     split = nproc if gpu_count and any(distributed(v) for v in variants) else 1
     timed = max(50, math.ceil(window_s * split / step_s))
     over = f" ({split} DDP processes may split a step)" if split > 1 else ""
     print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}{over}"
-          f" (90th percentile {metrics['step_time_p90_ms']:.1f} ms)", flush=True)  # fmt: skip
+          f" (90th percentile {row['step_time_p90_ms']:.1f} ms)", flush=True)  # fmt: skip
     return warmup + timed
 
 
@@ -409,7 +421,9 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
         auto = chosen["steps"] == "auto"
         calibrations += auto
         if auto and not dry_run:
-            chosen["steps"] = calibrate(path, info, chosen, gpu_count, variants, log, nproc, window)
+            chosen["steps"] = calibrate(
+                path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores
+            )
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
         works[workload]["steps_auto"] = auto
     context = dict(gpu_count=gpu_count, nproc=nproc, workers=args.workers, cores=cores, log=log and str(log),

@@ -2,18 +2,16 @@
 never a measured number), and the capabilities that decide the answers (CPU ISA, native bf16)."""
 
 import importlib
-import json
 import os
 import subprocess
 import sys
-import types
 
 import pandas as pd
 import pytest
 import torch
 from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
-from bench import machine, memory, nvml, plan, verdicts
+from bench import BenchError, launch, machine, memory, nvml, plan, verdicts
 from helpers import PY, ROOT, SMALL_MODEL, train
 
 sys.path.insert(0, str(ROOT))
@@ -200,8 +198,10 @@ def test_a_refused_process_query_still_reads_what_vouches_for_the_gpu(monkeypatc
     finally:
         job.kill()
     assert row["gpu_util_pct"] == 80 and row["gpu_sm_clock_mhz"] == 1755 and row["gpu_throttle"] == "power cap"
-    assert row["gpu_sharing"] == "unknown: NVML refused the per-process query (nvmlDeviceGetComputeRunningProcesses:" \
+    assert (
+        row["gpu_sharing"] == "unknown: NVML refused the per-process query (nvmlDeviceGetComputeRunningProcesses:"
         " Insufficient Permissions)"
+    )
     assert row["gpu_other_mib"] is None and "GPUs" not in (row["busy_reason"] or "")
     assert row["nvml_method"].startswith("device rise (the process query failed")
 
@@ -255,27 +255,65 @@ def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
     warm-up is cut to WARMUP_STEADY where the calibration's steps were steady after it, and kept where not."""
     step_ms, p90_ms = 20.0, 21.0
 
-    def probe(cmd, **kwargs):
-        out = cmd[cmd.index("--metrics-out") + 1]
-        assert cmd[cmd.index("--warmup-steps") + 1] == str(plan.WARMUP_STEADY)
-        with open(out, "w") as f:
-            json.dump(dict(step_time_median_ms=step_ms, step_time_p90_ms=p90_ms), f)
-        return types.SimpleNamespace(returncode=0, stderr="")
+    def probe(run, log_dir, timeout, stop, *args):
+        assert run.cmd[run.cmd.index("--warmup-steps") + 1] == str(plan.WARMUP_STEADY)
+        return dict(status="ok", step_time_median_ms=step_ms, step_time_p90_ms=p90_ms)
 
-    monkeypatch.setattr(plan.subprocess, "run", probe)
+    monkeypatch.setattr(launch, "launch", probe)
     info = dict(image_size=32, classes=list(range(10)))
     for variants, nproc, split in (["baseline", "ddp"], 4, 4), (["baseline", "amp"], 4, 1), (["all"], 8, 8):
-        chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
+        chosen = dict(
+            model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
+        )
         steps = plan.calibrate("data", info, chosen, 8, variants, tmp_path, nproc)
         warmup = chosen["warmup_steps"]
         assert warmup == plan.WARMUP_STEADY  # steady: p90 within 10% of the median
         assert (steps - warmup) * step_ms / 1e3 / split >= plan.WINDOW_S, (variants, steps)
         assert (steps - warmup - 1) * step_ms / 1e3 / split < plan.WINDOW_S
-    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
+    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900)
     assert plan.calibrate("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 10 + 350  # CPU processes share cores
     p90_ms = 30.0  # not steady after 10 steps: the full warm-up
-    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0)
+    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900)
     assert plan.calibrate("data", info, chosen, 1, ["amp"], tmp_path, 1) == 20 + 350 and chosen["warmup_steps"] == 20
+
+
+@pytest.mark.parametrize(
+    "variants,expected",
+    [
+        (["baseline", "amp", "amp-synthetic"], "amp-synthetic"),  # the fastest: the mixed-precision ceiling
+        (["compile", "all", "baseline"], "baseline"),  # no ceiling: not a compiled row, whose compile would be cold
+        (["all", "ddp"], "ddp"),  # --scaling's rows
+        (["all"], "all"),  # only compiled rows: the first
+    ],
+)
+def test_the_calibration_runs_as_a_row_runs(monkeypatch, tmp_path, variants, expected):
+    """It calibrates on the row named above, with the loader workers a one-process row gets (not one), under the
+    run time limit, writing its log beside the rows' (the log folder made if need be)."""
+    calls = []
+
+    def probe(run, log_dir, timeout, stop, *args):
+        calls.append((run, log_dir, timeout))
+        return dict(status="ok", step_time_median_ms=10.0, step_time_p90_ms=10.5)
+
+    monkeypatch.setattr(launch, "launch", probe)
+    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77)
+    info = dict(image_size=32, classes=list(range(10)))
+    plan.calibrate("data", info, chosen, 1, variants, tmp_path / "logs" / "bench", 1, cores=16)
+    ((run, log_dir, timeout),) = calls
+    assert run.variant == expected and timeout == 77 and log_dir == tmp_path / "logs" / "bench" and log_dir.is_dir()
+    assert run.cmd[run.cmd.index("--workers") + 1] == str(plan.default_workers(16, 1, True)) == "15"
+    calls.clear()
+    plan.calibrate("data", info, dict(chosen), 1, variants, tmp_path / "logs" / "bench", 1, workers=3, cores=16)
+    assert calls[0][0].cmd[calls[0][0].cmd.index("--workers") + 1] == "3"  # --workers, as every row
+
+
+def test_a_calibration_that_hangs_ends_the_bench_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(launch, "launch", lambda run, *a: dict(status="failed", error="timed out after 77 s"))
+    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77)
+    info = dict(image_size=32, classes=list(range(10)))
+    with pytest.raises(BenchError, match=r"calibration \(baseline\) failed: timed out after 77 s \(its log: .*"
+                       r"calibration-baseline-0.log\)"):  # fmt: skip
+        plan.calibrate("data", info, chosen, 1, ["baseline", "ddp"], tmp_path, 8)
 
 
 @pytest.mark.slow
