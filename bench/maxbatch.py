@@ -6,7 +6,11 @@ probe runs out of memory (or reaches the training set's size), then the last bat
 not are bisected until they are within a step of each other (an eighth of the batch that fit, at least one
 process's share). On a GPU the limit is the device's memory; on a CPU it is --memory-limit MIB, an address-space
 limit (RLIMIT_AS) on each process of a probe (torch alone takes about 4 GB of it), so that the mode runs, and
-is tested, on a CPU. Then one run of the plan's steps at the largest batch measures its speed and memory.
+is tested, on a CPU. Then one run at the largest batch measures its speed and memory, sized for that batch
+(sized_run): the plan's window in seconds rather than its steps (a batch 32 times the plan's times a 32nd of its
+steps), its evaluation sample as planned, and inside one epoch where an epoch holds it, so that no epoch restart
+(each waits for a worker to build a whole batch) falls in the window; where one does, the table says how many and
+the steady rate between them.
 
 Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log is under logs/<bench>/max-batch/.
 --budget bounds the whole mode: a variant not searched when it is spent says so.
@@ -32,15 +36,25 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's state exists from the first)
 MAX_BATCH = 2**16  # the doubling stops here
-PROBE_S = dict(cpu=15, gpu=25)  # the estimate of a probe, seconds (CPU: measured here, 9-15 s)
+PROBE_S = dict(cpu=15, gpu=25)  # the estimate of a probe, seconds (CPU: measured here, 9-15 s), a compile apart
 PROBES = 10  # the estimate of the probes of one variant
-MEASURED = ("samples_per_s", "peak_host_mem_mib", "peak_mem_reserved_mib", "nvml_peak_mib")  # of the whole run
+MIN_TIMED = 10  # the fewest steps the run at the largest batch times (unless the plan times fewer)
+MEASURED = (
+    "samples_per_s",
+    "median_step_samples_per_s",
+    "epoch_starts_timed",
+    "peak_host_mem_mib",
+    "peak_mem_reserved_mib",
+    "nvml_peak_mib",
+)  # fmt: skip  (of the run at the largest batch)
 COLUMNS = [
     "variant",
     "max_batch",
     "first_failed_batch",
     "why_it_stops",
     "samples_per_s",
+    "median_step_samples_per_s",
+    "epoch_starts_timed",
     "batch_vs_baseline",
     "speed_vs_baseline",
     "peak_host_mem_mib",
@@ -68,10 +82,29 @@ def too_big_for_the_data(row):
     return row["status"] == "failed" and "is larger than the training set" in str(row.get("error"))
 
 
-def probe_run(run, batch, steps, name):
+def probe_run(run, batch, steps, name, warmup=1):
     """run at another global batch (and steps): its flags come last, so they win."""
-    cmd = [*run.cmd, "--batch-size", str(batch)] + (["--steps", str(steps), "--warmup-steps", "1"] if steps else [])
+    cmd = [*run.cmd, "--batch-size", str(batch)]
+    cmd += ["--steps", str(steps), "--warmup-steps", str(warmup)] if steps else []
     return dataclasses.replace(run, name=name, cmd=cmd)
+
+
+def sized_run(run, batch, work):
+    """The run that measures the speed at the largest batch, sized for it: the plan's timed window in seconds (its
+    timed steps times the plan's batch / this batch, MIN_TIMED at least) after a warm-up cut alike (2 steps at least:
+    the first is cuDNN's search and the compile), the plan's evaluation sample; the whole run inside one epoch where
+    an epoch holds the warm-up and MIN_TIMED steps."""
+    if not isinstance(work.get("steps"), int):  # the plan runs epochs (or was not calibrated): its runs as they are
+        return probe_run(run, batch, None, f"{run.variant}-at-{batch}")
+    share, planned_warmup = work["batch_size"] / batch, work["warmup_steps"]
+    planned_timed = work["steps"] - planned_warmup
+    fewest = min(MIN_TIMED, planned_timed)
+    warmup = min(planned_warmup, max(2, math.ceil(planned_warmup * share)))
+    timed = max(fewest, math.ceil(planned_timed * share))
+    per_epoch = (work.get("train_size") or math.inf) // batch
+    if warmup + timed > per_epoch >= warmup + fewest:
+        timed = per_epoch - warmup
+    return probe_run(run, batch, warmup + timed, f"{run.variant}-at-{batch}", warmup)
 
 
 def search(run, start, limit_mib, logs, timeout, stop, deadline):
@@ -131,13 +164,38 @@ def search(run, start, limit_mib, logs, timeout, stop, deadline):
     return fits, fails, reason, probes, None
 
 
-def estimate_s(variants, gpu):
-    """The mode's estimate: PROBES probes a variant and one measured run."""
-    return len(variants) * (PROBES + 1) * PROBE_S["gpu" if gpu else "cpu"]
+def estimate_s(runs, gpu):
+    """The mode's estimate, seconds: PROBES probes a variant and one measured run, each a new process at a new batch
+    (a new shape), so a compiled variant compiles cold in every one of them (plan.COST_S's cold compile)."""
+    where = "gpu" if gpu else "cpu"
+    cold = plan.COST_S[where]["cold"]
+    return sum((PROBES + 1) * (PROBE_S[where] + (cold if plan.compiled(r.variant) else 0)) for r in runs)
 
 
-def run_mode(args, info, runs, logs):
-    """Search each training run's variant; write and print the table."""
+def say_estimate(runs, gpu, budget_s=None):
+    """The estimate as printed (by --dry-run too): the total, the cold compiles in it, and where a budget is given,
+    the variants it is expected to reach (the search goes in plan order; the rest are listed as not searched)."""
+    where = "gpu" if gpu else "cpu"
+    compiles = sum(PROBES + 1 for r in runs if plan.compiled(r.variant))
+    text = f"max batch: {len(runs)} variants, about {estimate_s(runs, gpu) / 60:.0f} min"
+    if compiles:
+        text += (f" ({compiles} cold compiles of about {plan.COST_S[where]['cold']:.0f} s in it: every probe of a"
+                 " compiled variant is a new process at a new batch)")  # fmt: skip
+    if budget_s:
+        reached, spent = [], 0.0
+        for r in runs:
+            spent += estimate_s([r], gpu)
+            if spent > budget_s:
+                break
+            reached.append(r.variant if len({x.workload for x in runs}) == 1 else f"{r.workload} {r.variant}")
+        text += f"; budget {budget_s / 60:g} min"
+        if len(reached) < len(runs):
+            text += f", which reaches about {len(reached)}: {', '.join(reached) or 'none'}"
+    return text
+
+
+def run_mode(args, info, runs, logs, works):
+    """Search each training run's variant; write and print the table. works: the plan's work of each workload."""
     logs = logs / "max-batch"
     logs.mkdir(parents=True, exist_ok=True)
     train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
@@ -145,12 +203,8 @@ def run_mode(args, info, runs, logs):
         raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
     gpu = bool(info["gpu_count"])
     budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
-    print(
-        f"max batch: {len(train)} variants, about {estimate_s(train, gpu) / 60:.0f} min"
-        + (f" (budget {budget_s / 60:g} min)" if budget_s else "")
-        + (f", {args.memory_limit:,} MiB of address space per process" if args.memory_limit else ", the GPU's memory"),
-        flush=True,
-    )
+    limit = f"{args.memory_limit:,} MiB of address space per process" if args.memory_limit else "the GPU's memory"
+    print(f"{say_estimate(train, gpu, budget_s)}; in {limit}", flush=True)
     started, stop, rows = time.monotonic(), threading.Event(), []
     for signum in signal.SIGINT, signal.SIGTERM:  # stop the probe in progress, keep the variants searched
         signal.signal(signum, lambda *_: stop.set())
@@ -167,7 +221,7 @@ def run_mode(args, info, runs, logs):
         row.update(memory_limit_mib=args.memory_limit, error=error, workload=run.workload)
         row["model"] = run.cmd[run.cmd.index("--model") + 1]  # memory.png matches it to the bench's rows
         while fits is not None and error is None and time.monotonic() < deadline:  # its speed at the largest batch
-            measured = launch(probe_run(run, fits, None, f"{run.variant}-at-{fits}"), logs, timeout, stop, False,
+            measured = launch(sized_run(run, fits, works[run.workload]), logs, timeout, stop, False,
                               args.memory_limit)  # fmt: skip
             if measured is None or measured["status"] == "ok":
                 row.update({k: (measured or {}).get(k) for k in MEASURED})
@@ -221,6 +275,11 @@ def line(row):
         text += f" ({row['why_it_stops']})"
     if present(row.get("samples_per_s")):
         text += f"; {row['samples_per_s']:,.1f} samples/s there"
+        if present(row.get("epoch_starts_timed")) and row["epoch_starts_timed"] > 0:
+            steady = row.get("median_step_samples_per_s")
+            steady = f", {steady:,.1f} samples/s between them" if present(steady) else ""
+            text += (f" ({row['epoch_starts_timed']:.0f} epoch starts in the window: an epoch is a few steps at this"
+                     f" batch{steady})")  # fmt: skip
     if present(row.get("batch_vs_baseline")) and row["variant"] != "baseline":
         text += f"; {row['batch_vs_baseline']:.2f}x the baseline's batch"
         if present(row.get("speed_vs_baseline")):

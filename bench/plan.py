@@ -117,7 +117,7 @@ BUDGET_MIN = dict(gpu=25, cpu=25)  # the default --budget, minutes: the GPU plan
 # on a GPU assumed, until a GPU bench measures them.
 COST_S = dict(
     cpu=dict(fixed=10.0, window=6.0, cold=110.0, warm=10.0, loader=9.0, calibrate=0.0),
-    gpu=dict(fixed=12.0, window=WINDOW_S, cold=60.0, warm=15.0, loader=15.0, calibrate=25.0),
+    gpu=dict(fixed=12.0, window=WINDOW_S, cold=90.0, warm=15.0, loader=15.0, calibrate=25.0),
 )
 # a row's window against the fastest row's (a GPU: the mixed-precision ceiling's, which calibrates the steps; a CPU:
 # the baseline's, at its fixed steps). GPU, assumed: full precision 2x mixed (TF32 against bf16), checkpointing's
@@ -163,6 +163,14 @@ def estimate_s(run, window_s, gpu, bf16_native=True):
         slower *= EMULATED_BF16
     compiling = (cost["cold"] if run.repeat == 1 else cost["warm"]) if compiled(run.variant) else 0
     return cost["fixed"] + window_s * slower + compiling
+
+
+def cold_compiles(runs, gpu):
+    """What an estimate holds for compiling: ' (N cold compiles of about S s each in it)', or '' where none."""
+    cold = [r for r in runs if r.kind == "train" and r.repeat == 1 and compiled(r.variant)]
+    if not cold:
+        return ""
+    return f" ({len(cold)} cold compiles of about {COST_S['gpu' if gpu else 'cpu']['cold']:.0f} s each in it)"
 
 
 def rounds(runs):
@@ -425,6 +433,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
                 path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores
             )
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
+        works[workload]["train_size"] = info.get("train_size")  # --max-batch sizes its runs by the epoch
         works[workload]["steps_auto"] = auto
     context = dict(gpu_count=gpu_count, nproc=nproc, workers=args.workers, cores=cores, log=log and str(log),
                    bf16_native=bf16_native, window_s=window, variants=variants, loaders=args.loaders,

@@ -619,14 +619,17 @@ def max_batch(args):
         fail("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the limit")
     bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
     logs = args.out / "logs" / bench_id
-    runs, _, _ = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
+    runs, works, _ = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
     if args.dry_run:
         train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
-        print(f"max batch: {len(train)} variants, about {maxbatch.estimate_s(train, gpu_count) / 60:.0f} min:")
+        budget_s = (
+            None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu_count else "cpu"])
+        )
+        print(f"{maxbatch.say_estimate(train, bool(gpu_count), budget_s)}:")
         for r in train:
             print(f"  {r.variant}: {shlex.join(r.cmd)} --batch-size N")
         return
-    maxbatch.run_mode(args, info, runs, logs)
+    maxbatch.run_mode(args, info, runs, logs, works)
     if (args.out / "runs.csv").exists():  # memory.png gains each row's largest batch
         try:
             write_outputs(args.out, tables.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1], info)
@@ -672,8 +675,10 @@ def scale(args):
     runs = scaling.runs_of(args, counts, gpu_count, info["cpu_cores"], work, logs)
     if args.dry_run:
         gpu = bool(gpu_count)
-        print(f"scaling ({args.scaling_mode}): {len(runs)} runs, about"
-              f" {scaling.estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min:")  # fmt: skip
+        minutes = scaling.estimate_s(runs, gpu, info["cpu_bf16_native"]) / 60
+        print(
+            f"scaling ({args.scaling_mode}): {len(runs)} runs, about {minutes:.0f} min{plan.cold_compiles(runs, gpu)}:"
+        )
         for r in runs:
             print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(slurm.launched(r))}")
         return

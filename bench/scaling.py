@@ -115,9 +115,11 @@ def runs_of(args, counts, gpu_count, cores, work, logs):
 
 
 def estimate_s(runs, gpu, bf16_native=True):
-    """The bench's estimate of each run (bench/plan.py), its window the default plan's."""
+    """The bench's estimate of each run (bench/plan.py), its window the default plan's: the first run of a compiled
+    variant at each count compiles cold (each count has its own cache); on a GPU the steps' calibration too."""
     window = plan.WINDOW_S if gpu else plan.COST_S["cpu"]["window"] * 25 / 20
-    return sum(plan.estimate_s(run, window, gpu, bf16_native) for run in runs)
+    calibration = plan.COST_S["gpu" if gpu else "cpu"]["calibrate"]
+    return calibration + sum(plan.estimate_s(run, window, gpu, bf16_native) for run in runs)
 
 
 def summarize(rows, mode):
@@ -163,6 +165,7 @@ def run_mode(args, info, runs, logs, counts):
     rounds = max(r.repeat for r in runs)
     print(f"scaling ({args.scaling_mode}): {', '.join(variants_of(args.variants))} at {', '.join(map(str, counts))}"
           f" processes, {rounds} rounds, about {estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"
+          f"{plan.cold_compiles(runs, gpu)}"
           + (f" (budget {budget_s / 60:g} min)" if budget_s else ""), flush=True)  # fmt: skip
     if not gpu:
         print(f"  on a CPU the processes share its {info['cpu_cores']} cores (each gets cores / processes threads):"

@@ -3,6 +3,7 @@ there is, found by doubling then bisecting fresh short runs, and its speed there
 --memory-limit, an address-space limit on each process: the search is tested here for real on one variant, its
 logic on probes made up, and its flags like every other flag."""
 
+import argparse
 import os
 
 import pandas as pd
@@ -133,7 +134,7 @@ def test_a_gpu_plan_shows_the_mode_and_its_time(tiny_data):
     flags = ("--data", tiny_data, "--loaders", "none", "--batch-size", 16)
     result = run("-m", "bench", "--max-batch", "--dry-run", "--gpus", 1, *flags)
     assert result.returncode == 0, result.stderr
-    assert "max batch: 9 variants, about " in result.stdout and " min:" in result.stdout
+    assert "max batch: 9 variants, about " in result.stdout and "min (22 cold compiles of about " in result.stdout
     assert "  baseline: " in result.stdout and "train.py --data" in result.stdout and "--batch-size N" in result.stdout
 
 
@@ -163,3 +164,47 @@ def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_mode
     drawn.clear()
     plots.plot_memory(summary, tmp_path / "memory.png", {"small": "small", "big": "big"})
     assert not any(ax.texts for ax in drawn[0].axes)
+
+
+@pytest.mark.parametrize(
+    "steps,train_size,timed",
+    [
+        (905, 50_000, 28),  # the plan's 875 timed steps of 256 are 28 of 8,192: the same seconds, not 32x them
+        (2030, 400_000, 46),  # 63 would run past the epoch of 48 steps: the run stays inside it
+        (905, None, 28),  # a training set of unknown size: no cap
+        (40, 50_000, 10),  # the plan's 10 timed steps would be one: MIN_TIMED
+    ],
+)
+def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, steps, train_size, timed):
+    """A GPU's plan (batch 256, calibrated steps, 30 warm-up) and a largest batch of 8,192: the measured run times the
+    plan's window in seconds, warms up 2 steps, evaluates the plan's sample, and keeps inside an epoch where one holds
+    it. Its launch is stubbed: which run is made is what is tested."""
+    probed = fake_probes(monkeypatch, fits_up_to=8192)
+    made = []
+    stub = maxbatch.launch
+    monkeypatch.setattr(maxbatch, "launch", lambda run, *a, **k: made.append(run) or stub(run, *a, **k))
+    cmd = ["train.py", "--batch-size", "256", "--steps", str(steps), "--warmup-steps", "30", "--eval-samples", "2000"]
+    job = Run("baseline-1", "baseline", "train", 1, 1, [*cmd, "--model", "resnet18"], "small")
+    work = dict(batch_size=256, steps=steps, warmup_steps=30, eval_samples=2000, train_size=train_size)
+    args = argparse.Namespace(budget=None, memory_limit=None, timeout=None, out=tmp_path)
+    maxbatch.run_mode(args, dict(gpu_count=1, gpu_name="H100"), [job], tmp_path / "logs", dict(small=work))
+    *probes, measured = made
+    assert probes and all(r.name.startswith("baseline-batch") for r in probes) and len(probes) == len(probed) - 1
+
+    def flag(name):
+        return int(measured.cmd[len(measured.cmd) - measured.cmd[::-1].index(name)])  # the last one wins
+
+    assert measured.name == "baseline-at-8192" and flag("--batch-size") == 8192
+    assert flag("--warmup-steps") == 2 and flag("--steps") == 2 + timed and flag("--eval-samples") == 2000
+    table = pd.read_csv(tmp_path / "max_batch.csv")
+    assert table.loc[0, "max_batch"] == 8192 and table.loc[0, "samples_per_s"] == 100
+
+
+def test_the_estimate_counts_a_cold_compile_in_every_probe_of_a_compiled_variant():
+    runs = [Run(f"{v}-1", v, "train", 1, 1, []) for v in ("baseline", "compile", "all:no-compile", "all")]
+    gpu = maxbatch.estimate_s(runs, gpu=True)
+    cold = maxbatch.plan.COST_S["gpu"]["cold"]
+    assert gpu == 4 * 11 * maxbatch.PROBE_S["gpu"] + 2 * 11 * cold
+    said = maxbatch.say_estimate(runs, True, budget_s=2 * 11 * maxbatch.PROBE_S["gpu"] + 11 * cold + 100)
+    assert f"about {gpu / 60:.0f} min (22 cold compiles of about {cold:.0f} s" in said
+    assert said.endswith("which reaches about 2: baseline, compile")  # the third would pass the budget

@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from bench import scaling
+from bench import plan, scaling
 from helpers import fast_first, run
 
 CORES = len(os.sched_getaffinity(0))
@@ -82,6 +82,8 @@ def test_a_gpu_cluster_plan_shows_every_count_and_its_batch(tmp_path):
     result = run("-m", "bench", "--scaling", "1,2,4,8", "--dry-run", "--gpus", 8, "--out", tmp_path / "o")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("scaling (weak): 24 runs, about ")  # ddp and all, 4 counts, 3 rounds
+    # train_all.py compiles cold once at each count (each has its own cache): in the estimate, and said
+    assert f" min (4 cold compiles of about {plan.COST_S['gpu']['cold']:.0f} s each in it):" in result.stdout
     for n in 1, 2, 4, 8:
         assert f"ddp x{n}: " in result.stdout and f"--nproc-per-node {n} train_ddp.py" in result.stdout
         assert f"--nproc-per-node {n} train_all.py --data" in result.stdout
@@ -90,6 +92,7 @@ def test_a_gpu_cluster_plan_shows_every_count_and_its_batch(tmp_path):
                  "--variants", "ddp", "--out", tmp_path / "o")  # fmt: skip
     assert strong.returncode == 0, strong.stderr
     assert strong.stdout.count("--batch-size 256 ") == 9 and "scaling (strong): 9 runs" in strong.stdout
+    assert "cold compiles" not in strong.stdout.splitlines()[0]  # ddp alone compiles nothing
     over = run("-m", "bench", "--scaling", "1,16", "--dry-run", "--gpus", 8, "--out", tmp_path / "o")
     assert over.returncode == 2 and "one process per GPU, and this machine has 8 GPU(s)" in over.stderr
 
