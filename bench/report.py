@@ -124,6 +124,7 @@ def sections(summary, headings):
         if not train.empty:
             headers, rows = tables.cells(train, tables.train_columns(train))
             section.update(train=dict(headers=headers, rows=rows), train_verdicts=list(train["verdict"].dropna()))
+            section["train_note"] = tables.blind_note(train)
         if not loaders.empty:
             headers, rows = tables.cells(loaders, tables.LOADER_COLUMNS)
             section.update(loaders=dict(headers=headers, rows=rows), loader_verdicts=list(loaders["verdict"].dropna()))

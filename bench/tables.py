@@ -128,6 +128,13 @@ CEILINGS = {"full": "synthetic", "mixed": "amp-synthetic"}  # the synthetic row 
 # the memory a verdict and the trade-off plot read, the first measured: the GPU's whole process tree (NVML), torch's
 # reserved memory, or on a CPU the host memory of the process tree
 MEMORY = ("nvml_peak_mib", "peak_mem_reserved_mib", "peak_host_mem_mib")
+TORCH_MEMORY = ("peak_mem_allocated_mib", "peak_mem_reserved_mib")  # torch's own counters (torch.cuda.max_memory_*)
+
+
+def torch_blind(row):
+    """DALI on a GPU hands out its batches as views of its own memory (DALI 2.4's default), which torch's counters do
+    not see: such a row's torch figures leave its batches out and are not compared; NVML's figure sees them."""
+    return row.get("loader") == "dali" and row.get("device") == "cuda"
 
 
 def summarize(runs):
@@ -151,7 +158,10 @@ def summarize(runs):
             {column: ok[column].dropna().iloc[0] if ok[column].notna().any() else None for column in schema.FIRSTS}
         )
         row["error"] = group.loc[group["status"] != "ok", "error"].iloc[-1] if len(ok) < len(group) else None
-        source = next((c for c in MEMORY if c in ok and ok[c].notna().any()), None)
+        blind = torch_blind(dict(loader=first(ok, "loader"), device=first(ok, "device")))
+        source = next(
+            (c for c in MEMORY if c in ok and ok[c].notna().any() and not (blind and c in TORCH_MEMORY)), None
+        )
         if source:
             row.update(memory_source=source, memory_mib=ok[source].median())
             row.update(memory_min_mib=ok[source].min(), memory_max_mib=ok[source].max())
@@ -190,6 +200,9 @@ def summarize(runs):
                     summary.loc[i, "memory_answer"] = None if variant == reference else answer
             for column, ratio in schema.RATIOS.items():
                 summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
+                if column in TORCH_MEMORY:  # a figure that leaves DALI's batches out is compared with nothing
+                    blind = mine & summary.apply(torch_blind, axis=1)
+                    summary.loc[blind | (mine & torch_blind(base.iloc[0])), ratio] = None
     rates = {(w, v): rate for w, v, rate in zip(summary["workload"], summary["variant"], summary["rate_median"])}
     for i, row in summary.iterrows():
         ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
@@ -296,6 +309,11 @@ def settled_note(summary):
     )
 
 
+def first(frame, column):
+    """The column's first value in frame, None where there is none."""
+    return frame[column].dropna().iloc[0] if column in frame and frame[column].notna().any() else None
+
+
 def markdown(summary, headings, stamp, notes=()):
     """The summary as markdown: per workload, a table for training runs and one for the input pipeline alone."""
     lines = []
@@ -312,6 +330,7 @@ def section(summary, title):
     train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
     if not train.empty:
         lines += table(train, train_columns(train))
+        lines += ["", blind_note(train)] if blind_note(train) else []
         lines += ["", "Verdicts (from the fields above, by the rules of bench/verdicts.py):", ""]
         lines += [f"- {v}" for v in train["verdict"].dropna()]
     if not loaders.empty:
@@ -337,8 +356,8 @@ def train_columns(train):
     ]
     if train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any():
         columns += [
-            ("torch allocated MiB", lambda r: fmt(r.peak_mem_allocated_mib)),
-            ("torch reserved MiB", lambda r: fmt(r.peak_mem_reserved_mib)),
+            ("torch allocated MiB", lambda r: torch_cell(r, r.peak_mem_allocated_mib)),
+            ("torch reserved MiB", lambda r: torch_cell(r, r.peak_mem_reserved_mib)),
             ("NVML MiB (process tree)", lambda r: fmt(r.nvml_peak_mib)),
             ("NVML vs baseline", lambda r: fmt(r.get("nvml_peak_vs_baseline"), "{:.2f}x")),
         ]
@@ -350,6 +369,26 @@ def train_columns(train):
     if "compile_s" in train and train["compile_s"].notna().any():
         columns += [("compile s, cold / median", compile_cell)]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
+
+
+def blind_note(train):
+    """The note under a training table whose torch memory figures leave DALI's batches out, or None."""
+    blind = [
+        row["variant"]
+        for _, row in train.iterrows()
+        if torch_blind(row) and pd.notna(row.get("peak_mem_allocated_mib"))
+    ]
+    if not blind:
+        return None
+    return (
+        f"(not seen) {', '.join(blind)}: DALI hands out its batches in its own GPU memory, which torch's counters do"
+        " not see; its torch figures leave them out and are compared with nothing: compare the NVML column."
+    )
+
+
+def torch_cell(row, value):
+    """A torch memory figure; a DALI row's marked: it leaves out DALI's own memory (see the note under the table)."""
+    return fmt(value) + (" (not seen)" if torch_blind(row) and pd.notna(value) else "")
 
 
 LOADER_COLUMNS = [

@@ -142,6 +142,13 @@ def reasons(row, base):
         )
     if fresh_loader and row.get("device") == "cpu":
         said.append(f"on a CPU its {row.loader} loader shares the cores with the model")
+    if row.get("loader") == "dali" and row.get("device") == "cuda":  # tables.torch_blind: the memory it reads
+        said.append(
+            "its GPU memory is NVML's, which sees DALI's own memory where its batches live (torch's counters do not)"
+            if row.get("memory_source") == "nvml_peak_mib"
+            else "its GPU memory is not compared: its batches live in DALI's own memory, which torch's counters do"
+            " not see, and NVML gave no figure"
+        )
     if num(row, "world_size") > 1:
         where = "the same CPU" if row.get("device") == "cpu" else f"{row.world_size:.0f} GPUs"
         said.append(f"{row.world_size:.0f} processes of batch {row.global_batch_size / row.world_size:.0f} on {where}")

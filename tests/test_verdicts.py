@@ -134,3 +134,38 @@ def test_the_verdicts_are_in_summary_md_and_match_its_table():
     verdict = next(line for line in text.splitlines() if line.startswith("- amp: "))
     assert verdict.startswith(f"- amp: {speedup} faster") and "Verdicts" in text
     assert text.index("| amp |") < text.index("- baseline: the reference")
+
+
+def gpu_runs(nvml):
+    """A GPU bench's baseline and dali rows: DALI's batches (800 MiB) live in its own memory, seen by NVML alone."""
+    gpu = dict(device="cuda", peak_host_mem_mib=None)
+    base = [
+        (
+            100.0,
+            gpu | dict(peak_mem_allocated_mib=2000, peak_mem_reserved_mib=2200, nvml_peak_mib=3000 if nvml else None),
+        )
+    ]
+    dali = [(130.0, gpu | dict(peak_mem_allocated_mib=1200, peak_mem_reserved_mib=1400, nvml_peak_mib=3300 if nvml else None,
+                               loader="dali"))]  # fmt: skip
+    return {"baseline": base * 3, "dali": dali * 3}
+
+
+@pytest.mark.parametrize("nvml", [True, False])
+def test_dalis_memory_is_read_from_nvml_never_from_torchs_counters(nvml):
+    """torch's counters miss DALI's batches: the dali row's torch figures are marked and compared with nothing; its
+    memory comparison is NVML's, and without NVML there is none (not a 0.6x that is DALI's batches left out)."""
+    said, summary = verdicts(gpu_runs(nvml))
+    dali = summary.loc["dali"]
+    assert pd.isna(dali["peak_mem_allocated_vs_baseline"]) and pd.isna(dali["peak_mem_reserved_vs_baseline"])
+    text = tables.markdown(summary.reset_index(), {"small": "small"}, "now")
+    row = next(line for line in text.splitlines() if line.startswith("| dali |"))
+    assert "1,200 (not seen)" in row and "1,400 (not seen)" in row
+    assert "(not seen) dali: DALI hands out its batches in its own GPU memory" in text
+    if nvml:
+        assert dali["memory_source"] == "nvml_peak_mib" and dali["memory_vs_baseline"] == pytest.approx(1.1)
+        assert "1.10x the GPU memory" in said["dali"] and "its GPU memory is NVML's, which sees DALI's" in said["dali"]
+    else:
+        assert pd.isna(dali["memory_source"]) and pd.isna(dali["memory_vs_baseline"])
+        assert "the GPU memory" not in said["dali"] and "its GPU memory is not compared" in said["dali"]
+        base = summary.loc["baseline"]
+        assert base["memory_source"] == "peak_mem_reserved_mib"  # the baseline's own figure stays
