@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -247,6 +248,14 @@ def check_amp_dtype(name, device):
     """fp16 autocast on a CPU is refused: there autocast runs in bf16 (train_amp.py picks the dtype)."""
     if name == "fp16" and device.type == "cpu":
         die("--amp-dtype fp16 needs a CUDA GPU: on a CPU autocast runs in bf16")
+
+
+def allow_skipped_steps(scaler):
+    """An fp16 GradScaler skips optimizer.step() while it finds its scale (the first steps, and after an overflow):
+    the scheduler steps all the same, and torch warns that lr_scheduler.step() ran before optimizer.step(). With a
+    scaler that is expected, so that warning is silenced where the scaler is on (and only that one)."""
+    if scaler.is_enabled():
+        warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")
 
 
 def warn_emulated_bf16(name, device, is_main):

@@ -198,6 +198,7 @@ def main():
     checks.check_amp_dtype(args.amp_dtype, device)  # fp16 on a CPU is refused
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[args.amp_dtype]
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    checks.allow_skipped_steps(scaler)  # fp16's first steps may be skipped: torch's warning then, silenced
     meter.record(amp_dtype=amp_dtype and args.amp_dtype, host_syncs_per_step=int(scaler.is_enabled()))
 
     # training, an evaluation after each epoch
@@ -211,8 +212,8 @@ def main():
         model.train()
         for images, labels in train_loader:
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            images = images.to(memory_format=memory_format)  # new #
             meter.batch()  # the batch is on the device: the wait for it ends
+            images = images.to(memory_format=memory_format)  # new #
             with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):  # new #
                 loss = criterion(compiled(images), labels)  # new #
             optimizer.zero_grad(set_to_none=True)

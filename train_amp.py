@@ -132,6 +132,7 @@ def main():
     checks.check_amp_dtype(args.amp_dtype, device)  # fp16 on a CPU is refused
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.amp_dtype]
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    checks.allow_skipped_steps(scaler)  # fp16's first steps may be skipped: torch's warning then, silenced
     meter.record(amp_dtype=args.amp_dtype, host_syncs_per_step=int(scaler.is_enabled()))  # fp16: a sync a step
 
     # training, an evaluation after each epoch

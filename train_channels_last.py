@@ -137,8 +137,8 @@ def main():
         model.train()
         for images, labels in train_loader:
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            images = images.to(memory_format=torch.channels_last)  # new #
             meter.batch()  # the batch is on the device: the wait for it ends
+            images = images.to(memory_format=torch.channels_last)  # new #
             with torch.autocast(device.type, enabled=False):  # full precision; train_amp.py turns autocast on
                 loss = criterion(model(images), labels)
             optimizer.zero_grad(set_to_none=True)

@@ -1,10 +1,12 @@
 """Ready for the first GPU: what a review of the CUDA paths found, each reached on a CPU (device calls stubbed,
 never a measured number), and the capabilities that decide the answers (CPU ISA, native bf16)."""
 
+import functools
 import importlib
 import os
 import subprocess
 import sys
+import warnings
 
 import pandas as pd
 import pytest
@@ -28,6 +30,17 @@ class Batch(torch.Tensor):
 
     def to(self, *args, **kwargs):
         Batch.calls.append((args, kwargs))
+        return torch.Tensor.to(self.as_subclass(torch.Tensor), *args, **kwargs).as_subclass(Moved)
+
+
+class Moved(torch.Tensor):
+    """The batch on the device: its change of layout is recorded in the order of the meter's marks."""
+
+    events = []
+
+    def to(self, *args, **kwargs):
+        if "memory_format" in kwargs:
+            Moved.events.append("layout")
         return torch.Tensor.to(self.as_subclass(torch.Tensor), *args, **kwargs)
 
 
@@ -63,16 +76,28 @@ def test_channels_last_converts_on_the_device_after_the_copy(tiny_data, monkeypa
     monkeypatch.setattr(loader, "build_loaders", build_loaders)
     monkeypatch.setattr(script, "build_model", build_model)
     monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)  # what is compiled is not the question here
+    meter = importlib.import_module("meter").Meter
+    for mark in "batch", "pause":
+        monkeypatch.setattr(meter, mark, functools.partialmethod(marked, mark, getattr(meter, mark)))
     argv = [f"{name}.py", "--data", str(tiny_data), "--model", SMALL_MODEL, "--batch-size", "16", "--steps", "3"]
     monkeypatch.setattr(
         sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0", "--device", "cpu", "--no-progress"]
     )
     Batch.calls.clear()
+    Moved.events.clear()
     script.main()
     assert len(Batch.calls) >= 3 + 3, Batch.calls  # 3 training batches and the validation batches (40 images)
     for args, kwargs in Batch.calls:
         assert "memory_format" not in kwargs and args and isinstance(args[0], torch.device), (args, kwargs)
     assert seen and all(seen), "the model must still see channels_last batches"
+    # the ready mark follows the copy, and the change of layout comes after it: the step's compute, not a wait
+    training = Moved.events[: Moved.events.index("pause")]
+    assert training == ["batch", "layout"] * (len(training) // 2) and training, Moved.events
+
+
+def marked(self, mark, real):
+    Moved.events.append(mark)
+    return real(self)
 
 
 # ----------------------------------------------------------------------------- DDP: one process per GPU
@@ -223,6 +248,30 @@ def test_an_enabled_grad_scaler_reads_a_value_back_every_step(monkeypatch):
         scaler.step(optimizer)
         scaler.update()
         assert len(reads) == expected, (enabled, reads)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["train_amp", "train_all"])
+def test_fp16s_skipped_first_steps_warn_of_nothing(monkeypatch, name):
+    """fp16 on a GPU reached on a CPU: the check that refuses it there stubbed, and a scaler whose first scale is so
+    large that the first steps' gradients overflow, as fp16's first steps on a GPU do: the scaler skips them, the
+    scheduler steps anyway, and torch's warning about that order is not printed (it is expected)."""
+    script = importlib.import_module(name)
+    monkeypatch.setattr(importlib.import_module("checks"), "check_amp_dtype", lambda name, device: None)
+    monkeypatch.setattr(torch.amp, "GradScaler", functools.partial(torch.amp.GradScaler, init_scale=2.0**100))
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)  # what is compiled is not the question here
+    argv = [f"{name}.py", "--data", "synthetic:32:10", "--model", "examples/smallnet.py:build", "--batch-size", "8"]
+    argv += ["--steps", "2", "--warmup-steps", "1", "--workers", "0", "--device", "cpu", "--no-progress"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--amp-dtype", "fp16"])
+    skipped = []
+    real_step = torch.optim.SGD.step
+    monkeypatch.setattr(torch.optim.SGD, "step", lambda self, *a, **k: skipped.append(0) or real_step(self, *a, **k))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        script.main()
+    assert not skipped, "the scaler was meant to skip these steps (inf gradients)"
+    said = [str(w.message) for w in caught]
+    assert not [m for m in said if "lr_scheduler.step()" in m], said
 
 
 def test_bf16_makes_no_host_sync_and_says_whether_it_is_native(tiny_data, tmp_path):

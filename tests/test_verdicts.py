@@ -139,15 +139,9 @@ def test_the_verdicts_are_in_summary_md_and_match_its_table():
 def gpu_runs(nvml):
     """A GPU bench's baseline and dali rows: DALI's batches (800 MiB) live in its own memory, seen by NVML alone."""
     gpu = dict(device="cuda", peak_host_mem_mib=None)
-    base = [
-        (
-            100.0,
-            gpu | dict(peak_mem_allocated_mib=2000, peak_mem_reserved_mib=2200, nvml_peak_mib=3000 if nvml else None),
-        )
-    ]
-    dali = [(130.0, gpu | dict(peak_mem_allocated_mib=1200, peak_mem_reserved_mib=1400, nvml_peak_mib=3300 if nvml else None,
-                               loader="dali"))]  # fmt: skip
-    return {"baseline": base * 3, "dali": dali * 3}
+    base = gpu | dict(peak_mem_allocated_mib=2000, peak_mem_reserved_mib=2200, nvml_peak_mib=3000 if nvml else None)
+    dali = gpu | dict(peak_mem_allocated_mib=1200, peak_mem_reserved_mib=1400, nvml_peak_mib=3300 if nvml else None)
+    return {"baseline": [(100.0, base)] * 3, "dali": [(130.0, dali | dict(loader="dali"))] * 3}
 
 
 @pytest.mark.parametrize("nvml", [True, False])
