@@ -103,6 +103,7 @@ DEFAULTS = {
     ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=20, warmup_steps=3, eval_samples=100),
     ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=30, warmup_steps=5, eval_samples=500),
 }
+LOADER_ONLY_STEPS = 200  # batches a loader row times where steps are auto and no training row calibrates them
 WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
 STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
 TIMEOUT = dict(gpu=900, cpu=600)  # seconds a run may take (a cold compile on 2 cores: minutes)
@@ -192,6 +193,8 @@ def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native):
     cold = sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if compiled(v)) * len(names)
     wanted = min(repeats, 2)
     spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * len(names) - cold - wanted * fixed  # 3% to spare
+    if weight <= 0:  # loader rows alone: no training window to fit
+        return WINDOW_S
     return max(WINDOW_MIN_S, min(WINDOW_S, spare / (wanted * weight)))
 
 
@@ -428,10 +431,12 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
             check_model(chosen["model"], info)
         auto = chosen["steps"] == "auto"
         calibrations += auto
-        if auto and not dry_run:
+        if auto and not dry_run and variants:
             chosen["steps"] = calibrate(
                 path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores
             )
+        elif auto and not dry_run:  # loader rows alone: no training row to calibrate on
+            chosen["steps"] = chosen["warmup_steps"] + LOADER_ONLY_STEPS
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
         works[workload]["train_size"] = info.get("train_size")  # --max-batch sizes its runs by the epoch
         works[workload]["steps_auto"] = auto
