@@ -6,6 +6,11 @@ Run it as `python -m bench` (or `make bench`); `python -m bench.data DIR` writes
 import contextlib
 import os
 
+# module -> package: what every run needs (`python -m bench` names the missing ones before anything else)
+NEEDED = dict(torch="torch", torchvision="torchvision", numpy="numpy", PIL="pillow", tqdm="tqdm")
+NEEDED.update(pandas="pandas", matplotlib="matplotlib", psutil="psutil", scipy="scipy")
+NEEDED.update(jinja2="jinja2", pygments="pygments", filelock="filelock")  # report.html, the results lock
+
 
 class BenchError(Exception):
     """Bad input, or a state the bench cannot go on from: `python -m bench` prints it once, as one line."""

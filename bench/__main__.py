@@ -8,9 +8,7 @@ Every error the bench finds in its input is a BenchError, printed here once, as 
 import importlib.util
 import sys
 
-NEEDED = dict(torch="torch", torchvision="torchvision", numpy="numpy", PIL="pillow", tqdm="tqdm")
-NEEDED.update(pandas="pandas", matplotlib="matplotlib", psutil="psutil", scipy="scipy")
-NEEDED.update(jinja2="jinja2", pygments="pygments", filelock="filelock")  # report.html, the results lock
+from bench import NEEDED
 
 missing = [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
 if missing:

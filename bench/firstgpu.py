@@ -14,6 +14,11 @@ and said. Everything is written under one folder, /tmp/firstgpu/part-N (the mach
 then packed into OUT/part-N.tar.gz, the compile caches and generated data left out, with OUT/part-N.md beside it: each
 step, its command, exit code, seconds and last line. What comes back from the device is these two files.
 
+The GPU machine has no network and lacks some of what the bench needs (requirements.txt: scipy, jinja2, pygments,
+filelock, tqdm; the scripts need tqdm). Here, once: `python -m bench.firstgpu --fetch-wheels` downloads their wheels for
+its Python 3.12 into .wheels/ (git-ignored, about 40 MB: one call's carry); carry it (carry [".wheels"]) in each
+part's call, and the part installs them with --target into the DALI folder below before its first step.
+
 The environment step writes environment.json: the versions (Python, torch, torchvision, CUDA, cuDNN, NCCL, the
 driver), every GPU's name, capability and memory, nvidia-smi's report, /dev/shm's size (the DataLoader's workers
 pass batches through it), the cores and memory, whether NVML's process list shows the PID of a process of ours that
@@ -23,6 +28,7 @@ DALI imports. DALI has no wheel on the GPU machine: bring it with ../shared/gpu/
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -36,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import NEEDED
 from bench.machine import ROOT
 
 PART_S = 570  # a device command may run 600 s: 30 to spare for the start and the packing
@@ -144,6 +151,39 @@ STEPS = [
 ]
 
 
+WHEELS = ROOT / ".wheels"
+FETCHED = [
+    "scipy==1.17.1",
+    "jinja2==3.1.6",
+    "markupsafe==3.0.3",
+    "pygments==2.21.0",
+    "filelock==4.2.11",
+    "tqdm==4.70.1",
+]  # fmt: skip  (requirements.txt's, that the GPU machine lacks)
+
+
+def fetch_wheels():
+    """Download FETCHED for the GPU machine (CPython 3.12, x86-64 Linux) into .wheels/ (in .gitignore)."""
+    platforms = [flag for p in ("manylinux_2_28_x86_64", "manylinux2014_x86_64") for flag in ("--platform", p)]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+           "3.12", "--implementation", "cp", *platforms, "-d", str(WHEELS), *FETCHED]  # fmt: skip
+    subprocess.run(cmd, check=True)
+    print(f"{WHEELS}: {sum(p.stat().st_size for p in WHEELS.glob('*.whl')) / 2**20:.0f} MiB; carry it with each part")
+
+
+def install_wheels(site, wheels=None):
+    """Install the carried wheels (if any) into site, with no network: (what was said, ok)."""
+    found = sorted(Path(wheels or WHEELS).glob("*.whl"))
+    if not found:
+        return "no wheels carried (.wheels/): the machine's own packages", True
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--target",
+           str(site), *map(str, found)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        return f"installing the carried wheels failed: {last_words(done.stderr)}", False
+    return f"installed {len(found)} carried wheels into {site}", True
+
+
 def fill(text, work, minutes):
     return text.format(work=work, minutes=f"{minutes:.1f}")
 
@@ -194,6 +234,8 @@ def run_part(part, out, dali_site, steps=None):
     work = WORK / f"part-{part}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    said, _ = install_wheels(dali_site)
+    print(said, flush=True)
     env, deadline, rows = environment_of(dali_site), time.monotonic() + PART_S, []
     for i, step in enumerate(steps, 1):
         log = work / f"{i:02d}-{step.name}.log"
@@ -240,6 +282,7 @@ def environment(path):
     dali = subprocess.run([sys.executable, "-c", "import nvidia.dali as d; print(d.__version__)"], capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     found["dali"] = dali.stdout.strip() if dali.returncode == 0 else f"does not import: {last_words(dali.stderr)}"
+    found["missing"] = [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
     Path(path).write_text(json.dumps(found, indent=1) + "\n")
     print(json.dumps({k: v for k, v in found.items() if k != "nvidia_smi"}, indent=1))
 
@@ -279,8 +322,11 @@ def main(argv=None):
     p.add_argument("--out", default="results/firstgpu", help="where part-N.tar.gz and part-N.md go (the device: $OUT)")
     p.add_argument("--dry-run", action="store_true", help="print each part's steps and stop")
     p.add_argument("--dali-site", default=os.environ.get("DALI_SITE", "/tmp/site"), help="where DALI was installed")
+    p.add_argument("--fetch-wheels", action="store_true", help="here, once: the wheels the GPU machine lacks")
     p.add_argument("--environment", metavar="FILE", help=argparse.SUPPRESS)  # the first step, in its own process
     args = p.parse_args(argv)
+    if args.fetch_wheels:
+        return fetch_wheels()
     if args.environment:
         return environment(args.environment)
     if args.dry_run or args.part is None:

@@ -3,7 +3,10 @@
 longer fits, the one packed file), and its environment step as a CPU answers it."""
 
 import json
+import subprocess
+import sys
 import tarfile
+import zipfile
 
 import pytest
 
@@ -70,7 +73,7 @@ def test_the_environment_step_on_a_cpu(tmp_path):
     assert result.returncode == 0, result.stderr
     found = json.loads((tmp_path / "environment.json").read_text())
     assert found["cuda_available"] is False and found["nvml_sees_our_pids"] == "no GPU"
-    assert found["cores"] >= 1 and found["dev_shm_gib"] > 0 and found["torch"]
+    assert found["cores"] >= 1 and found["dev_shm_gib"] > 0 and found["torch"] and found["missing"] == []
     assert found["dali"] == __import__("nvidia.dali").dali.__version__  # the CPU wheel CI installs imports here
 
 
@@ -83,3 +86,33 @@ def test_loader_rows_alone_need_no_calibration(tiny_data, tmp_path):
     runs, works, _ = plan.make_plan(args, 1, 2, tmp_path, dry_run=False)
     (loader,) = runs
     assert loader.cmd[loader.cmd.index("--steps") + 1] == str(plan.LOADER_ONLY_STEPS)
+
+
+def a_wheel(folder, name="carried_probe"):
+    """A wheel made by hand: one module, the three files of its .dist-info."""
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-1.0.dist-info"
+    files = {f"{name}.py": "ANSWER = 42\n", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"}
+    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+def test_carried_wheels_are_installed_where_every_step_finds_them(tmp_path):
+    """The GPU machine has no network: the wheels carried in .wheels/ go into the site folder with pip --no-index,
+    and a step's environment puts that folder on PYTHONPATH."""
+    said, ok = firstgpu.install_wheels(tmp_path / "site", tmp_path / "none")
+    assert ok and said.startswith("no wheels carried")
+    a_wheel(tmp_path / "wheels")
+    said, ok = firstgpu.install_wheels(tmp_path / "site", tmp_path / "wheels")
+    assert ok and said == f"installed 1 carried wheels into {tmp_path / 'site'}", said
+    env = firstgpu.environment_of(str(tmp_path / "site"))
+    probe = subprocess.run([sys.executable, "-c", "import carried_probe; print(carried_probe.ANSWER)"], env=env,
+                           capture_output=True, text=True)  # fmt: skip
+    assert probe.stdout.strip() == "42", probe.stderr
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    said, ok = firstgpu.install_wheels(tmp_path / "site", tmp_path / "bad")
+    assert not ok and said.startswith("installing the carried wheels failed: ")
