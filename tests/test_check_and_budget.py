@@ -158,7 +158,7 @@ def test_the_window_shrinks_to_fit_two_rounds_but_never_below_its_floor():
     assert plan.fit_window(None, *args) == plan.WINDOW_S
     assert plan.fit_window(10**6, *args) == plan.WINDOW_S
     assert plan.fit_window(60, *args) == plan.WINDOW_MIN_S
-    middle = plan.fit_window(8 * 60, *args)
+    middle = plan.fit_window(10 * 60, *args)
     assert plan.WINDOW_MIN_S < middle < plan.WINDOW_S
     assert plan.fit_window(60, *args[:-2], False, True) == plan.WINDOW_S  # a CPU's steps are fixed
 
