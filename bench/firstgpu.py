@@ -270,7 +270,8 @@ def environment(path):
     found["ram_gib"] = round(psutil.virtual_memory().total / 2**30, 1)
     if torch.cuda.is_available():
         found["cudnn"] = torch.backends.cudnn.version()
-        found["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else None
+        nccl = torch.cuda.nccl.version() if hasattr(torch.cuda, "nccl") else None
+        found["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl
         found["gpus"] = [
             dict(name=p.name, capability=f"{p.major}.{p.minor}", memory_gib=round(p.total_memory / 2**30, 1))
             for p in map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))

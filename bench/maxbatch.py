@@ -39,6 +39,7 @@ MAX_BATCH = 2**16  # the doubling stops here
 PROBE_S = dict(cpu=15, gpu=25)  # the estimate of a probe, seconds (CPU: measured here, 9-15 s), a compile apart
 PROBES = 10  # the estimate of the probes of one variant
 MIN_TIMED = 10  # the fewest steps the run at the largest batch times (unless the plan times fewer)
+# of the run at the largest batch
 MEASURED = (
     "samples_per_s",
     "median_step_samples_per_s",
@@ -46,7 +47,7 @@ MEASURED = (
     "peak_host_mem_mib",
     "peak_mem_reserved_mib",
     "nvml_peak_mib",
-)  # fmt: skip  (of the run at the largest batch)
+)
 COLUMNS = [
     "variant",
     "max_batch",

@@ -24,7 +24,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, data, slurm, stats, write_whole
+from bench import BenchError, data, launch, slurm, stats, write_whole
 from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
@@ -311,15 +311,13 @@ def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WI
     for WARMUP_STEADY steps: where its steps are steady after them (STEADY), chosen's warm-up is cut to that.
     It runs as a row runs (bench/launch.py): the loader workers a one-process row gets, the run time limit (a hung
     calibration ends the bench with one line), its log in log/calibration-VARIANT-0.log."""
-    from bench.launch import launch  # launch imports nothing of the plan; the plan needs it only here
-
     variant = calibration_variant(variants)
     warmup = min(chosen["warmup_steps"], WARMUP_STEADY)
     run = training_run(variant, 0, path, info, dict(chosen, steps=warmup + 60, warmup_steps=warmup), gpu_count, 1,
                        workers, cores, "custom", prefix="calibration-")  # fmt: skip
     log = Path(log)
     log.mkdir(parents=True, exist_ok=True)
-    row = launch(run, log, chosen["timeout"], threading.Event())
+    row = launch.launch(run, log, chosen["timeout"], threading.Event())
     if row["status"] != "ok":
         raise BenchError(f"calibration ({variant}) failed: {row['error']} (its log: {log / run.name}.log)")
     step_s = row["step_time_median_ms"] / 1e3

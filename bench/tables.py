@@ -129,12 +129,7 @@ CEILINGS = {"full": "synthetic", "mixed": "amp-synthetic"}  # the synthetic row 
 # reserved memory, or on a CPU the host memory of the process tree
 MEMORY = ("nvml_peak_mib", "peak_mem_reserved_mib", "peak_host_mem_mib")
 TORCH_MEMORY = ("peak_mem_allocated_mib", "peak_mem_reserved_mib")  # torch's own counters (torch.cuda.max_memory_*)
-
-
-def torch_blind(row):
-    """DALI on a GPU hands out its batches as views of its own memory (DALI 2.4's default), which torch's counters do
-    not see: such a row's torch figures leave its batches out and are not compared; NVML's figure sees them."""
-    return row.get("loader") == "dali" and row.get("device") == "cuda"
+torch_blind = verdicts.torch_blind
 
 
 def summarize(runs):
@@ -198,11 +193,11 @@ def summarize(runs):
                     answer = stats.classify(low, high)
                     answer = dict(faster="more", slower="less").get(answer, answer)
                     summary.loc[i, "memory_answer"] = None if variant == reference else answer
+            blind = mine & summary.apply(torch_blind, axis=1)  # figures that leave DALI's batches out: not compared
             for column, ratio in schema.RATIOS.items():
                 summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
-                if column in TORCH_MEMORY:  # a figure that leaves DALI's batches out is compared with nothing
-                    blind = mine & summary.apply(torch_blind, axis=1)
-                    summary.loc[blind | (mine & torch_blind(base.iloc[0])), ratio] = None
+                if column in TORCH_MEMORY:
+                    summary.loc[blind, ratio] = None
     rates = {(w, v): rate for w, v, rate in zip(summary["workload"], summary["variant"], summary["rate_median"])}
     for i, row in summary.iterrows():
         ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]

@@ -20,6 +20,12 @@ WAIT_CHANGE = 0.05  # a change in the data wait smaller than this (absolute) is 
 ACCURACY_GAP = 0.1  # validation accuracy this far from the baseline's, after the same steps, is worth a look
 
 
+def torch_blind(row):
+    """DALI on a GPU hands out its batches as views of its own memory (DALI 2.4's default), which torch's counters do
+    not see: such a row's torch figures leave its batches out and are not compared; NVML's figure sees them."""
+    return row.get("loader") == "dali" and row.get("device") == "cuda"
+
+
 def add(summary):
     """summary with a `verdict` for every row: training rows against their workload's baseline, loader rows
     against loader.py."""
@@ -142,7 +148,7 @@ def reasons(row, base):
         )
     if fresh_loader and row.get("device") == "cpu":
         said.append(f"on a CPU its {row.loader} loader shares the cores with the model")
-    if row.get("loader") == "dali" and row.get("device") == "cuda":  # tables.torch_blind: the memory it reads
+    if torch_blind(row):
         said.append(
             "its GPU memory is NVML's, which sees DALI's own memory where its batches live (torch's counters do not)"
             if row.get("memory_source") == "nvml_peak_mib"
