@@ -9,16 +9,12 @@ log and metrics are under logs/<bench>/to-accuracy/. --budget bounds the mode: v
 """
 
 import json
-import signal
-import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, curves, data, plan, write_whole
-from bench.launch import launch
+from bench import BenchError, curves, data, execute, plan, write_whole
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
@@ -94,44 +90,75 @@ def time_to_target(metrics, target):
     return False, len(points), None, None, final, best
 
 
-def run_mode(args, info, logs):
-    gpu_count = info["gpu_count"]
-    logs = logs / "to-accuracy"
-    logs.mkdir(parents=True, exist_ok=True)
-    runs, epochs = runs_of(args, info, gpu_count, logs.parent)
-    gpu = bool(gpu_count)
+class ToAccuracy(execute.Mode):
+    """The mode as the executor runs it: a run a variant; its record, the time to the target from its val_curve.
+    options: target, epochs, timeout."""
+
+    name, what = "to_accuracy", "variants"
+
+    def folder(self):
+        return self.logs / "to-accuracy"
+
+    def timeout(self, run):
+        return self.options["timeout"]
+
+    def prepare(self):
+        self.folder().mkdir(parents=True, exist_ok=True)
+        work = self.works["hard"]
+        if work.get("generated") and not Path(work["data"]).exists():
+            data.ensure("hard", work["seed"], data.HARD)
+
+    def do(self, run, job):
+        row = job.launch(run)
+        if row is None:
+            return None
+        target, epochs = self.options["target"], self.options["epochs"]
+        result = dict(variant=run.variant, target=target, max_epochs=epochs, error=row.get("error"))
+        result.update(status=row["status"], run_s=row["wall_s"], wall_s=None)
+        if row["status"] == "ok":
+            metrics = json.loads((self.folder() / f"{run.name}.json").read_text())
+            reached, done, train_s, wall_s, final, best = time_to_target(metrics, target)
+            result.update(reached=reached, epochs=done, train_s=train_s, wall_s=wall_s, final_val_acc=final)
+            result.update(best_val_acc=best, samples_per_s=metrics.get("samples_per_s"))
+            learned = dict(loss=metrics.get("loss_curve") or [], val=metrics.get("val_curve") or [])
+            result["curves"] = dict(variant=run.variant, workload="hard", repeat=1, **learned)
+        return result
+
+    def say(self, run, record):
+        return line(record)
+
+    def finish(self, records, unrun, how):
+        rows = [{k: v for k, v in r.items() if k != "curves"} for r in records]
+        rows += [dict(variant=run.variant, error=f"not run: {why}") for run, why in unrun]
+        found = {r["run"]: r["curves"] for r in records if r.get("curves")}
+        table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+        base = table[(table["variant"] == "baseline") & (table["reached"] == True)]  # noqa: E712 (NaN where not run)
+        if not base.empty:
+            table["speedup"] = base["train_s"].iloc[0] / table["train_s"]
+        spent = sum(r.get("run_s") or 0 for r in records)
+        write(self.args.out, table, self.info, spent, self.options["target"], found)
+        print(f"to accuracy: {spent / 60:.1f} min in runs; {self.args.out}/accuracy.md, accuracy.csv,"
+              " accuracy_curves.png")  # fmt: skip
+        return 0
+
+
+def main(args, info, bench_id):
+    """Plan a run per training variant and run them through the executor."""
+    logs = args.out / "logs" / bench_id
+    runs, epochs = runs_of(args, info, info["gpu_count"], logs)
+    gpu = bool(info["gpu_count"])
     budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
     budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
     print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
           f" {estimate_s(runs, epochs, gpu, info['cpu_bf16_native']) / 60:.0f} min{budget}", flush=True)  # fmt: skip
-    stop, started, rows, found = threading.Event(), time.monotonic(), [], {}
-    for signum in signal.SIGINT, signal.SIGTERM:  # stop the run in progress, keep the variants done
-        signal.signal(signum, lambda *_: stop.set())
-    timeout = args.timeout or 3600 * 6
     for run in runs:
-        if budget_s and time.monotonic() - started > budget_s:
-            rows.append(dict(variant=run.variant, error="not run: the budget was spent"))
-            continue
-        row = launch(run, logs, timeout, stop)
-        if row is None:
-            break
-        result = dict(variant=run.variant, target=args.to_accuracy, max_epochs=epochs, error=row.get("error"))
-        if row["status"] == "ok":
-            metrics = json.loads((logs / f"{run.name}.json").read_text())
-            reached, done, train_s, wall_s, final, best = time_to_target(metrics, args.to_accuracy)
-            result.update(reached=reached, epochs=done, train_s=train_s, wall_s=wall_s, final_val_acc=final)
-            result.update(best_val_acc=best, samples_per_s=metrics.get("samples_per_s"))
-            found[run.name] = dict(variant=run.variant, workload="hard", repeat=1, loss=metrics.get("loss_curve") or [],
-                                   val=metrics.get("val_curve") or [])  # fmt: skip
-        rows.append(result)
-        print(f"  {line(result)}", flush=True)
-    spent = time.monotonic() - started
-    table = pd.DataFrame(rows).reindex(columns=COLUMNS)
-    base = table[(table["variant"] == "baseline") & (table["reached"] == True)]  # noqa: E712 (NaN where not run)
-    if not base.empty:
-        table["speedup"] = base["train_s"].iloc[0] / table["train_s"]
-    write(args.out, table, info, spent, args.to_accuracy, found)
-    print(f"to accuracy: {spent / 60:.1f} min; {args.out}/accuracy.md, accuracy.csv, accuracy_curves.png")
+        run.estimate_s = estimate_s([run], epochs, gpu, info["cpu_bf16_native"])
+    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
+    works = dict(hard=dict(data=str(path), generated=not args.data, seed=args.seed))
+    options = dict(target=args.to_accuracy, epochs=epochs, timeout=args.timeout or 3600 * 6)
+    mode = ToAccuracy(args, info, bench_id, runs, works, options)
+    execute.start(mode)
+    execute.execute(mode, budget_s, args.chunk)
 
 
 def line(row):

@@ -16,13 +16,10 @@ cold, a later one reuses them.
 import math
 import pickle
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import check_folder, data, write_whole
-from bench.launch import launch
+from bench import check_folder, data, execute, write_whole
 from bench.plan import TORCHRUN, Run
 
 MODEL = "examples/smallnet.py:build"
@@ -181,14 +178,75 @@ def table(results, lines):
     return "\n".join([*(f"- {line}" for line in lines), "", *rows]) + "\n"
 
 
-def main(args, info):
-    """Run every path that applies; print and write the table; exit 1 if one failed."""
+class Check(execute.Mode):
+    """The check as a mode of the executor: a run a path; its record says works or fails, and why.
+    options: gpus (the plan's), model, timeout."""
+
+    name, what = "check", "paths"
+
+    def __init__(self, args, info, bench_id, runs, works, options=None):
+        super().__init__(args, info, bench_id, runs, works, options)
+        self.every = paths(self.options["gpus"], self.options["model"])
+        self.snapshot = args.out / "check" / "snapshot.pickle"
+
+    def folder(self):
+        return self.args.out / "check"
+
+    def timeout(self, run):
+        return self.options["timeout"]
+
+    def prepare(self):
+        check_folder(self.folder(), "--out")
+        data.ensure("check", spec=DATA)
+
+    def do(self, run, job):
+        row = job.launch(run)
+        if row is None:
+            return None
+        result, detail = verdict(next(p for p in self.every if p.name == run.variant), row, self.snapshot)
+        status = "ok" if result == "works" else "failed"
+        return dict(
+            run=run.name, variant=run.variant, status=status, result=result, detail=detail, wall_s=row["wall_s"]
+        )
+
+    def say(self, run, record):
+        return f"{run.variant}: {record['result']}: {record['detail']} ({record['wall_s']:.0f} s)"
+
+    def finish(self, records, unrun, how):
+        found = {r["variant"]: (r["result"], r["detail"]) for r in records}
+        gpus, results = self.options["gpus"], []
+        for path in self.every:
+            why = applies(path, gpus)
+            if why:
+                results.append((path.name, "does not apply", why))
+            elif path.name in found:
+                results.append((path.name, *found[path.name]))
+            else:
+                reason = next((w for r, w in unrun if r.variant == path.name), "not reached")
+                results.append((path.name, "not run", reason))
+        lines = capabilities(self.info)
+        text = table(results, lines)
+        folder = self.folder()
+        write_whole(folder / "check.md", lambda tmp: Path(tmp).write_text(f"# python -m bench --check\n\n{text}"))
+        failed = [name for name, result, _ in results if result == "fails"]
+        ran = [name for name, result, _ in results if result in ("works", "fails")]
+        todo = [name for name, result, _ in results if result != "does not apply"]
+        print()
+        print(text)
+        took = sum(r["wall_s"] for r in records) / 60
+        print(f"check: {len(ran) - len(failed)} of {len(todo)} paths work here ({took:.1f} min in runs); "
+              f"{folder}/check.md")  # fmt: skip
+        return 1 if failed else 0
+
+
+def main(args, info, bench_id):
+    """Plan the paths that apply here and run them through the executor; print and write the table; exit 1 if one
+    failed."""
     gpus = info["gpu_count"] if args.gpus is None else args.gpus  # --gpus: the plan of another machine (--dry-run)
     every = paths(gpus, args.model or MODEL)
     todo = [p for p in every if applies(p, gpus) is None]
-    lines = capabilities(info)
     minutes = estimate_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
-    for line in lines:
+    for line in capabilities(info):
         print(line)
     source = MEASURED["gpu" if gpus else "cpu"]
     print(f"check: {len(todo)} of {len(every)} paths apply here, about {minutes:.0f} min ({source})", flush=True)
@@ -199,25 +257,16 @@ def main(args, info):
         return
     check_folder(folder, "--out")
     where = data.ensure("check", spec=DATA)
-    stop, results, started = threading.Event(), [], time.perf_counter()
+    runs = []
     for i, path in enumerate(every, 1):
-        why = applies(path, gpus)
-        if why:
-            results.append((path.name, "does not apply", why))
-            continue
-        run = Run(f"check-{i:02d}", path.name, "loader" if path.kind == "loader" else "train", 1, path.processes,
-                  command(path, where, snapshot), "check")  # fmt: skip
-        run.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "compile-cache" / f"{i:02d}")  # each path its own
-        row = launch(run, folder, args.timeout or 600, stop)
-        result, detail = verdict(path, row, snapshot)
-        results.append((path.name, result, detail))
-        print(f"[{len(results)}/{len(every)}] {path.name}: {result}: {detail} ({row['wall_s']:.0f} s)", flush=True)
-    text = table(results, lines)
-    write_whole(folder / "check.md", lambda tmp: Path(tmp).write_text(f"# python -m bench --check\n\n{text}"))
-    failed = [name for name, result, _ in results if result == "fails"]
-    print()
-    print(text)
-    took = (time.perf_counter() - started) / 60
-    print(f"check: {len(todo) - len(failed)} of {len(todo)} paths work here ({took:.1f} min); {folder}/check.md")
-    if failed:
-        raise SystemExit(1)
+        if applies(path, gpus) is None:
+            run = Run(f"check-{i:02d}", path.name, "loader" if path.kind == "loader" else "train", 1, path.processes,
+                      command(path, where, snapshot), "check")  # fmt: skip
+            run.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "compile-cache" / f"{i:02d}")  # each path its own
+            run.estimate_s = estimate_s([path], gpus, info.get("cpu_bf16_native", True))
+            runs.append(run)
+    options = dict(gpus=gpus, model=args.model or MODEL, timeout=args.timeout or 600)
+    mode = Check(args, info, bench_id, runs, dict(check=dict(data=str(where))), options)
+    execute.start(mode)
+    budget = None if args.budget in (None, "none") else 60 * args.budget
+    execute.execute(mode, budget, args.chunk)

@@ -18,9 +18,7 @@ Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log 
 
 import dataclasses
 import math
-import signal
 import textwrap
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,8 +26,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, plan, write_whole
-from bench.launch import launch
+from bench import BenchError, execute, plan, write_whole
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -108,18 +105,17 @@ def sized_run(run, batch, work):
     return probe_run(run, batch, warmup + timed, f"{run.variant}-at-{batch}", warmup)
 
 
-def search(run, start, limit_mib, logs, timeout, stop, deadline):
-    """(largest batch that fit, first batch that did not or None, why it stops, probes made, error or None).
-    Batches are multiples of the run's processes (DDP splits the global batch)."""
+def search(run, start, limit_mib, job):
+    """(largest batch that fit, first batch that did not or None, why it stops, probes made, error or None); None
+    when the executor was stopped. Batches are multiples of the run's processes (DDP splits the global batch).
+    job: the executor's (bench/execute.py): each probe is job.launch'ed; the search ends when job.over()."""
     step_of = run.processes
     fits, fails, probes = None, None, 0
 
     def probe(batch):
         nonlocal probes
         probes += 1
-        row = launch(
-            probe_run(run, batch, PROBE_STEPS, f"{run.variant}-batch{batch}"), logs, timeout, stop, False, limit_mib
-        )
+        row = job.launch(probe_run(run, batch, PROBE_STEPS, f"{run.variant}-batch{batch}"), memory_limit_mib=limit_mib)
         if row is None:
             raise KeyboardInterrupt
         if row["status"] == "ok":
@@ -130,7 +126,7 @@ def search(run, start, limit_mib, logs, timeout, stop, deadline):
 
     batch, why = max(step_of, start - start % step_of), None
     while True:  # down from the start until one fits, then up by doubling until one does not
-        if time.monotonic() > deadline:
+        if job.over():
             return fits, fails, "the budget was spent", probes, None
         ok, error = probe(batch)
         if ok is None:
@@ -150,7 +146,7 @@ def search(run, start, limit_mib, logs, timeout, stop, deadline):
                 return None, batch, "even the smallest batch does not fit", probes, error
             batch = max(step_of, batch // 2 - (batch // 2) % step_of)
     while fails - fits > step(fits, step_of):  # bisect to within a step
-        if time.monotonic() > deadline:
+        if job.over():
             return fits, fails, "the budget was spent", probes, None
         middle = (fits + fails) // 2
         middle -= middle % step_of
@@ -195,37 +191,39 @@ def say_estimate(runs, gpu, budget_s=None):
     return text
 
 
-def run_mode(args, info, runs, logs, works):
-    """Search each training run's variant; write and print the table. works: the plan's work of each workload."""
-    logs = logs / "max-batch"
-    logs.mkdir(parents=True, exist_ok=True)
-    train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
-    if not train:
-        raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
-    gpu = bool(info["gpu_count"])
-    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
-    limit = f"{args.memory_limit:,} MiB of address space per process" if args.memory_limit else "the GPU's memory"
-    print(f"{say_estimate(train, gpu, budget_s)}; in {limit}", flush=True)
-    started, stop, rows = time.monotonic(), threading.Event(), []
-    for signum in signal.SIGINT, signal.SIGTERM:  # stop the probe in progress, keep the variants searched
-        signal.signal(signum, lambda *_: stop.set())
-    deadline = started + budget_s if budget_s else math.inf
-    timeout = args.timeout or (900 if gpu else 600)
-    for run in train:
+class MaxBatch(execute.Mode):
+    """The mode as the executor runs it: a variant's search and its measured run are one of its runs.
+    options: memory_limit (MiB or None), timeout."""
+
+    name, what = "max_batch", "variants"
+
+    def folder(self):
+        return self.logs / "max-batch"
+
+    def timeout(self, run):
+        return self.options["timeout"]
+
+    def prepare(self):
+        super().prepare()
+        self.folder().mkdir(parents=True, exist_ok=True)
+
+    def do(self, run, job):
+        limit = self.options["memory_limit"]
         start = int(run.cmd[run.cmd.index("--batch-size") + 1])
         began = time.monotonic()
         try:
-            fits, fails, why, probes, error = search(run, start, args.memory_limit, logs, timeout, stop, deadline)
+            fits, fails, why, probes, error = search(run, start, limit, job)
         except KeyboardInterrupt:
-            break
+            return None
         row = dict(variant=run.variant, max_batch=fits, first_failed_batch=fails, why_it_stops=why, probes=probes)
-        row.update(memory_limit_mib=args.memory_limit, error=error, workload=run.workload)
+        row.update(memory_limit_mib=limit, error=error, workload=run.workload)
         row["model"] = run.cmd[run.cmd.index("--model") + 1]  # memory.png matches it to the bench's rows
-        while fits is not None and error is None and time.monotonic() < deadline:  # its speed at the largest batch
-            measured = launch(sized_run(run, fits, works[run.workload]), logs, timeout, stop, False,
-                              args.memory_limit)  # fmt: skip
-            if measured is None or measured["status"] == "ok":
-                row.update({k: (measured or {}).get(k) for k in MEASURED})
+        while fits is not None and error is None and not job.over():  # its speed at the largest batch
+            measured = job.launch(sized_run(run, fits, self.works[run.workload]), memory_limit_mib=limit)
+            if measured is None:
+                return None
+            if measured["status"] == "ok":
+                row.update({k: measured.get(k) for k in MEASURED})
                 break
             if not out_of_memory(measured):
                 row["error"] = f"the run at batch {fits} failed: {measured['error']}"
@@ -236,25 +234,42 @@ def run_mode(args, info, runs, logs, works):
             fits -= fits % run.processes
             fits = fits if fits >= run.processes else None
             row.update(max_batch=fits, first_failed_batch=fails, why_it_stops="out of memory in a whole run")
-        row["search_s"] = time.monotonic() - began
-        rows.append(row)
-        if stop.is_set():
-            break
-        print(f"  {line(row)}", flush=True)
-    spent = time.monotonic() - started
-    table = finish(rows, train)
-    write(args.out, table, info, spent)
-    print(f"max batch: {spent / 60:.1f} min; {args.out}/max_batch.md, max_batch.csv, max_batch.png")
+        row["run_s"] = row["search_s"] = time.monotonic() - began
+        row["status"] = "failed" if why == "the budget was spent" else "ok"  # a search the budget cut runs again
+        return row
+
+    def say(self, run, record):
+        return line(record)
+
+    def finish(self, records, unrun, how):
+        table = finish(records, unrun)
+        spent = sum(r.get("run_s") or 0 for r in records)
+        write(self.args.out, table, self.info, spent)
+        print(f"max batch: {spent / 60:.1f} min in runs; {self.args.out}/max_batch.md, max_batch.csv, max_batch.png")
+        return 0
 
 
-def finish(rows, train):
-    """The table: a row per variant (those the budget left unsearched too), with ratios to the baseline."""
-    done = {row["variant"] for row in rows}
-    rows += [
-        dict(variant=r.variant, why_it_stops="not searched: the budget was spent")
-        for r in train
-        if r.variant not in done
-    ]
+def main(args, info, runs, logs, works):
+    """Search each training run's variant through the executor; write and print the table. works: the plan's work
+    of each workload."""
+    train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
+    if not train:
+        raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
+    gpu = bool(info["gpu_count"])
+    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
+    limit = f"{args.memory_limit:,} MiB of address space per process" if args.memory_limit else "the GPU's memory"
+    print(f"{say_estimate(train, gpu, budget_s)}; in {limit}", flush=True)
+    for run in train:
+        run.estimate_s = estimate_s([run], gpu)
+    options = dict(memory_limit=args.memory_limit, timeout=args.timeout or (900 if gpu else 600))
+    mode = MaxBatch(args, info, logs.name, train, works, options)
+    execute.start(mode)
+    execute.execute(mode, budget_s, args.chunk)
+
+
+def finish(rows, unrun=()):
+    """The table: a row per variant (those not searched too: unrun, (run, why) each), with ratios to the baseline."""
+    rows = [*rows, *(dict(variant=r.variant, why_it_stops=f"not searched: {why}") for r, why in unrun)]
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     base = table[table["variant"] == "baseline"]
     if not base.empty and pd.notna(base["max_batch"].iloc[0]):

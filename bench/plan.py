@@ -480,11 +480,11 @@ def print_estimate(fit, runs):
         )
 
 
-def save(path, bench_id, machine_class, runs, works, context=None, auto=False):
-    """plan.json: what --resume needs to finish the bench as it was planned (and, with --repeats auto, to add
-    rounds: context)."""
+def save(path, bench_id, machine_class, runs, works, mode="bench", options=None):
+    """plan.json: what --resume needs to finish a bench of any mode as it was planned: its runs, the work of each
+    workload, and the mode's options (the bench's: with --repeats auto, the context to add rounds from)."""
     plan = dict(bench_id=bench_id, machine_class=machine_class, works=works, runs=[asdict(run) for run in runs])
-    plan.update(context=context, auto=auto)
+    plan.update(mode=mode, options=options or {})
     write_whole(path, lambda tmp: Path(tmp).write_text(json.dumps(plan, indent=1) + "\n"))
 
 

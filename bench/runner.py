@@ -25,9 +25,7 @@ import json
 import os
 import secrets
 import shlex
-import signal
 import sys
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +39,7 @@ from bench import (
     check_folder,
     curves,
     data,
+    execute,
     maxbatch,
     plan,
     scaling,
@@ -50,8 +49,7 @@ from bench import (
     write_whole,
 )
 from bench import report as html_report
-from bench.launch import launch
-from bench.machine import code_fingerprint, machine_class, machine_info
+from bench.machine import machine_class, machine_info
 from bench.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
 
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -429,11 +427,6 @@ def print_plan(runs, works, gpu_count):
                 print(" ".join(slurm.launched(run)))
 
 
-def expected_s(group, measured):
-    """A round's seconds: each run as long as its variant's last run of the bench took, or as planned."""
-    return sum(measured.get((run.workload, run.variant, run.repeat > 1), run.estimate_s) for run in group)
-
-
 def next_round(out, bench_id, works, context, repeat):
     """--repeats auto: (the runs of round `repeat`, None), or (None, why no round is added). A round holds the
     reference rows and every row whose speed-up's interval is still wider than stats.PRECISION."""
@@ -453,84 +446,80 @@ def next_round(out, bench_id, works, context, repeat):
     return plan.round_runs(repeat, works, variants, loaders, context), None
 
 
-def execute(runs, done, bench_id, args, logs, info, works, budget=None, spent_s=0.0, measured=None, more=None):
-    """Launch each run not in done, appending its row; then the tables. Ctrl-C keeps the finished rows.
-    Rounds run whole: --chunk stops before a round that would end past the chunk's minutes, and a --budget
-    before one past the bench's (spent_s: what the bench has spent before), by the times measured so far.
-    more: the plan's context with --repeats auto: after the planned rounds, rounds are added (next_round)."""
-    out = args.out
-    upgraded = tables.prepare_runs_file(out / "runs.csv")
-    if upgraded:
-        print(upgraded)
-    stop = threading.Event()  # Ctrl-C and SIGTERM: stop the run in progress, keep the finished ones
-    for signum in signal.SIGINT, signal.SIGTERM:
-        signal.signal(signum, lambda *_: stop.set())
-    todo = [run for run in runs if run.name not in done]
-    print(f"bench {bench_id}: {len(todo)} runs on {info['machine_class']}, logs in {logs}/", flush=True)
-    if args.tensorboard:
-        print(f"the curves, as they come: tensorboard --logdir {logs / 'tensorboard'}", flush=True)
-    failed, i, started, measured, paused, ended = 0, 0, time.monotonic(), dict(measured or {}), None, None
-    planned = iter(plan.rounds(todo))
-    while not stop.is_set():
-        group = next(planned, None)
-        if group is None and more is not None:
-            group, ended = next_round(out, bench_id, works, more, max(r.repeat for r in runs) + 1)
-            if group is not None:
-                runs += group
-                todo += group
-                plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works, more, auto=True)
-                names = ", ".join(dict.fromkeys(r.variant for r in group))
-                print(f"round {group[0].repeat}: {names} (their intervals are still wide)", flush=True)
-        if group is None:
-            break
-        ahead = expected_s(group, measured)
-        elapsed = time.monotonic() - started
-        if args.chunk and i and elapsed + ahead > 60 * args.chunk:
-            paused = f"this part's {args.chunk:g} min would end inside the next round (about {ahead / 60:.1f} min)"
-        elif budget and i and spent_s + elapsed + ahead > budget:
-            paused = f"the budget of {budget / 60:g} min would be spent inside the next round"
-        if paused:
-            break
-        for run in group:
-            i += 1
-            row = None if stop.is_set() else launch(run, logs, works[run.workload]["timeout"], stop, args.tensorboard)
-            if row is None:
-                break
-            measured[(run.workload, run.variant, run.repeat > 1)] = row["wall_s"]
-            row.update(bench_id=bench_id, workload=run.workload, **info)
-            tables.append_row(out / "runs.csv", row)
-            failed += row["status"] != "ok"
-            print_row(row, run, i, len(todo))
-    if ended or (paused and more is not None and not args.chunk):
-        note = f"Rounds stopped: {ended or paused}."
-        write_whole(logs / "rounds.txt", lambda tmp: Path(tmp).write_text(note + "\n"))
-    if stop.is_set():
-        print(f"interrupted during {run.name}: the finished runs are in {out}/runs.csv (--resume goes on)")
-    elif paused:
-        print(f"stopped after {i} of {len(todo)} runs, every round whole: {paused}; python -m bench --resume goes on")
-    elif ended:
-        print(f"no more rounds: {ended}")
-    report(write_outputs(out, bench_id, info), out, info, args.baseline_dir)
-    if stop.is_set():
-        raise SystemExit(130)
-    if failed:
-        print(f"{failed} of {i} runs failed: see the error column of {out}/runs.csv and {logs}/")
-        raise SystemExit(1)
+class Bench(execute.Mode):
+    """The bench: every variant on the same work, in rounds; a row each in runs.csv; the summary, plots, report.
+    options: auto (--repeats auto: rounds are added after the planned ones) and the plan's context to add them from."""
 
+    name = "bench"
 
-def print_row(row, run, i, total):
-    rate = row.get("samples_per_s")
-    result = f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
-    busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
-    diverged = f"; DIVERGED at step {row['diverged_step']}" if row.get("diverged_step") is not None else ""
-    print(f"[{i}/{total}] {run.name}: {result} ({row['wall_s']:.1f} s{busy}{diverged})", flush=True)
+    def groups(self, runs):
+        return plan.rounds(runs)
+
+    def timeout(self, run):
+        return self.works[run.workload]["timeout"]
+
+    def prepare(self):
+        super().prepare()
+        upgraded = tables.prepare_runs_file(self.args.out / "runs.csv")
+        if upgraded:
+            print(upgraded)
+        if self.args.tensorboard:
+            print(f"the curves, as they come: tensorboard --logdir {self.logs / 'tensorboard'}", flush=True)
+
+    def do(self, run, job):
+        row = job.launch(run, tensorboard=self.args.tensorboard)
+        if row is not None:
+            row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
+        return row
+
+    def keep(self, record):
+        tables.append_row(self.args.out / "runs.csv", record)
+
+    def recorded(self):
+        if not (self.args.out / "runs.csv").exists():
+            return []
+        rows = tables.read_runs(self.args.out / "runs.csv")
+        return rows[rows["bench_id"] == self.bench_id].to_dict("records")
+
+    def say(self, run, row):
+        rate = row.get("samples_per_s")
+        result = (
+            f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
+        )
+        busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
+        diverged = f"; DIVERGED at step {row['diverged_step']}" if row.get("diverged_step") is not None else ""
+        return f"{result} ({row['wall_s']:.1f} s{busy}{diverged})"
+
+    def more(self, runs, records):
+        if not self.options.get("auto"):
+            return None, None
+        group, ended = next_round(self.args.out, self.bench_id, self.works, self.options["context"],
+                                  max(r.repeat for r in runs) + 1)  # fmt: skip
+        if group is not None:
+            names = ", ".join(dict.fromkeys(r.variant for r in group))
+            print(f"round {group[0].repeat}: {names} (their intervals are still wide)", flush=True)
+        return group, ended
+
+    def finish(self, records, unrun, how):
+        out = self.args.out
+        if how["ended"] or (how["paused"] and self.options.get("auto") and not self.args.chunk):
+            note = f"Rounds stopped: {how['ended'] or how['paused']}."
+            write_whole(self.logs / "rounds.txt", lambda tmp: Path(tmp).write_text(note + "\n"))
+        report(write_outputs(out, self.bench_id, self.info), out, self.info, self.args.baseline_dir)
+        failed = [r for r in records if r.get("status") != "ok"]
+        if failed and not how["stopped"]:
+            print(
+                f"{len(failed)} of {len(records)} runs failed: see the error column of {out}/runs.csv and {self.logs}/"
+            )
+            return 1
+        return 0
 
 
 def run(args):
     """Plan the bench for this machine, store the plan, and run it."""
     info = machine()
     gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
-    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    bench_id = new_id()
     logs = args.out / "logs" / bench_id
     if not args.dry_run:
         logs.mkdir(parents=True, exist_ok=True)
@@ -542,71 +531,29 @@ def run(args):
         plan.print_estimate(fit, runs)
         return
     plan.print_estimate(fit, runs)
-    more = fit["context"] if fit["auto"] else None
-    plan.save(logs / "plan.json", bench_id, info["machine_class"], runs, works, more, fit["auto"])
-    write_whole(logs / "sources.json", lambda tmp: Path(tmp).write_text(json.dumps(sources(works)) + "\n"))
-    execute(runs, set(), bench_id, args, logs, info, works, fit["budget_s"], time.monotonic() - started, more=more)
+    bench = Bench(args, info, bench_id, runs, works, dict(auto=fit["auto"], context=fit["context"]))
+    execute.start(bench)
+    execute.execute(bench, fit["budget_s"], args.chunk, time.monotonic() - started)
 
 
-def sources(works):
-    """What a bench measures besides the machine: the data of each workload and the code, as digests."""
-    return dict(data={w: data.fingerprint(chosen["data"]) for w, chosen in works.items()}, code=code_fingerprint())
-
-
-def changes(logs, works):
-    """What changed since the bench in logs started ([] if nothing, or if it kept no record): 'data', 'code'."""
-    if not (logs / "sources.json").exists():
-        return []
-    try:
-        then, now = json.loads((logs / "sources.json").read_text()), sources(works)
-    except ValueError:
-        fail(f"{logs / 'sources.json'} is damaged: the bench cannot tell whether its data or code changed")
-    return [what for what in ("data", "code") if then.get(what) != now[what]]
+def new_id():
+    """A bench's name: when it started (UTC), and 4 hex digits that tell two started in the same second apart."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
 
 
 def resume(args):
-    """Finish a bench: run the planned runs that have no finished row yet (failed ones again), as planned."""
-    plans = sorted((args.out / "logs").glob("*/plan.json"))
-    if args.resume != "last":
-        plans = [p for p in plans if p.parent.name == args.resume]
-    if not plans:
-        fail(f"no bench {args.resume!r} to resume in {args.out}/logs/ (a bench stores its plan there)")
-    saved, runs = plan.load(plans[-1])
-    info = machine()
-    if saved["machine_class"] != info["machine_class"]:
-        fail(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}: "
-             "its numbers would not be one bench; start a new one")  # fmt: skip
-    for workload, w in saved["works"].items():
-        if workload in data.WORKLOADS and not Path(w["data"]).exists():
-            data.ensure(workload)
-    done, spent, measured = set(), 0.0, {}
-    if (args.out / "runs.csv").exists():
-        rows = tables.read_runs(args.out / "runs.csv")
-        rows = rows[rows["bench_id"] == saved["bench_id"]]
-        spent = rows["wall_s"].sum()
-        for row in rows.itertuples():
-            measured[(row.workload, row.variant, row.repeat > 1)] = row.wall_s
-        done = set(rows.loc[rows["status"] == "ok", "run"])
-    changed = changes(plans[-1].parent, saved["works"])  # before anything runs
-    if changed and not args.allow_changed:
-        what = " and its ".join(changed)
-        fail(f"bench {saved['bench_id']}: its {what} changed since it started, so its rows would not measure one"
-             " thing: start a new bench, or --resume --allow-changed to go on with the new rows marked")  # fmt: skip
-    if changed:
-        print(f"warning: the {' and the '.join(changed)} changed since bench {saved['bench_id']} started: its new rows"
-              " are marked (changed_since_start in runs.csv)", file=sys.stderr)  # fmt: skip
-        info["changed_since_start"] = ",".join(changed)
-    print(f"resuming bench {saved['bench_id']}: {len(done)} of {len(runs)} runs finished before")
-    budget = None if args.budget in (None, "none") else 60 * args.budget  # the plan fitted its own; a new one here
-    more = saved.get("context") if saved.get("auto") else None
-    execute(runs, done, saved["bench_id"], args, plans[-1].parent, info, saved["works"], budget, spent, measured, more)
+    """Finish the last bench of any mode (or the one named): its planned runs with no finished record."""
+    from bench.check import Check
+
+    resumable = {m.name: m for m in (Bench, Check, maxbatch.MaxBatch, accuracy.ToAccuracy, scaling.Scaling)}
+    execute.resume(args, machine(), resumable)
 
 
 def check(args):
     """Does every technique work on this machine? (bench/check.py)"""
     from bench import check as paths
 
-    paths.main(args, machine())
+    paths.main(args, machine(), new_id())
 
 
 def max_batch(args):
@@ -617,9 +564,9 @@ def max_batch(args):
         fail("--max-batch on a CPU needs --memory-limit MIB: without it a probe would take all of the machine's memory")
     if gpu_count and args.memory_limit:
         fail("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the limit")
-    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
-    logs = args.out / "logs" / bench_id
-    runs, works, _ = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
+    logs = args.out / "logs" / new_id()
+    whole = argparse.Namespace(**{**vars(args), "budget": "none"})  # the budget is the mode's, not the bench's plan's
+    runs, works, _ = plan.make_plan(whole, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
     if args.dry_run:
         train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
         budget_s = (
@@ -629,12 +576,19 @@ def max_batch(args):
         for r in train:
             print(f"  {r.variant}: {shlex.join(r.cmd)} --batch-size N")
         return
-    maxbatch.run_mode(args, info, runs, logs, works)
-    if (args.out / "runs.csv").exists():  # memory.png gains each row's largest batch
+    try:
+        maxbatch.main(args, info, runs, logs, works)
+    finally:
+        redraw(args.out, info)
+
+
+def redraw(out, info):
+    """After --max-batch: the bench's plots again, memory.png gaining each row's largest batch."""
+    if (out / "runs.csv").exists() and (out / "max_batch.csv").exists():
         try:
-            write_outputs(args.out, tables.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1], info)
+            write_outputs(out, tables.read_runs(out / "runs.csv")["bench_id"].iloc[-1], info)
         except BenchError as e:  # the mode's own table is written: say why the bench's plots are not redrawn
-            print(f"warning: the bench's plots in {args.out} are as they were: {e}", file=sys.stderr)
+            print(f"warning: the bench's plots in {out} are as they were: {e}", file=sys.stderr)
 
 
 def to_accuracy(args):
@@ -642,7 +596,7 @@ def to_accuracy(args):
     info = machine()
     if args.gpus is not None:
         info = {**info, "gpu_count": args.gpus}
-    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    bench_id = new_id()
     logs = args.out / "logs" / bench_id
     if args.dry_run:
         runs, epochs = accuracy.runs_of(args, info, info["gpu_count"], logs, generate=False)
@@ -652,10 +606,7 @@ def to_accuracy(args):
         for r in runs:
             print(f"  {r.variant}: {shlex.join(r.cmd)}")
         return
-    accuracy.run_mode(args, info, logs)
-
-
-MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
+    accuracy.main(args, info, bench_id)
 
 
 def scale(args):
@@ -663,11 +614,11 @@ def scale(args):
     info = machine()
     gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
     info = {**info, "gpu_count": gpu_count}
-    bench_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
-    logs = args.out / "logs" / bench_id
+    logs = args.out / "logs" / new_id()
     counts = args.scaling
     scaling.check_counts(counts, gpu_count, info["cpu_cores"], args.nodes)
     one = argparse.Namespace(**{**vars(args), "variants": args.scaling_variants, "loaders": [], "repeats": 1})
+    one.budget = "none"  # the plan gives the work; the budget is the mode's
     one.nproc = min(counts[-1], gpu_count) if args.nodes and gpu_count else counts[-1]  # per node
     one.workload = args.workload or (None if args.data else "small")
     _, works, _ = plan.make_plan(one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
@@ -682,9 +633,10 @@ def scale(args):
         for r in runs:
             print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(slurm.launched(r))}")
         return
-    scaling.run_mode(args, info, runs, logs, counts)
+    scaling.main(args, info, runs, logs, counts, works)
 
 
+MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
 MODES.update(max_batch=max_batch, to_accuracy=to_accuracy, scaling=scale)
 
 

@@ -10,23 +10,19 @@ round, as the bench pairs a variant with the baseline (bench/stats.py): the spee
 ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same, slower, unsettled)
 reads the speed-up's interval by the bench's rules.
 
-Writes scaling.csv, scaling.md and scaling.png to --out after every round (a stopped mode keeps the rounds done);
-each run's log and metrics are under logs/<bench>/scaling/. It leaves runs.csv alone: its runs are at other batches
-and process counts than the bench's.
+Writes scaling.csv, scaling.md and scaling.png to --out at the end, from the runs finished (a stopped mode keeps
+them: --resume goes on); each run's log and metrics are under logs/<bench>/scaling/. It leaves runs.csv alone: its
+runs are at other batches and process counts than the bench's.
 """
 
 import random
-import signal
-import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, plan, slurm, stats, write_whole
-from bench.launch import launch
+from bench import BenchError, execute, plan, slurm, stats, write_whole
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 matplotlib.use("Agg")
@@ -117,9 +113,13 @@ def runs_of(args, counts, gpu_count, cores, work, logs):
 def estimate_s(runs, gpu, bf16_native=True):
     """The bench's estimate of each run (bench/plan.py), its window the default plan's: the first run of a compiled
     variant at each count compiles cold (each count has its own cache); on a GPU the steps' calibration too."""
-    window = plan.WINDOW_S if gpu else plan.COST_S["cpu"]["window"] * 25 / 20
     calibration = plan.COST_S["gpu" if gpu else "cpu"]["calibrate"]
-    return calibration + sum(plan.estimate_s(run, window, gpu, bf16_native) for run in runs)
+    return calibration + sum(plan.estimate_s(run, window_s(gpu), gpu, bf16_native) for run in runs)
+
+
+def window_s(gpu):
+    """The timed window the estimates take: the default plan's."""
+    return plan.WINDOW_S if gpu else plan.COST_S["cpu"]["window"] * 25 / 20
 
 
 def summarize(rows, mode):
@@ -157,9 +157,54 @@ def summarize(rows, mode):
     return pd.DataFrame(table).reindex(columns=COLUMNS)
 
 
-def run_mode(args, info, runs, logs, counts):
-    logs = logs / "scaling"
-    logs.mkdir(parents=True, exist_ok=True)
+class Scaling(execute.Mode):
+    """The mode as the executor runs it: rounds of every variant at every count; a record a run.
+    options: counts, scaling_mode, timeout."""
+
+    name = "scaling"
+
+    def groups(self, runs):
+        return plan.rounds(runs)
+
+    def folder(self):
+        return self.logs / "scaling"
+
+    def timeout(self, run):
+        return self.options["timeout"]
+
+    def prepare(self):
+        super().prepare()
+        self.folder().mkdir(parents=True, exist_ok=True)
+
+    def do(self, run, job):
+        row = job.launch(run)
+        if row is None:
+            return None
+        batch = int(
+            run.cmd[run.cmd.index("--batch-size") + 1]
+        )  # the variants scaled are distributed: a process a count
+        return dict(row, variant=run.variant, processes=run.processes, nodes=run.nodes or 1, global_batch=batch)
+
+    def say(self, run, record):
+        rate = f"{record['samples_per_s']:,.1f} samples/s" if record["status"] == "ok" else f"failed: {record['error']}"
+        return f"round {run.repeat}: {run.variant} x{run.processes} (batch {record['global_batch']}): {rate}"
+
+    def finish(self, records, unrun, how):
+        if not records:
+            raise BenchError("--scaling stopped before its first run ended: nothing to write")
+        table = summarize(records, self.options["scaling_mode"])
+        done, rounds = max(r["repeat"] for r in records), max(r.repeat for r in self.runs)
+        spent = sum(r.get("wall_s") or 0 for r in records)
+        spent_out = bool(how["paused"]) and "budget" in how["paused"]
+        write(self.args.out, table, self.info, spent, done, rounds, spent_out)
+        for record in table.to_dict("records"):
+            print(f"  {line(record)}")
+        print(f"scaling: {spent / 60:.1f} min in runs; {self.args.out}/scaling.md, scaling.csv, scaling.png")
+        return 0
+
+
+def main(args, info, runs, logs, counts, works):
+    """Run the rounds through the executor."""
     gpu = bool(info["gpu_count"])
     budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
     rounds = max(r.repeat for r in runs)
@@ -170,36 +215,13 @@ def run_mode(args, info, runs, logs, counts):
     if not gpu:
         print(f"  on a CPU the processes share its {info['cpu_cores']} cores (each gets cores / processes threads):"
               " this measures what DDP costs, not what more GPUs would give", flush=True)  # fmt: skip
-    stop, started, rows = threading.Event(), time.monotonic(), []
-    for signum in signal.SIGINT, signal.SIGTERM:  # stop the run in progress, keep the rounds done
-        signal.signal(signum, lambda *_: stop.set())
-    timeout = args.timeout or plan.TIMEOUT["gpu" if gpu else "cpu"]
-    spent_out = False
-    for repeat in range(1, rounds + 1):
-        if budget_s and repeat > 1 and time.monotonic() - started > budget_s:
-            spent_out = True
-            break
-        for run in [r for r in runs if r.repeat == repeat]:
-            row = launch(run, logs, timeout, stop)
-            if row is None:
-                break
-            n = run.processes  # the variants scaled are distributed: a process per count
-            batch = int(run.cmd[run.cmd.index("--batch-size") + 1])
-            rows.append(dict(row, variant=run.variant, processes=n, nodes=run.nodes or 1, repeat=repeat,
-                             global_batch=batch))  # fmt: skip
-            rate = f"{row['samples_per_s']:,.1f} samples/s" if row["status"] == "ok" else f"failed: {row['error']}"
-            print(f"  round {repeat}: {run.variant} x{n} (batch {batch}): {rate}", flush=True)
-        if stop.is_set() or not rows:
-            break
-        write(args.out, summarize(rows, args.scaling_mode), info, time.monotonic() - started, repeat, rounds)
-    if not rows:
-        raise BenchError("--scaling stopped before its first run ended: nothing to write")
-    table = summarize(rows, args.scaling_mode)
-    done = max(r["repeat"] for r in rows)
-    write(args.out, table, info, time.monotonic() - started, done, rounds, spent_out)
-    for record in table.to_dict("records"):
-        print(f"  {line(record)}")
-    print(f"scaling: {(time.monotonic() - started) / 60:.1f} min; {args.out}/scaling.md, scaling.csv, scaling.png")
+    options = dict(counts=counts, scaling_mode=args.scaling_mode, timeout=args.timeout or plan.TIMEOUT["gpu" if gpu
+                   else "cpu"])  # fmt: skip
+    for run in runs:  # the executor's budget and --chunk go by them until a run of the kind has been measured
+        run.estimate_s = plan.estimate_s(run, window_s(gpu), gpu, info["cpu_bf16_native"])
+    mode = Scaling(args, info, logs.name, runs, works, options)
+    execute.start(mode)
+    execute.execute(mode, budget_s, args.chunk)
 
 
 def line(row):

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from bench import check, plan, tables
+from bench import check, execute, plan, tables
 from helpers import ROOT, run
 
 sys.path.insert(0, str(ROOT))
@@ -97,10 +97,11 @@ def test_the_snapshot_and_nvml_paths_check_what_they_wrote_and_read(tmp_path):
 
 def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(check.data, "ensure", lambda *args, **kwargs: str(tmp_path / "data"))
-    info = dict(gpu_count=0, cpu_model="X", cpu_cores=2, cpu_isa="avx2", cpu_bf16_native=False)
-    args = types.SimpleNamespace(out=tmp_path / "out", model=None, timeout=None, dry_run=False, gpus=None)
+    info = dict(gpu_count=0, cpu_model="X", cpu_cores=2, cpu_isa="avx2", cpu_bf16_native=False, machine_class="cpu-x")
+    args = types.SimpleNamespace(out=tmp_path / "out", model=None, timeout=None, dry_run=False, gpus=None, budget=None,
+                                 chunk=None)  # fmt: skip
 
-    def launch(run, folder, timeout, stop, failing=()):
+    def launch(run, folder, timeout, stop, failing=(), **options):
         failed = any(f in run.cmd for f in failing)
         processes = int(run.cmd[run.cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in run.cmd else 1
         return dict(row(), status="failed" if failed else "ok", error="boom" if failed else None, wall_s=1.0,
@@ -108,15 +109,15 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
                     memory_format="channels_last", compile_mode="default",
                     dataset="synthetic" if "synthetic:32:10" in run.cmd else "generated")  # fmt: skip
 
-    monkeypatch.setattr(check, "launch", lambda *a: launch(*a, failing=["train_checkpoint.py"]))
+    monkeypatch.setattr(execute, "launch", lambda *a: launch(*a, failing=["train_checkpoint.py"]))
     with pytest.raises(SystemExit) as done:
-        check.main(args, info)
+        check.main(args, info, "b1")
     assert done.value.code == 1
     text = (tmp_path / "out" / "check" / "check.md").read_text()
     assert "| train_checkpoint.py | fails | boom |" in text
     assert "bf16 emulated (no AVX-512-BF16 or AMX)" in text
-    monkeypatch.setattr(check, "launch", lambda *a: launch(*a))
-    check.main(args, info)  # no SystemExit: every path works
+    monkeypatch.setattr(execute, "launch", lambda *a: launch(*a))
+    check.main(args, info, "b2")  # no SystemExit: every path works
     assert "check: 13 of 13 paths work here" in capsys.readouterr().out
 
 

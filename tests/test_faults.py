@@ -12,7 +12,7 @@ import threading
 import psutil
 import pytest
 
-from bench import BenchError, baseline, tables
+from bench import BenchError, baseline, execute, tables
 from bench.launch import launch
 from bench.plan import Run
 from helpers import PY, ROOT, fast_first, run
@@ -196,7 +196,7 @@ def stored_bench(tmp_path):
     works = {"custom": {"data": str(data), "timeout": 60}}
     plan_ = runner.plan
     plan_.save(logs / "plan.json", "b1", runner.machine()["machine_class"], [fake], works)
-    (logs / "sources.json").write_text(json.dumps(runner.sources(works)))
+    (logs / "sources.json").write_text(json.dumps(execute.sources(works)))
     return out, data
 
 
@@ -212,7 +212,7 @@ def test_resume_says_what_changed_before_running_anything(stored_bench, change, 
     elif change == "a file removed":
         (data / "train" / "a" / "1.jpg").unlink()
     else:
-        monkeypatch.setattr(runner, "code_fingerprint", lambda: "another")
+        monkeypatch.setattr(execute, "code_fingerprint", lambda: "another")
     what = "code" if change == "the code" else "data"
     with pytest.raises(BenchError, match=f"its {what} changed since it started.*--resume --allow-changed"):
         runner.main(["--resume", "--out", str(out)])

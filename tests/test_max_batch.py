@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from bench import maxbatch
+from bench import execute, maxbatch
 from bench.plan import Run
 from helpers import fast_first, run, train
 
@@ -33,13 +33,23 @@ def fake_probes(monkeypatch, fits_up_to, other_error=None, train_size=100_000):
             return dict(status="failed", error="train.py: error: out of memory, try a smaller --batch-size: ...")
         return dict(status="ok", samples_per_s=100.0)
 
-    monkeypatch.setattr(maxbatch, "launch", launch)
+    monkeypatch.setattr(execute, "launch", launch)
     return probed
+
+
+class Job:
+    """The executor's job (bench/execute.py), its launch the one monkeypatched into bench.execute."""
+
+    def over(self):
+        return False
+
+    def launch(self, run, **options):
+        return execute.launch(run, None, 60, None, **options)
 
 
 def search(processes=1, start=64):
     job = Run("baseline-1", "baseline", "train", 1, processes, ["train.py", "--batch-size", str(start)])
-    return maxbatch.search(job, start, 4500, None, 60, None, float("inf"))
+    return maxbatch.search(job, start, 4500, Job())
 
 
 def test_doubling_then_bisecting_ends_within_a_step(monkeypatch):
@@ -181,13 +191,16 @@ def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, ste
     it. Its launch is stubbed: which run is made is what is tested."""
     probed = fake_probes(monkeypatch, fits_up_to=8192)
     made = []
-    stub = maxbatch.launch
-    monkeypatch.setattr(maxbatch, "launch", lambda run, *a, **k: made.append(run) or stub(run, *a, **k))
+    stub = execute.launch
+    monkeypatch.setattr(execute, "launch", lambda run, *a, **k: made.append(run) or stub(run, *a, **k))
     cmd = ["train.py", "--batch-size", "256", "--steps", str(steps), "--warmup-steps", "30", "--eval-samples", "2000"]
     job = Run("baseline-1", "baseline", "train", 1, 1, [*cmd, "--model", "resnet18"], "small")
-    work = dict(batch_size=256, steps=steps, warmup_steps=30, eval_samples=2000, train_size=train_size)
-    args = argparse.Namespace(budget=None, memory_limit=None, timeout=None, out=tmp_path)
-    maxbatch.run_mode(args, dict(gpu_count=1, gpu_name="H100"), [job], tmp_path / "logs", dict(small=work))
+    work = dict(
+        batch_size=256, steps=steps, warmup_steps=30, eval_samples=2000, train_size=train_size, data=str(tmp_path)
+    )
+    args = argparse.Namespace(budget=None, memory_limit=None, timeout=None, out=tmp_path, chunk=None)
+    info = dict(gpu_count=1, gpu_name="H100", machine_class="gpu-test")
+    maxbatch.main(args, info, [job], tmp_path / "logs" / "b1", dict(small=work))
     *probes, measured = made
     assert probes and all(r.name.startswith("baseline-batch") for r in probes) and len(probes) == len(probed) - 1
 

@@ -9,7 +9,7 @@ import types
 import pandas as pd
 import pytest
 
-from bench import plan, runner, stats, tables
+from bench import execute, plan, runner, stats, tables
 
 MACHINE = dict(machine_class="cpu-test", gpu_count=0, gpu_name=None, cpu_model="a test CPU", cpu_cores=2)
 
@@ -131,8 +131,8 @@ class FakeLaunch:
 
 def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0):
     fake = FakeLaunch(effects, noise, wall_s)
-    monkeypatch.setattr(runner, "launch", fake)
-    monkeypatch.setattr(runner, "time", fake)  # the bench's clock: each run takes wall_s
+    monkeypatch.setattr(execute, "launch", fake)
+    monkeypatch.setattr(execute, "time", fake)  # the executor's clock: each run takes wall_s
     monkeypatch.setattr(runner, "report", lambda *a: None)
 
     def round_runs(repeat, works, variants, loaders, context):
@@ -142,12 +142,12 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     variants = list(effects)
     runs = [run for r in range(1, stats.MIN_ROUNDS + 1) for run in round_runs(r, None, variants, [], None)]
     args = types.SimpleNamespace(out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False)
-    logs = tmp_path / "logs" / "b1"
-    logs.mkdir(parents=True)
-    works = dict(small=dict(timeout=60))
+    works = dict(small=dict(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
-    runner.execute(runs, set(), "b1", args, logs, MACHINE, works, budget_s, 0.0, more=context)
-    return fake.launched, (logs / "rounds.txt").read_text()
+    bench = runner.Bench(args, MACHINE, "b1", runs, works, dict(auto=True, context=context))
+    bench.logs.mkdir(parents=True)
+    execute.execute(bench, budget_s)
+    return fake.launched, (bench.logs / "rounds.txt").read_text()
 
 
 def test_auto_rounds_go_on_for_the_wide_rows_only_and_stop_when_every_interval_is_narrow(tmp_path, monkeypatch):

@@ -1,0 +1,279 @@
+"""The one executor: every mode's runs (the bench's, --check's, --max-batch's, --to-accuracy's, --scaling's) go
+through execute(), so that what follows holds the same for each of them:
+
+- groups run whole: the mode's groups() (the bench's and --scaling's rounds; a run at a time elsewhere);
+- --budget and --chunk: a group that would end past the budget, or past this part's minutes, is not started (the
+  first always is), by the runs' planned estimates until a run of the same kind has been measured;
+- --resume: the saved plan (logs/BENCH/plan.json) is run again, less its runs with a finished record
+  (logs/BENCH/records.jsonl; the bench's runs.csv); failed runs run again;
+- Ctrl-C and SIGTERM: the run in progress is stopped, every finished record is kept, the outputs are written from
+  them, exit 130; the signal handlers are installed here and nowhere else;
+- a run that hangs is stopped at the mode's time limit (bench/launch.py) and recorded as failed;
+- the progress lines, and at the end the mode's outputs (its finish()).
+
+A mode (a Mode below) supplies its plan (runs, works), how to do a run (do(): one launch, or a search of several),
+how to say a record in a line, and what to write at the end; nothing else."""
+
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from bench import BenchError, data, plan, write_whole
+from bench.launch import launch
+from bench.machine import code_fingerprint
+
+
+class Mode:
+    """What a mode gives the executor. A subclass sets name and says how to do, say and finish its runs."""
+
+    name = "bench"  # as plan.json and the progress lines call it
+    what = "runs"  # what the runs are, in the progress lines
+
+    def __init__(self, args, info, bench_id, runs, works, options=None):
+        self.args, self.info, self.bench_id, self.runs, self.works = args, info, bench_id, runs, works
+        self.options = dict(options or {})  # what the mode needs besides its runs to go on after --resume
+        self.logs = args.out / "logs" / bench_id
+
+    @classmethod
+    def resumed(cls, args, info, bench_id, runs, works, options):
+        """The mode of a saved plan, to finish it (--resume)."""
+        return cls(args, info, bench_id, runs, works, options)
+
+    # ------------------------------------------------------------------------ what a mode may change
+    def groups(self, runs):
+        """The runs in the groups that run whole (a budget or a part never ends inside one)."""
+        return [[run] for run in runs]
+
+    def timeout(self, run):
+        return self.args.timeout or plan.TIMEOUT["gpu" if self.info["gpu_count"] else "cpu"]
+
+    def folder(self):
+        """Where the runs' logs and metrics go."""
+        return self.logs
+
+    def prepare(self):
+        """Before the first run, fresh or resumed: make what the runs need (the generated data)."""
+        for workload, work in self.works.items():
+            if workload in data.WORKLOADS and not Path(work["data"]).exists():
+                data.ensure(workload)
+
+    def do(self, run, job):
+        """Run it: its record (a dict with status ok or failed, and wall_s), or None when stopped."""
+        return job.launch(run)
+
+    def keep(self, record):
+        """Keep a finished run's record, on the disk before the next run starts (the bench: in runs.csv)."""
+        append_record(self.logs / "records.jsonl", record)
+
+    def recorded(self):
+        """The records of this bench so far (resume reads them): the last of each run counts."""
+        return read_records(self.logs / "records.jsonl")
+
+    def say(self, run, record):
+        """A finished run, in one line."""
+        return "ok" if record["status"] == "ok" else f"FAILED: {record.get('error')}"
+
+    def more(self, runs, records):
+        """(the next group of runs, None) while the mode adds rounds; (None, why not) when it has stopped adding."""
+        return None, None
+
+    def finish(self, records, unrun, stopped):
+        """Write the outputs from every record of this bench; unrun: the runs not run, with why; the exit code."""
+        return 0
+
+
+def read_records(path):
+    """records.jsonl: one JSON object a line; a line cut short by a kill is left out (its run runs again)."""
+    records = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return records
+
+
+def append_record(path, record):
+    """One line, written and flushed to the disk before the next run starts."""
+    line = json.dumps(record, default=str) + "\n"
+    try:
+        with open(path, "a") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise BenchError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+class Job:
+    """What a mode's do() launches with: the executor's stop (Ctrl-C, SIGTERM) and the end of the budget."""
+
+    def __init__(self, mode, stop, deadline):
+        self.mode, self.stop, self.deadline = mode, stop, deadline
+
+    def over(self):
+        """Whether the budget is spent (a mode whose run launches many, as --max-batch's search, asks between)."""
+        return time.monotonic() > self.deadline
+
+    def launch(self, run, **options):
+        """One run, as the bench runs each (bench/launch.py): its row, or None when stopped."""
+        return launch(run, self.mode.folder(), self.mode.timeout(run), self.stop, **options)
+
+
+def expected_s(group, measured):
+    """A group's seconds: each run as long as the last finished run of its kind took, or as planned."""
+    return sum(measured.get(kind(run), run.estimate_s) for run in group)
+
+
+def took(record):
+    """The seconds a record's run took (its run_s where the mode's wall_s means something else), or None."""
+    value = record.get("run_s", record.get("wall_s"))
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def kind(run):
+    return run.workload, run.variant, run.repeat > 1
+
+
+def sources(works):
+    """What a bench measures besides the machine: the data of each workload and the code, as digests."""
+    return dict(data={w: data.fingerprint(chosen["data"]) for w, chosen in works.items()}, code=code_fingerprint())
+
+
+def start(mode):
+    """A new bench of mode: its plan and sources saved (what --resume needs), then executed."""
+    mode.logs.mkdir(parents=True, exist_ok=True)
+    save(mode)
+    write_whole(mode.logs / "sources.json", lambda tmp: Path(tmp).write_text(json.dumps(sources(mode.works)) + "\n"))
+
+
+def save(mode):
+    plan.save(mode.logs / "plan.json", mode.bench_id, mode.info["machine_class"], mode.runs, mode.works, mode.name,
+              mode.options)  # fmt: skip
+
+
+def changes(logs, works):
+    """What changed since the bench in logs started ([] if nothing, or if it kept no record): 'data', 'code'."""
+    if not (logs / "sources.json").exists():
+        return []
+    try:
+        then, now = json.loads((logs / "sources.json").read_text()), sources(works)
+    except ValueError:
+        raise BenchError(
+            f"{logs / 'sources.json'} is damaged: the bench cannot tell whether its data or code changed"
+        ) from None
+    return [what for what in ("data", "code") if then.get(what) != now[what]]
+
+
+def execute(mode, budget_s=None, chunk_min=None, spent_s=0.0, resumed=False):
+    """Run mode's runs that have no finished record, group after group, and write its outputs; exit as it says.
+    budget_s: the seconds the whole bench may take, spent_s of them spent before this part started (by its planning,
+    or by the parts before a --resume). chunk_min: this part's minutes (--chunk)."""
+    stop = threading.Event()  # Ctrl-C and SIGTERM: stop the run in progress, keep the finished ones
+    for signum in signal.SIGINT, signal.SIGTERM:
+        signal.signal(signum, lambda *_: stop.set())
+    mode.prepare()
+    records = mode.recorded()
+    done = {r["run"] for r in records if r.get("status") == "ok"}
+    measured = {(r.get("workload"), r.get("variant"), (r.get("repeat") or 1) > 1): took(r) for r in records
+                if took(r) is not None}  # fmt: skip
+    if resumed:
+        spent_s += sum(took(r) or 0.0 for r in records)
+    todo = [run for run in mode.runs if run.name not in done]
+    print(f"{mode.name} {mode.bench_id}: {len(todo)} {mode.what} on {mode.info['machine_class']}, logs in"
+          f" {mode.folder()}/", flush=True)  # fmt: skip
+    started, count, paused, ended, run = time.monotonic(), 0, None, None, None
+    deadline = started + budget_s - spent_s if budget_s else math.inf
+    job = Job(mode, stop, deadline)
+    planned = iter(mode.groups(todo))
+    while not stop.is_set():
+        group = next(planned, None)
+        if group is None:
+            group, ended = mode.more(mode.runs, records)
+            if group is not None:
+                mode.runs += group
+                todo += group
+                save(mode)
+        if group is None:
+            break
+        ahead, elapsed = expected_s(group, measured), time.monotonic() - started
+        if chunk_min and count and elapsed + ahead > 60 * chunk_min:
+            paused = f"this part's {chunk_min:g} min would end inside the next round (about {ahead / 60:.1f} min)"
+        elif budget_s and count and spent_s + elapsed + ahead > budget_s:
+            paused = f"the budget of {budget_s / 60:g} min would be spent inside the next round"
+        if paused:
+            break
+        for run in group:
+            count += 1
+            record = None if stop.is_set() else mode.do(run, job)
+            if record is None:
+                break
+            record.setdefault("run", run.name)
+            record.update(variant=record.get("variant", run.variant), workload=run.workload, repeat=run.repeat)
+            mode.keep(record)
+            records.append(record)
+            if took(record) is not None:
+                measured[kind(run)] = took(record)
+            print(f"[{count}/{len(todo)}] {run.name}: {mode.say(run, record)}", flush=True)
+    finished = {r["run"] for r in records if r.get("status") == "ok"}
+    why = "stopped (Ctrl-C or SIGTERM)" if stop.is_set() else paused or "not reached"
+    unrun = [(r, why) for r in mode.runs if r.name not in finished and r.name not in {x["run"] for x in records}]
+    if stop.is_set():
+        print(f"interrupted during {run.name}: the finished {mode.what} are kept (python -m bench --resume goes on)")
+    elif paused:
+        print(f"stopped after {count} of {len(todo)} {mode.what}, every round whole: {paused}; python -m bench --resume"
+              " goes on")  # fmt: skip
+    elif ended:
+        print(f"no more rounds: {ended}")
+    code = mode.finish(last_of_each(records), unrun, dict(stopped=stop.is_set(), paused=paused, ended=ended))
+    if stop.is_set():
+        raise SystemExit(130)
+    if code:
+        raise SystemExit(code)
+
+
+def last_of_each(records):
+    """A run tried again (--resume) counts by its last record; in plan order of first appearance."""
+    last = {}
+    for record in records:
+        last.pop(record["run"], None)
+        last[record["run"]] = record
+    return list(last.values())
+
+
+def resume(args, info, modes):
+    """Finish a bench of any mode: its saved plan, less the runs with a finished record. modes: name -> Mode class."""
+    plans = sorted((args.out / "logs").glob("*/plan.json"))
+    if args.resume != "last":
+        plans = [p for p in plans if p.parent.name == args.resume]
+    if not plans:
+        raise BenchError(f"no bench {args.resume!r} to resume in {args.out}/logs/ (a bench stores its plan there)")
+    saved, runs = plan.load(plans[-1])
+    if saved["machine_class"] != info["machine_class"]:
+        raise BenchError(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}:"
+                         " its numbers would not be one bench; start a new one")  # fmt: skip
+    name = saved.get("mode") or "bench"
+    if name not in modes:
+        raise BenchError(f"{plans[-1]} is of a mode this bench does not know ({name!r})")
+    changed = changes(plans[-1].parent, saved["works"])  # before anything runs
+    if changed and not args.allow_changed:
+        what = " and its ".join(changed)
+        raise BenchError(f"bench {saved['bench_id']}: its {what} changed since it started, so its rows would not"
+                         " measure one thing: start a new bench, or --resume --allow-changed to go on with the new rows"
+                         " marked")  # fmt: skip
+    if changed:
+        print(f"warning: the {' and the '.join(changed)} changed since bench {saved['bench_id']} started: its new rows"
+              " are marked (changed_since_start in runs.csv)", file=sys.stderr)  # fmt: skip
+        info = {**info, "changed_since_start": ",".join(changed)}
+    options = saved.get("options") or dict(context=saved.get("context"), auto=saved.get("auto", False))
+    mode = modes[name].resumed(args, info, saved["bench_id"], runs, saved["works"], options)
+    before = len({r["run"] for r in mode.recorded() if r.get("status") == "ok"} & {r.name for r in runs})
+    print(f"resuming {name} {saved['bench_id']}: {before} of {len(runs)} {mode.what} finished before")
+    budget = None if args.budget in (None, "none") else 60 * args.budget  # the plan fitted its own; a new one here
+    execute(mode, budget, args.chunk, resumed=True)

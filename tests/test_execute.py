@@ -1,0 +1,186 @@
+"""The one executor (bench/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --scaling) stops
+at --chunk and --budget between whole groups, stops on Ctrl-C keeping what finished, and --resume finishes it, each
+planned run recorded once. In-process, through python -m bench's own main(), with the launch of a run and the
+executor's clock made up: each run "takes" 10 s, so the budget and the chunk are exact and the tests take seconds."""
+
+import json
+import signal
+
+import pandas as pd
+import pytest
+
+from bench import data, execute, runner
+
+RUN_S = 10.0
+STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
+MODES = {  # the flags of each mode, the runs it plans here, its table
+    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 6, "summary.csv"),
+    "check": (["--check"], 13, "check/check.md"),
+    "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,
+                  "max_batch.csv"),
+    "to_accuracy": (["--to-accuracy", "0.5", "--variants", "baseline,amp,checkpoint", "--max-epochs", "2"], 3,
+                    "accuracy.csv"),
+    "scaling": (["--scaling", "1,2", "--variants", "ddp", "--repeats", "2", *STEPS], 4, "scaling.csv"),
+}  # fmt: skip
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+class FakeLaunch:
+    """A run's row without a process: what every mode reads from one (and its metrics file); a batch above 64 runs
+    out of memory; the run numbered interrupt_at is stopped by "Ctrl-C" (the executor's stop set)."""
+
+    def __init__(self, clock, interrupt_at=None, run_s=RUN_S):
+        self.clock, self.interrupt_at, self.launched, self.run_s = clock, interrupt_at, [], run_s
+
+    def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None):
+        self.launched.append(run.name)
+        if len(self.launched) == self.interrupt_at:
+            signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C: the executor's handler sets its stop
+            assert stop.is_set()
+            return None
+        self.clock.now += self.run_s
+        cmd = run.cmd
+        batch = int(cmd[len(cmd) - cmd[::-1].index("--batch-size")]) if "--batch-size" in cmd else 8
+        if memory_limit_mib and batch > 64:
+            return dict(
+                status="failed", error="train.py: error: out of memory, try a smaller --batch-size", wall_s=RUN_S
+            )
+        val = [
+            dict(epoch=1, val_acc=0.4, train_s=4.0, wall_s=6.0),
+            dict(epoch=2, val_acc=0.6, train_s=8.0, wall_s=12.0),
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{run.name}.json").write_text(json.dumps(dict(samples_per_s=100.0, val_curve=val, loss_curve=[])))
+        world = int(cmd[cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in cmd else 1
+        return dict(run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat, status="ok", error=None,
+                    wall_s=self.run_s, samples_per_s=100.0 * world, train_loss_first=2.3, train_loss_final=1.5,
+                    world_size=world, amp_dtype="bf16", host_syncs_per_step=0, memory_format="channels_last",
+                    compile_mode="default", loader="dali" if "dali" in " ".join(cmd) else "torch",
+                    dataset="synthetic" if "synthetic:32:10" in cmd else "generated", global_batch_size=batch,
+                    model="m", image_size=16, steps_timed=4, device="cpu", time_utc="2026-11-24T00:00:00")  # fmt: skip
+
+
+@pytest.fixture
+def bench(monkeypatch, tmp_path, tiny_data):
+    """main(mode's flags + more): python -m bench in-process, its runs made up; returns (exit code, the launches)."""
+    clock = Clock()
+    monkeypatch.setattr(execute, "time", clock)
+    monkeypatch.setattr(data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
+    out = tmp_path / "out"
+
+    def main(mode, *more, interrupt_at=None, run_s=RUN_S):
+        fake = FakeLaunch(clock, interrupt_at, run_s)
+        monkeypatch.setattr(execute, "launch", fake)
+        flags = [] if more[:1] == ("--resume",) else [*MODES[mode][0], "--timeout", "60"]
+        flags += [] if mode == "check" or more[:1] == ("--resume",) else ["--data", str(tiny_data)]
+        try:
+            runner.main([*flags, *more, "--out", str(out), "--baseline-dir", str(tmp_path / "none")])
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        finally:
+            for signum in signal.SIGINT, signal.SIGTERM:
+                signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        return code, fake.launched
+
+    main.out = out
+    return main
+
+
+def records(out):
+    """The records of the last bench: the last of each run."""
+    logs = sorted((out / "logs").glob("*/plan.json"))[-1].parent
+    plan = json.loads((logs / "plan.json").read_text())
+    if plan["mode"] == "bench":
+        rows = pd.read_csv(out / "runs.csv")
+        return plan, rows[rows["bench_id"] == plan["bench_id"]].to_dict("records")
+    return plan, execute.read_records(logs / "records.jsonl")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_it(bench, mode, capsys):
+    planned = MODES[mode][1]
+    code, first = bench(mode, "--chunk", str(2.5 * RUN_S / 60))  # room for two runs and a half
+    said = capsys.readouterr().out
+    assert code in (0, 1), said
+    plan, done = records(bench.out)
+    assert plan["mode"] == mode and len(plan["runs"]) == planned
+    assert "every round whole" in said and "--resume goes on" in said
+    groups = 2 if mode in ("bench", "scaling") else 1  # the bench's and --scaling's rounds run whole
+    assert 0 < len(done) < planned and len(done) % (planned // groups if groups > 1 else 1) == 0
+    code, second = bench(mode, "--resume")
+    said = capsys.readouterr().out
+    assert code in (0, 1) and f"{len(done)} of {planned}" in said
+    _, done = records(bench.out)
+    assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])  # each once, none lost
+    assert not set(second) & {r["run"] for r in done if r["run"] in first and "batch" not in r["run"]}
+    assert (bench.out / MODES[mode][2]).exists()
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "check"])  # --check has no default budget; see below
+def test_every_mode_keeps_to_its_budget_says_what_it_left_and_resume_with_a_budget_goes_on(bench, mode, capsys):
+    planned = MODES[mode][1]
+    if mode == "bench":  # the plan fits its rounds to the budget by its estimates (12 s a run here), the executor
+        code, _ = bench(mode, "--budget", "1.5", run_s=40)  # by the runs' times: 40 s each, so round 2 is not begun
+    else:  # room for one run and a half: the first group runs, the second is not begun
+        code, _ = bench(mode, "--budget", str(1.5 * RUN_S / 60))
+    said = capsys.readouterr().out
+    assert "the budget of" in said and "would be spent inside the next round" in said
+    _, done = records(bench.out)
+    assert 0 < len(done) < planned
+    table = (bench.out / MODES[mode][2]).read_text()
+    if mode in ("max_batch", "to_accuracy"):  # the variants left out are in the table, with why
+        assert "budget" in table
+    code, _ = bench(mode, "--resume", "--budget", "none")
+    _, done = records(bench.out)
+    assert len({r["run"] for r in done}) == planned
+
+
+def test_the_check_keeps_to_a_budget_when_given_one(bench, capsys):
+    code, _ = bench("check", "--budget", str(3.5 * RUN_S / 60))
+    said = capsys.readouterr().out
+    assert "would be spent inside the next round" in said
+    table = (bench.out / "check" / "check.md").read_text()
+    assert table.count("| works |") == 3 and table.count("| not run | the budget of") == 10
+    assert code == 0  # nothing failed: the paths not run are not failures
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_ctrl_c_in_any_mode_keeps_what_finished_exits_130_and_resume_runs_the_rest(bench, mode, capsys):
+    planned = MODES[mode][1]
+    code, _ = bench(mode, interrupt_at=13 if mode == "max_batch" else 3)  # a search: 9 probes and a run here
+    said = capsys.readouterr().out
+    assert code == 130 and "interrupted during" in said, said
+    _, done = records(bench.out)
+    assert 0 < len(done) < planned and all(r["status"] == "ok" for r in done)
+    code, _ = bench(mode, "--resume")
+    assert code in (0, 1)
+    plan, done = records(bench.out)
+    assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])
+
+
+def test_the_signal_handlers_are_installed_in_one_place():
+    """Every mode's loop is the executor's: no other module of bench/ installs a handler for SIGINT or SIGTERM."""
+    from pathlib import Path
+
+    installs = [p.name for p in Path(execute.__file__).parent.glob("*.py") if "signal.signal(" in p.read_text()]
+    assert installs == ["execute.py"]
+
+
+def test_a_record_cut_short_by_a_kill_is_left_out_and_its_run_runs_again(tmp_path):
+    path = tmp_path / "records.jsonl"
+    execute.append_record(path, dict(run="a-1", status="ok", wall_s=3.0))
+    with open(path, "a") as f:
+        f.write('{"run": "b-1", "sta')  # the kill came in the middle of the line
+    assert [r["run"] for r in execute.read_records(path)] == ["a-1"]
+    assert execute.last_of_each([dict(run="a", x=1), dict(run="b"), dict(run="a", x=2)]) == [
+        dict(run="b"),
+        dict(run="a", x=2),
+    ]
