@@ -263,7 +263,7 @@ def environment(path):
     import torch
     import torchvision
 
-    from bench import nvml
+    from bench import sample
 
     found = dict(python=platform.python_version(), torch=torch.__version__, torchvision=torchvision.__version__)
     found.update(cuda=torch.version.cuda, cuda_available=torch.cuda.is_available(), cores=os.cpu_count())
@@ -279,7 +279,7 @@ def environment(path):
     shm = shutil.disk_usage("/dev/shm") if Path("/dev/shm").exists() else None
     found["dev_shm_gib"] = round(shm.total / 2**30, 2) if shm else None
     found["nvidia_smi"] = command_output(["nvidia-smi"])
-    found["nvml_sees_our_pids"] = nvml_sees_our_pids(nvml) if torch.cuda.is_available() else "no GPU"
+    found["nvml_sees_our_pids"] = nvml_sees_our_pids(sample) if torch.cuda.is_available() else "no GPU"
     dali = subprocess.run([sys.executable, "-c", "import nvidia.dali as d; print(d.__version__)"], capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     found["dali"] = dali.stdout.strip() if dali.returncode == 0 else f"does not import: {last_words(dali.stderr)}"
@@ -300,7 +300,7 @@ def last_words(text):
     return lines[-1][:200] if lines else "no output"
 
 
-def nvml_sees_our_pids(nvml):
+def nvml_sees_our_pids(sample):
     """Does NVML's process list hold the PID of a child of ours that holds CUDA memory? yes, no (and what it saw),
     or why it could not be asked."""
     holds = "import time, torch; torch.ones(1, device='cuda'); print('ready', flush=True); time.sleep(60)"
@@ -309,8 +309,10 @@ def nvml_sees_our_pids(nvml):
         if child.stdout.readline().strip() != "ready":
             return "the child process could not use CUDA"
         try:
-            pids = {p.pid for h in nvml.visible_handles() for p in nvml.call("nvmlDeviceGetComputeRunningProcesses", h)}
-        except nvml.Unavailable as e:
+            pids = {
+                p.pid for h in sample.visible_handles() for p in sample.call("nvmlDeviceGetComputeRunningProcesses", h)
+            }
+        except sample.Unavailable as e:
             return f"NVML cannot be asked: {e}"
         return "yes" if child.pid in pids else f"no: NVML lists {sorted(pids)}, ours was {child.pid}"
     finally:

@@ -22,7 +22,7 @@ import psutil
 
 from bench import BenchError, schema, slurm
 from bench.machine import ROOT
-from bench.memory import Sampler
+from bench.sample import Sampler
 
 
 def die_with_parent():

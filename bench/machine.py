@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import BenchError, nvml
+from bench import BenchError, sample
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,9 +70,9 @@ def gpus():
         raise BenchError(f"torch does not import in {sys.executable}: {lines[-1]}")
     found = json.loads(probe.stdout.strip().splitlines()[-1])
     try:
-        nvml.call("nvmlInit")
-        driver = nvml.text(nvml.call("nvmlSystemGetDriverVersion"))
-    except nvml.Unavailable:  # no NVML library or no driver: a CPU-only machine
+        sample.call("nvmlInit")
+        driver = sample.text(sample.call("nvmlSystemGetDriverVersion"))
+    except sample.Unavailable:  # no NVML library or no driver: a CPU-only machine
         driver = None
     return found, driver
 

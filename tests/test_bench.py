@@ -14,8 +14,8 @@ import pytest
 
 from bench import BenchError, baseline, runner, stats, tables
 from bench.launch import launch
-from bench.memory import Sampler
 from bench.plan import Run
+from bench.sample import Sampler
 from helpers import PY, ROOT, assert_no_orphans, fast_first, run
 
 TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
@@ -254,7 +254,7 @@ def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
 @pytest.mark.slow
 def test_the_runner_does_not_import_torch():
     """Its libraries would be shared with every run, which would then be charged only half of them (PSS)."""
-    probe = "import sys; from bench import runner, machine; machine.machine_info(); print('torch' in sys.modules)"
+    probe = "import sys; from bench import machine, runner; machine.machine_info(); print('torch' in sys.modules)"
     result = run("-c", probe)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"

@@ -15,7 +15,7 @@ import types
 import pytest
 import torch
 
-from bench import busy, memory, nvml
+from bench import sample
 from helpers import PY, ROOT, build_loaders
 
 sys.path.insert(0, str(ROOT))
@@ -234,8 +234,8 @@ class FakeNVML:
     ],
 )
 def test_only_the_gpus_a_run_sees_are_read(monkeypatch, visible, expected):
-    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
-    assert nvml.visible_handles(visible) == expected
+    monkeypatch.setattr(sample, "pynvml", FakeNVML([]))
+    assert sample.visible_handles(visible) == expected
 
 
 def sleeper():
@@ -246,9 +246,9 @@ def test_the_sampler_counts_the_run_on_its_gpus_and_others_apart(monkeypatch):
     job = sleeper()
     try:
         fake = FakeNVML([("gpu1", job.pid, 3 * 2**30), ("gpu1", 999_999, 2**30), ("gpu0", job.pid, 5 * 2**30)])
-        monkeypatch.setattr(nvml, "pynvml", fake)
+        monkeypatch.setattr(sample, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler = sample.Sampler(job.pid, gpu=True)
         sampler.sample()
         row = sampler.stop()
     finally:
@@ -261,9 +261,9 @@ def test_the_sampler_counts_the_run_on_its_gpus_and_others_apart(monkeypatch):
 def test_an_nvml_error_leaves_the_gpu_fields_unavailable(monkeypatch):
     job = sleeper()
     try:
-        monkeypatch.setattr(nvml, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)], fail_after=3))
+        monkeypatch.setattr(sample, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)], fail_after=3))
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler = sample.Sampler(job.pid, gpu=True)
         for _ in range(4):
             sampler.sample()  # the GPU is lost on the way: no exception reaches the bench
         row = sampler.stop()
@@ -274,11 +274,11 @@ def test_an_nvml_error_leaves_the_gpu_fields_unavailable(monkeypatch):
 
 
 def test_no_nvml_on_a_gpu_run_is_unavailable_and_on_a_cpu_run_nothing(monkeypatch):
-    monkeypatch.setattr(nvml, "pynvml", None)
+    monkeypatch.setattr(sample, "pynvml", None)
     job = sleeper()
     try:
-        gpu_run = memory.Sampler(job.pid, gpu=True)
-        cpu_run = memory.Sampler(job.pid, gpu=False)
+        gpu_run = sample.Sampler(job.pid, gpu=True)
+        cpu_run = sample.Sampler(job.pid, gpu=False)
         rows = gpu_run.stop(), cpu_run.stop()
     finally:
         job.kill()
@@ -287,17 +287,17 @@ def test_no_nvml_on_a_gpu_run_is_unavailable_and_on_a_cpu_run_nothing(monkeypatc
 
 
 def test_throttle_reasons_are_named(monkeypatch):
-    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
-    load = busy.Load(["gpu1"])
+    monkeypatch.setattr(sample, "pynvml", FakeNVML([]))
+    load = sample.Load(["gpu1"])
     load.sample(set())
     assert load.result()["gpu_throttle"] == "power cap"
 
 
 def test_the_sampler_thread_stops_cleanly(monkeypatch):
-    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
+    monkeypatch.setattr(sample, "pynvml", FakeNVML([]))
     job = sleeper()
     try:
-        sampler = memory.Sampler(job.pid, interval=0.05, gpu=True)
+        sampler = sample.Sampler(job.pid, interval=0.05, gpu=True)
         sampler.start()
         time.sleep(0.3)
         row = sampler.stop()

@@ -14,7 +14,8 @@ from bench import data, execute, runner
 RUN_S = 10.0
 STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
 MODES = {  # the flags of each mode, the runs it plans here, its table
-    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 6, "summary.csv"),
+    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 6,
+              "summary.csv"),
     "check": (["--check"], 13, "check/check.md"),
     "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,
                   "max_batch.csv"),

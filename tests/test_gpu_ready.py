@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
-from bench import BenchError, launch, machine, memory, nvml, plan, verdicts
+from bench import BenchError, launch, machine, plan, sample, verdicts
 from helpers import PY, ROOT, SMALL_MODEL, train
 
 sys.path.insert(0, str(ROOT))
@@ -147,14 +147,14 @@ def test_in_a_container_the_gpu_sharing_is_unknown_not_busy(monkeypatch):
     job = sleeper()
     try:
         fake = FakeNVML([])
-        monkeypatch.setattr(nvml, "pynvml", fake)
+        monkeypatch.setattr(sample, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler = sample.Sampler(job.pid, gpu=True)
         fake.processes.append(("gpu1", 4_000_123, 3 * 2**30))  # the run, as the host numbers it
         sampler.sample()
         alone = sampler.stop()
         fake.processes[:] = [("gpu1", 4_000_777, 2**30)]  # there before the next run started
-        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler = sample.Sampler(job.pid, gpu=True)
         fake.processes.append(("gpu1", 4_000_123, 3 * 2**30))
         sampler.sample()
         shared = sampler.stop()
@@ -171,9 +171,9 @@ def test_in_a_container_the_gpu_sharing_is_unknown_not_busy(monkeypatch):
 def test_with_its_own_pids_a_run_alone_on_its_gpu_is_alone(monkeypatch):
     job = sleeper()
     try:
-        monkeypatch.setattr(nvml, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)]))
+        monkeypatch.setattr(sample, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)]))
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler = sample.Sampler(job.pid, gpu=True)
         sampler.sample()
         row = sampler.stop()
     finally:
@@ -192,9 +192,9 @@ def test_a_failing_process_query_leaves_the_device_rise(monkeypatch):
     job = sleeper()
     try:
         fake = NoProcessQuery([])
-        monkeypatch.setattr(nvml, "pynvml", fake)
+        monkeypatch.setattr(sample, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler = sample.Sampler(job.pid, gpu=True)
         fake.processes.append(("gpu1", job.pid, 2 * 2**30))
         sampler.sample()
         row = sampler.stop()
@@ -214,9 +214,9 @@ def test_a_refused_process_query_still_reads_what_vouches_for_the_gpu(monkeypatc
 
     job = sleeper()
     try:
-        monkeypatch.setattr(nvml, "pynvml", Refusing([("gpu1", job.pid, 2**30)]))
+        monkeypatch.setattr(sample, "pynvml", Refusing([("gpu1", job.pid, 2**30)]))
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-        sampler = memory.Sampler(job.pid, gpu=True)
+        sampler = sample.Sampler(job.pid, gpu=True)
         for _ in range(3):
             sampler.sample()
         row = sampler.stop()
