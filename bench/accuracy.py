@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, curves, data, execute, plan, write_whole
+from bench import BenchError, data, execute, plan, plots, write_whole
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
@@ -200,4 +200,4 @@ def write(out, table, info, spent, target, found):
     lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
     write_whole(out / "accuracy.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
     if found:
-        curves.plot(found, out / "accuracy_curves.png", {"hard": title})
+        plots.plot_curves(found, out / "accuracy_curves.png", {"hard": title})

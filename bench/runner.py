@@ -37,11 +37,11 @@ from bench import (
     accuracy,
     baseline,
     check_folder,
-    curves,
     data,
     execute,
     maxbatch,
     plan,
+    plots,
     scaling,
     slurm,
     stats,
@@ -336,9 +336,9 @@ def write_outputs(out, bench_id, machine):
     plot_memory(summary, out / "memory.png", headings, largest_batches(out / "max_batch.csv"))
     plot_tradeoff(summary, out / "tradeoff.png", headings)
     plot_time(summary, out / "time.png", headings)
-    learned = curves.gather(out, bench_id, runs)
+    learned = plots.gather_curves(out, bench_id, runs)
     if learned:
-        curves.plot(learned, out / "curves.png", headings)
+        plots.plot_curves(learned, out / "curves.png", headings)
     notes = [tables.settled_note(summary), *notes, tables.diverged_note(summary), tables.busy_note(summary)]
     html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes)
     return summary

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from bench import baseline, curves
+from bench import baseline, plots
 from helpers import run, train
 
 # tiny_data has 120 training images: batch 10 is 12 steps an epoch, 2 epochs 24 steps
@@ -68,25 +68,25 @@ def fake_bench(out, bench_id="b1", variants=("baseline", "amp"), repeats=(1, 2))
 def test_the_bench_gathers_each_runs_curves_and_draws_the_first_round(tmp_path):
     runs = fake_bench(tmp_path)
     (tmp_path / "logs" / "b1" / "amp-2.json").write_text("{torn")  # a run whose metrics cannot be read: left out
-    found = curves.gather(tmp_path, "b1", runs)
+    found = plots.gather_curves(tmp_path, "b1", runs)
     assert sorted(found) == ["amp-1", "baseline-1", "baseline-2"]
-    assert json.loads((tmp_path / curves.FILE).read_text()) == dict(bench_id="b1", runs=found)
-    assert {v: r["repeat"] for v, r in curves.first_rounds(found, "small").items()} == dict(baseline=1, amp=1)
-    curves.plot(found, tmp_path / "curves.png", {"small": "a machine"})
+    assert json.loads((tmp_path / plots.FILE).read_text()) == dict(bench_id="b1", runs=found)
+    assert {v: r["repeat"] for v, r in plots.first_rounds(found, "small").items()} == dict(baseline=1, amp=1)
+    plots.plot_curves(found, tmp_path / "curves.png", {"small": "a machine"})
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_saved_baseline_keeps_its_curves_and_stale_ones_go(tmp_path):
     results = tmp_path / "results"
     runs = fake_bench(results)
-    found = curves.gather(results, "b1", runs)
-    curves.plot(found, results / "curves.png", {"small": "a machine"})
+    found = plots.gather_curves(results, "b1", runs)
+    plots.plot_curves(found, results / "curves.png", {"small": "a machine"})
     runs.to_csv(results / "runs.csv", index=False)
     folder = baseline.save(results, "machine", {"machine_class": "machine"}, tmp_path / "baseline")
     assert (folder / "curves.png").exists()
-    assert curves.gather(folder, "b1", runs) == found  # no logs there: curves.json is what is left
-    assert curves.gather(folder, "b2", runs.assign(bench_id="b2")) is None  # another bench's: removed
-    assert not (folder / curves.FILE).exists() and not (folder / "curves.png").exists()
+    assert plots.gather_curves(folder, "b1", runs) == found  # no logs there: curves.json is what is left
+    assert plots.gather_curves(folder, "b2", runs.assign(bench_id="b2")) is None  # another bench's: removed
+    assert not (folder / plots.FILE).exists() and not (folder / "curves.png").exists()
 
 
 def test_the_bench_names_tensorboard_out_of_place(tmp_path):
