@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, check_folder, schema, tables, write_whole
+from bench import BenchError, check_folder, record, schema, write_whole
 from bench.machine import ROOT
 
 BASELINE_DIR = ROOT / "baseline"
@@ -33,7 +33,7 @@ def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
             write_whole(folder / output, lambda tmp, source=results_dir / output: shutil.copy2(source, tmp))
     runs_kept = (results_dir / "runs.csv").exists()
     if runs_kept:  # the rows of the bench summarized: the last one
-        runs = tables.read_runs(results_dir / "runs.csv")
+        runs = record.read_runs(results_dir / "runs.csv")
         runs = runs[runs["bench_id"] == runs["bench_id"].iloc[-1]]
         write_whole(folder / "runs.csv", lambda tmp: runs.to_csv(tmp, index=False))
         rounds = results_dir / "logs" / str(runs["bench_id"].iloc[-1]) / "rounds.txt"  # why its rounds stopped
@@ -49,7 +49,7 @@ def load(name, baseline_dir=BASELINE_DIR):
     if not path.exists():
         return None
     try:
-        return schema.upgrade(tables.load_csv(path, needed=("variant",)))
+        return schema.upgrade(record.load_csv(path, needed=("variant",)))
     except schema.VersionError as e:
         raise BenchError(f"{path}: {e}") from None
 

@@ -24,7 +24,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, data, launch, slurm, stats, write_whole
+from bench import BenchError, data, launch, slurm, summarize, write_whole
 from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
@@ -374,7 +374,7 @@ def threads(cores, processes):
 
 def first_rounds(repeats):
     """The rounds planned before the bench starts: --repeats N, or with auto the rounds before the first look."""
-    return stats.MIN_ROUNDS if repeats == "auto" else repeats
+    return summarize.MIN_ROUNDS if repeats == "auto" else repeats
 
 
 def round_runs(repeat, works, variants, loaders, context):
@@ -464,8 +464,8 @@ def print_estimate(fit, runs):
     )
     if fit["auto"]:
         rounds += (
-            f", then more for the rows whose interval is still wider than +-{stats.PRECISION:.0%}, while the"
-            f" budget allows ({stats.MAX_ROUNDS} rounds at most)"
+            f", then more for the rows whose interval is still wider than +-{summarize.PRECISION:.0%}, while the"
+            f" budget allows ({summarize.MAX_ROUNDS} rounds at most)"
         )
     longest = max(fit["round_s"], default=0) / 60
     print(f"estimate: {fit['total_s'] / 60:.0f} min for {len(runs)} runs in {rounds} (budget {budget}); the longest"

@@ -15,8 +15,8 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import verdicts, write_whole
-from bench.tables import label
+from bench import summarize, write_whole
+from bench.markdown import label
 
 matplotlib.use("Agg")  # files only, no screen needed
 import matplotlib.pyplot as plt  # noqa: E402
@@ -154,7 +154,7 @@ def plot_time(summary, path, headings):
     window it starved for data), in ms per step at the measured rate."""
     fig, parts = panels(summary, headings, trained, lambda rows: 0.45 * len(rows) + 1.8)
     for ax, rows, heading in parts:
-        step_ms = rows.apply(verdicts.step_ms, axis=1)  # the one step time of the table and the verdicts
+        step_ms = rows.apply(summarize.step_ms, axis=1)  # the one step time of the table and the verdicts
         wait_ms = step_ms * rows["data_wait_frac"].fillna(0)
         y = list(range(len(rows)))
         ax.barh(y, wait_ms, color="tab:orange", label="host waiting for data (data_wait_frac)")

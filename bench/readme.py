@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, diffs, schema, tables, write_whole
+from bench import BenchError, diffs, markdown, schema, summarize, write_whole
 from bench.machine import ROOT
 
 BLOCK = re.compile(
@@ -76,9 +76,9 @@ def headline_block(folder, link):
     lines = []
     for workload in summary["workload"].unique():
         train = summary[(summary["workload"] == workload) & (summary["kind"] == "train")]
-        columns = [(RENAMED.get(h, h), cell) for h, cell in tables.train_columns(train) if h in HEADLINE]
-        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *tables.table(train, columns), ""]
-    note = tables.settled_note(summary)
+        columns = [(RENAMED.get(h, h), cell) for h, cell in markdown.train_columns(train) if h in HEADLINE]
+        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *markdown.table(train, columns), ""]
+    note = summarize.settled_note(summary)
     lines += [f"**{note}**", ""] if note else []
     lines += [
         f"Every column, the verdict of each row and the plots: [summary.md]({link}/summary.md); all of it with each"

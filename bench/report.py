@@ -15,7 +15,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from bench import diffs, tables, write_whole
+from bench import diffs, markdown, write_whole
 from bench.machine import ROOT
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
@@ -92,12 +92,12 @@ def technique_rows(summary, name):
         memory = r.get("memory_vs_baseline")
         rows.append(
             dict(
-                row=f"{tables.label(r)} on {r.workload}",
-                speedup=tables.fmt(r.get("speedup"), "{:.2f}x"),
-                interval=tables.interval_cell(r),
-                answer=tables.answer_cell(r),
+                row=f"{markdown.label(r)} on {r.workload}",
+                speedup=markdown.fmt(r.get("speedup"), "{:.2f}x"),
+                interval=markdown.interval_cell(r),
+                answer=markdown.answer_cell(r),
                 answer_class=ANSWER_CLASS.get(r.get("speed_answer"), ""),
-                memory=tables.fmt(memory, "{:.2f}x"),
+                memory=markdown.fmt(memory, "{:.2f}x"),
                 verdict=r.get("verdict") if present(r.get("verdict")) else "",
             )
         )
@@ -122,11 +122,11 @@ def sections(summary, headings):
         train, loaders = part[part["kind"] == "train"], part[part["kind"] == "loader"]
         section = dict(heading=heading, train=None, loaders=None, train_verdicts=[], loader_verdicts=[])
         if not train.empty:
-            headers, rows = tables.cells(train, tables.train_columns(train))
+            headers, rows = markdown.cells(train, markdown.train_columns(train))
             section.update(train=dict(headers=headers, rows=rows), train_verdicts=list(train["verdict"].dropna()))
-            section["train_note"] = tables.blind_note(train)
+            section["train_note"] = markdown.blind_note(train)
         if not loaders.empty:
-            headers, rows = tables.cells(loaders, tables.LOADER_COLUMNS)
+            headers, rows = markdown.cells(loaders, markdown.LOADER_COLUMNS)
             section.update(loaders=dict(headers=headers, rows=rows), loader_verdicts=list(loaders["verdict"].dropna()))
         out.append(section)
     return out

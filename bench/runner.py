@@ -39,13 +39,14 @@ from bench import (
     check_folder,
     data,
     execute,
+    markdown,
     maxbatch,
     plan,
     plots,
+    record,
     scaling,
     slurm,
-    stats,
-    tables,
+    summarize,
     write_whole,
 )
 from bench import report as html_report
@@ -95,7 +96,7 @@ def check_outputs(args):
             fail(f"{args.out / name} is a folder: the bench writes a file of that name")
     runs = args.out / "runs.csv"
     if args.mode in ("run", "resume") and runs.is_file() and runs.stat().st_size:
-        tables.read_runs(runs)  # a damaged file is named before the data is generated, not after
+        record.read_runs(runs)  # a damaged file is named before the data is generated, not after
 
 
 def count_or_auto(what):
@@ -320,17 +321,17 @@ def title(summary, machine, workload=None):
 def write_outputs(out, bench_id, machine):
     """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
     A run tried again (--resume) counts by its last row."""
-    runs = tables.read_runs(out / "runs.csv")
+    runs = record.read_runs(out / "runs.csv")
     runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
     if runs.empty:
         return None
-    summary = tables.summarize(runs)
+    summary = summarize.summarize(runs)
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
     rounds = [out / "logs" / bench_id / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
     notes = [path.read_text().strip() for path in rounds if path.exists()][:1]
-    text = tables.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
+    text = markdown.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
     write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
     plot_throughput(summary, out / "throughput.png", headings)
     plot_memory(summary, out / "memory.png", headings, largest_batches(out / "max_batch.csv"))
@@ -339,7 +340,7 @@ def write_outputs(out, bench_id, machine):
     learned = plots.gather_curves(out, bench_id, runs)
     if learned:
         plots.plot_curves(learned, out / "curves.png", headings)
-    notes = [tables.settled_note(summary), *notes, tables.diverged_note(summary), tables.busy_note(summary)]
+    notes = [summarize.settled_note(summary), *notes, summarize.diverged_note(summary), summarize.busy_note(summary)]
     html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes)
     return summary
 
@@ -389,7 +390,7 @@ def readme(args):
     def resummarize(folder):
         if not (folder / "runs.csv").exists():
             fail(f"README.md or docs/ show {folder}, which holds no runs.csv")
-        runs = tables.read_runs(folder / "runs.csv")
+        runs = record.read_runs(folder / "runs.csv")
         write_outputs(folder, runs["bench_id"].iloc[-1], saved_machine(folder, runs))
 
     for folder in blocks.rewrite(resummarize):
@@ -406,12 +407,12 @@ def saved_machine(folder, runs):
     return runs.iloc[-1].to_dict()
 
 
-def summarize(args):
+def summarize_again(args):
     """Tables and plots again from the last bench in runs.csv."""
     if not (args.out / "runs.csv").exists():
         fail(f"no {args.out}/runs.csv: run the bench first")
     info = machine()
-    bench_id = tables.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1]
+    bench_id = record.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1]
     report(write_outputs(args.out, bench_id, info), args.out, info, args.baseline_dir)
 
 
@@ -429,15 +430,15 @@ def print_plan(runs, works, gpu_count):
 
 def next_round(out, bench_id, works, context, repeat):
     """--repeats auto: (the runs of round `repeat`, None), or (None, why no round is added). A round holds the
-    reference rows and every row whose speed-up's interval is still wider than stats.PRECISION."""
-    if repeat > stats.MAX_ROUNDS:
-        return None, f"{stats.MAX_ROUNDS} rounds, the most --repeats auto runs"
-    rows = tables.read_runs(out / "runs.csv")
-    summary = tables.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
+    reference rows and every row whose speed-up's interval is still wider than summarize.PRECISION."""
+    if repeat > summarize.MAX_ROUNDS:
+        return None, f"{summarize.MAX_ROUNDS} rounds, the most --repeats auto runs"
+    rows = record.read_runs(out / "runs.csv")
+    summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
     wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
-    wide = wide[[not stats.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
+    wide = wide[[not summarize.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
     if wide.empty:
-        return None, f"every row's 95% interval is within +-{stats.PRECISION:.0%} or a quarter of its effect"
+        return None, f"every row's 95% interval is within +-{summarize.PRECISION:.0%} or a quarter of its effect"
     variants = [v for v in context["variants"] if v == "baseline" or v in set(wide["variant"])]
     loaders = [v for v in context["loaders"] if v in set(wide["variant"])]
     loaders = [v for v in context["loaders"] if v == "loader" or v in loaders] if loaders else []
@@ -460,7 +461,7 @@ class Bench(execute.Mode):
 
     def prepare(self):
         super().prepare()
-        upgraded = tables.prepare_runs_file(self.args.out / "runs.csv")
+        upgraded = record.prepare_runs_file(self.args.out / "runs.csv")
         if upgraded:
             print(upgraded)
         if self.args.tensorboard:
@@ -472,13 +473,13 @@ class Bench(execute.Mode):
             row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
         return row
 
-    def keep(self, record):
-        tables.append_row(self.args.out / "runs.csv", record)
+    def keep(self, row):
+        record.append_row(self.args.out / "runs.csv", row)
 
     def recorded(self):
         if not (self.args.out / "runs.csv").exists():
             return []
-        rows = tables.read_runs(self.args.out / "runs.csv")
+        rows = record.read_runs(self.args.out / "runs.csv")
         return rows[rows["bench_id"] == self.bench_id].to_dict("records")
 
     def say(self, run, row):
@@ -586,7 +587,7 @@ def redraw(out, info):
     """After --max-batch: the bench's plots again, memory.png gaining each row's largest batch."""
     if (out / "runs.csv").exists() and (out / "max_batch.csv").exists():
         try:
-            write_outputs(out, tables.read_runs(out / "runs.csv")["bench_id"].iloc[-1], info)
+            write_outputs(out, record.read_runs(out / "runs.csv")["bench_id"].iloc[-1], info)
         except BenchError as e:  # the mode's own table is written: say why the bench's plots are not redrawn
             print(f"warning: the bench's plots in {out} are as they were: {e}", file=sys.stderr)
 
@@ -636,7 +637,7 @@ def scale(args):
     scaling.main(args, info, runs, logs, counts, works)
 
 
-MODES = dict(run=run, resume=resume, summarize=summarize, save_baseline=save_baseline, check=check, readme=readme)
+MODES = dict(run=run, resume=resume, summarize=summarize_again, save_baseline=save_baseline, check=check, readme=readme)
 MODES.update(max_batch=max_batch, to_accuracy=to_accuracy, scaling=scale)
 
 

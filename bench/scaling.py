@@ -6,7 +6,7 @@ Each round runs every distributed variant (ddp and all unless --variants names o
 per GPU (on a CPU, gloo processes that share its cores). Weak scaling (the default, as the published tables): each
 process keeps the plan's batch, so the global batch grows with the count. Strong (--scaling-mode strong): the
 global batch stays the plan's, split over the processes. The rounds pair each count with one process in the same
-round, as the bench pairs a variant with the baseline (bench/stats.py): the speed-up is the geometric mean of those
+round, as the bench pairs a variant with the baseline (bench/summarize.py): the speed-up is the geometric mean of those
 ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same, slower, unsettled)
 reads the speed-up's interval by the bench's rules.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, execute, plan, slurm, stats, write_whole
+from bench import BenchError, execute, plan, slurm, summarize, write_whole
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 matplotlib.use("Agg")
@@ -122,7 +122,7 @@ def window_s(gpu):
     return plan.WINDOW_S if gpu else plan.COST_S["cpu"]["window"] * 25 / 20
 
 
-def summarize(rows, mode):
+def table_of(rows, mode):
     """The table: per variant and count, the rate over the rounds and the speed-up over one process (paired by
     round) with its interval, efficiency and answer; memory per process."""
     frame = pd.DataFrame(rows)
@@ -150,9 +150,9 @@ def summarize(rows, mode):
         mine = ok.groupby("repeat")["samples_per_s"].last()
         common = mine.index.intersection(one.index)
         if len(common):
-            estimate, low, high = stats.interval(list(mine[common] / one[common]))
+            estimate, low, high = summarize.interval(list(mine[common] / one[common]))
             row.update(speedup=estimate, speedup_low=low, speedup_high=high, efficiency=estimate * smallest / n)
-            row["answer"] = "reference" if n == smallest else stats.classify(low, high)
+            row["answer"] = "reference" if n == smallest else summarize.classify(low, high)
         table.append(row)
     return pd.DataFrame(table).reindex(columns=COLUMNS)
 
@@ -192,7 +192,7 @@ class Scaling(execute.Mode):
     def finish(self, records, unrun, how):
         if not records:
             raise BenchError("--scaling stopped before its first run ended: nothing to write")
-        table = summarize(records, self.options["scaling_mode"])
+        table = table_of(records, self.options["scaling_mode"])
         done, rounds = max(r["repeat"] for r in records), max(r.repeat for r in self.runs)
         spent = sum(r.get("wall_s") or 0 for r in records)
         spent_out = bool(how["paused"]) and "budget" in how["paused"]

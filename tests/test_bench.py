@@ -12,7 +12,7 @@ import time
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, runner, stats, tables
+from bench import BenchError, baseline, markdown, record, runner, summarize
 from bench.launch import launch
 from bench.plan import Run
 from bench.sample import Sampler
@@ -39,7 +39,7 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     result, out = tiny_bench
     assert result.returncode == 0, result.stdout + result.stderr
     runs = pd.read_csv(out / "runs.csv")
-    assert list(runs.columns) == tables.RUN_COLUMNS
+    assert list(runs.columns) == record.RUN_COLUMNS
     assert len(runs) == 6 and (runs["status"] == "ok").all()
     assert sorted(runs["run"]) == ["baseline-1", "baseline-2", "dp-1", "dp-2", "loader-1", "loader-2"]
     train = runs[runs["kind"] == "train"]
@@ -53,7 +53,7 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     rate = train.set_index(["variant", "repeat"])["samples_per_s"]  # paired: dp over the baseline of its round
     ratios = [rate[("dp", r)] / rate[("baseline", r)] for r in (1, 2)]
     assert by_variant.loc["dp", "speedup"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
-    assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in stats.ANSWERS
+    assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in summarize.ANSWERS
     assert by_variant.loc["baseline", "runs_ok"] == 2
     for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png", "curves.png":
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -160,8 +160,8 @@ def test_a_good_run_becomes_a_row_with_its_metrics(tmp_path):
 def test_concurrent_writers_do_not_tear_rows(tmp_path):
     path = tmp_path / "runs.csv"
     code = (
-        "import sys; from bench import tables\n"
-        "for i in range(200): tables.append_row(sys.argv[1], {'run': f'{sys.argv[2]}-{i}', 'error': 'x' * 3000})\n"
+        "import sys; from bench import markdown, record, summarize\n"
+        "for i in range(200): record.append_row(sys.argv[1], {'run': f'{sys.argv[2]}-{i}', 'error': 'x' * 3000})\n"
     )
     writers = [subprocess.Popen([PY, "-c", code, str(path), f"w{k}"], cwd=ROOT) for k in range(4)]
     assert [w.wait(timeout=120) for w in writers] == [0] * 4
@@ -173,10 +173,10 @@ def test_runs_file_with_other_columns_is_refused(tmp_path):
     path = tmp_path / "runs.csv"
     path.write_text("a,b\n1,2\n")
     with pytest.raises(BenchError, match="is not a table the bench wrote: it has no bench_id, run, variant column"):
-        tables.prepare_runs_file(path)
+        record.prepare_runs_file(path)
     path.write_text("bench_id,run,variant,nosuch\nb,r-1,baseline,1\n")
     with pytest.raises(BenchError, match="columns this version does not know \\(nosuch\\)"):
-        tables.prepare_runs_file(path)
+        record.prepare_runs_file(path)
 
 
 def test_baseline_comparison_reports_the_right_ratios(tmp_path):
@@ -213,7 +213,7 @@ def test_save_baseline_then_bench_prints_the_comparison(tiny_data, tiny_bench, t
     assert folder.name.startswith("cpu-") and {p.name for p in folder.iterdir()} >= {
         "summary.csv", "summary.md", "throughput.png", "memory.png", "machine.json", "runs.csv"
     }  # fmt: skip
-    last = tables.read_runs(out / "runs.csv").iloc[-1]
+    last = record.read_runs(out / "runs.csv").iloc[-1]
     kept = pd.read_csv(folder / "runs.csv")
     assert set(kept["bench_id"]) == {last["bench_id"]} and kept["command"].str.contains("train.py").any()
     assert json.loads((folder / "machine.json").read_text())["cpu_cores"] == len(os.sched_getaffinity(0))
@@ -339,8 +339,8 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
     runs = pd.DataFrame(
         fake_rows("small", {"baseline": 100.0, "amp": 150.0, "synthetic": 200.0, "amp-synthetic": 300.0})
         + fake_rows("imagenet", {"baseline": 10.0, "amp": 30.0, "synthetic": 20.0, "amp-synthetic": 40.0})
-    ).reindex(columns=tables.RUN_COLUMNS)
-    summary = tables.summarize(runs).set_index(["workload", "variant"])
+    ).reindex(columns=record.RUN_COLUMNS)
+    summary = summarize.summarize(runs).set_index(["workload", "variant"])
     assert summary.loc[("small", "amp"), "speedup"] == pytest.approx(1.5)
     assert summary.loc[("imagenet", "amp"), "speedup"] == pytest.approx(3.0)
     assert summary.loc[("small", "baseline"), "ceiling"] == "synthetic"
@@ -348,7 +348,7 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
     assert summary.loc[("imagenet", "amp"), "ceiling"] == "amp-synthetic"  # mixed precision against its own
     assert summary.loc[("imagenet", "amp"), "ceiling_pct"] == pytest.approx(75.0)
     assert pd.isna(summary.loc[("small", "synthetic"), "ceiling_pct"])  # a ceiling is not read against itself
-    text = tables.markdown(tables.summarize(runs), {"small": "A", "imagenet": "B"}, "now")
+    text = markdown.markdown(summarize.summarize(runs), {"small": "A", "imagenet": "B"}, "now")
     assert text.index("### A (now)") < text.index("| synthetic (ceiling) |") < text.index("### B (now)")
 
 
@@ -365,7 +365,7 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
     ],
 )
 def test_rows_say_what_they_can_show(row, label):
-    assert tables.label(pd.Series(dict(dataset="generated", world_size=1, dp_devices=None) | row)) == label
+    assert markdown.label(pd.Series(dict(dataset="generated", world_size=1, dp_devices=None) | row)) == label
 
 
 def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from bench import check, execute, plan, tables
+from bench import check, execute, plan, record
 from helpers import ROOT, run
 
 sys.path.insert(0, str(ROOT))
@@ -188,13 +188,13 @@ def test_a_bench_in_chunks_stops_between_whole_rounds_and_resume_goes_on(tiny_da
     first = run("-m", "bench", *common, "--repeats", 3, "--budget", "none", "--chunk", "0.01")
     assert first.returncode == 0, first.stdout + first.stderr
     assert "stopped after 2 of 6 runs, every round whole" in first.stdout and "--resume goes on" in first.stdout
-    rows = tables.read_runs(out / "runs.csv")
+    rows = record.read_runs(out / "runs.csv")
     assert sorted(rows["run"]) == ["amp-1", "baseline-1"]
     second = run("-m", "bench", "--resume", "--out", out, "--chunk", "0.01")
     assert second.returncode == 0 and "stopped after 2 of 4 runs" in second.stdout, second.stdout + second.stderr
     third = run("-m", "bench", "--resume", "--out", out)
     assert third.returncode == 0 and "stopped" not in third.stdout, third.stdout + third.stderr
-    rows = tables.read_runs(out / "runs.csv")
+    rows = record.read_runs(out / "runs.csv")
     assert len(rows) == 6 and rows["bench_id"].nunique() == 1 and (rows["status"] == "ok").all()
     assert list(rows["run"])[:2] == ["baseline-1", "amp-1"]  # the first round in priority order, then shuffled
     assert [set(rows["run"][i : i + 2]) for i in (2, 4)] == [{"baseline-2", "amp-2"}, {"baseline-3", "amp-3"}]
@@ -210,7 +210,7 @@ def test_a_short_budget_keeps_fewer_rounds_and_says_so(tiny_data, tmp_path):
     result = run("-m", "bench", *args, "--repeats", 3, "--budget", "0.5")  # 30 s: the plan's estimate keeps 1 round
     assert result.returncode == 0, result.stdout + result.stderr
     assert "round(s) of the 3 asked (budget 0 min)" in result.stdout or "of the 3 asked" in result.stdout
-    rows = tables.read_runs(out / "runs.csv")
+    rows = record.read_runs(out / "runs.csv")
     assert set(rows["repeat"]) == {1}
     assert "left out to fit the budget: dp" in result.stdout and "dp" not in set(rows["variant"])
 

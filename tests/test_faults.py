@@ -12,7 +12,7 @@ import threading
 import psutil
 import pytest
 
-from bench import BenchError, baseline, execute, tables
+from bench import BenchError, baseline, execute, record
 from bench.launch import launch
 from bench.plan import Run
 from helpers import PY, ROOT, fast_first, run
@@ -112,7 +112,7 @@ def test_a_damaged_runs_csv_is_named_in_one_line(kind, words, tmp_path):
     if kind == "a damaged row inside":  # the way out it gives keeps the whole rows
         head = subprocess.run(["head", "-n", "11", tmp_path / "runs.csv"], capture_output=True, check=True)
         (tmp_path / "runs.csv").write_bytes(head.stdout)
-        assert len(tables.read_runs(tmp_path / "runs.csv")) == 10
+        assert len(record.read_runs(tmp_path / "runs.csv")) == 10
 
 
 @pytest.mark.slow
@@ -120,7 +120,7 @@ def test_a_torn_last_row_is_left_out_and_the_rest_summarized(tmp_path):
     """A bench killed while it appended a row leaves a line without its end: the rows before it are the bench."""
     good = (SAVED / "runs.csv").read_bytes()
     (tmp_path / "runs.csv").write_bytes(good[: good.rstrip(b"\n").rfind(b"\n") + 200])
-    assert len(tables.read_runs(tmp_path / "runs.csv")) == len(tables.read_runs(SAVED / "runs.csv")) - 1
+    assert len(record.read_runs(tmp_path / "runs.csv")) == len(record.read_runs(SAVED / "runs.csv")) - 1
     result = run("-m", "bench", "--summarize", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "summary.csv").exists()
@@ -145,14 +145,14 @@ def test_a_damaged_saved_baseline_is_named(tmp_path):
 def test_a_bench_appending_after_a_torn_row_starts_on_a_line_of_its_own(tmp_path):
     """A resumed or new bench cuts the torn row before it appends: its row is not glued to the torn one."""
     good = (SAVED / "runs.csv").read_bytes()
-    whole = tables.read_runs(SAVED / "runs.csv")
+    whole = record.read_runs(SAVED / "runs.csv")
     (tmp_path / "runs.csv").write_bytes(good[: good.rstrip(b"\n").rfind(b"\n") + 200])
-    note = tables.prepare_runs_file(tmp_path / "runs.csv")
+    note = record.prepare_runs_file(tmp_path / "runs.csv")
     assert note and "left out its last row" in note
     assert "upgraded" in note  # the shipped file is of the schema before first_step_s: its header is completed too
     assert (tmp_path / "runs.csv.v2").read_bytes() == good[: good.rstrip(b"\n").rfind(b"\n") + 1]
-    tables.append_row(tmp_path / "runs.csv", whole.iloc[-1].to_dict())
-    again = tables.read_runs(tmp_path / "runs.csv")
+    record.append_row(tmp_path / "runs.csv", whole.iloc[-1].to_dict())
+    again = record.read_runs(tmp_path / "runs.csv")
     assert len(again) == len(whole) and list(again["run"]) == list(whole["run"])
 
 
@@ -227,7 +227,7 @@ def test_resume_goes_on_with_allow_changed_and_marks_the_rows(stored_bench, caps
     (data / "train" / "a" / "2.jpg").write_bytes(b"y")
     runner.main(["--resume", "--allow-changed", "--out", str(out), "--baseline-dir", str(out / "none")])
     assert "warning: the data changed since bench b1 started" in capsys.readouterr().err
-    rows = tables.read_runs(out / "runs.csv")
+    rows = record.read_runs(out / "runs.csv")
     assert list(rows["changed_since_start"]) == ["data"] and list(rows["status"]) == ["ok"]
 
 
@@ -237,7 +237,7 @@ def test_resume_with_nothing_changed_runs_unmarked(stored_bench):
 
     out, _ = stored_bench
     runner.main(["--resume", "--out", str(out), "--baseline-dir", str(out / "none")])
-    assert tables.read_runs(out / "runs.csv")["changed_since_start"].isna().all()
+    assert record.read_runs(out / "runs.csv")["changed_since_start"].isna().all()
 
 
 def test_allow_changed_goes_with_resume():
@@ -277,7 +277,7 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
             bench.wait()
             kills, finished = kills + 1, False
         if (out / "runs.csv").exists():
-            rows = tables.read_runs(out / "runs.csv")  # whole rows only, or a line naming the damage
+            rows = record.read_runs(out / "runs.csv")  # whole rows only, or a line naming the damage
             assert set(rows["run"]) <= {r.name for r in planned} and (rows["status"] == "ok").all()
             assert rows["samples_per_s"].notna().all() and not rows["run"].duplicated().any()
             summarized = run("-m", "bench", "--summarize", "--out", out, "--baseline-dir", tmp_path / "none")
@@ -291,7 +291,7 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
     assert kills >= 6, f"{kills} kills in {tries} tries"  # the last try was one: --resume finishes it
     final = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
-    rows = tables.read_runs(out / "runs.csv")
+    rows = record.read_runs(out / "runs.csv")
     assert sorted(rows["run"]) == sorted(r.name for r in planned)  # each once: none lost, none run twice
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from bench import BenchError, baseline, diffs, readme, runner, tables
+from bench import BenchError, baseline, diffs, readme, record, runner
 from helpers import ROOT, fast_first
 
 PAGES = {page: page.read_text() for page in readme.pages()}
@@ -64,7 +64,7 @@ def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, 
     for name in ["runs.csv", "machine.json", "rounds.txt", *baseline.MODE_OUTPUTS]:
         if (ROOT / folder / name).exists():
             shutil.copy(ROOT / folder / name, tmp_path / name)
-    runs = tables.read_runs(tmp_path / "runs.csv")
+    runs = record.read_runs(tmp_path / "runs.csv")
     runner.write_outputs(tmp_path, runs["bench_id"].iloc[-1], runner.saved_machine(tmp_path, runs))
     for m in readme.BLOCK.finditer(PAGES[page]):
         if m.group("folder") == folder:

@@ -13,7 +13,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from bench import diffs, runner, tables
+from bench import diffs, markdown, record, runner
 from helpers import ROOT, fast_first
 
 SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
@@ -27,7 +27,7 @@ def report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
     shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
     shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
-    runs = tables.read_runs(folder / "runs.csv")
+    runs = record.read_runs(folder / "runs.csv")
     machine = json.loads((SAVED / "machine.json").read_text())
     summary = runner.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
     return folder, summary
@@ -38,7 +38,7 @@ def test_the_report_holds_the_tables_plots_and_every_measured_technique_with_its
     html = (folder / "report.html").read_text()
     assert "AMD EPYC" in html and "avx2" in html  # the machine and its features
     for variant in summary["variant"]:
-        assert f"<td>{tables.label(summary[summary['variant'] == variant].iloc[0])}</td>" in html
+        assert f"<td>{markdown.label(summary[summary['variant'] == variant].iloc[0])}</td>" in html
     for verdict in summary["verdict"].dropna():  # every verdict, escaped as HTML text
         assert str(markupsafe.escape(verdict)) in html
     assert html.count('src="data:image/png;base64,') == 4  # the plots, embedded

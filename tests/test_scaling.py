@@ -30,18 +30,18 @@ def rows(rates, mode_batch=64):
 
 
 def test_speedup_is_paired_by_round_and_efficiency_is_speedup_per_process(tmp_path):
-    table = scaling.summarize(rows({("ddp", 1): [100, 120, 110], ("ddp", 2): [150, 180, 165]}), "weak")
+    table = scaling.table_of(rows({("ddp", 1): [100, 120, 110], ("ddp", 2): [150, 180, 165]}), "weak")
     one, two = table.to_dict("records")
     assert one["answer"] == "reference" and one["speedup"] == pytest.approx(1.0)
     assert two["speedup"] == pytest.approx(1.5) and two["efficiency"] == pytest.approx(0.75)  # 1.5x on 2
     assert two["speedup_low"] == pytest.approx(1.5) and two["answer"] == "faster"  # the same ratio each round
     assert two["samples_per_s"] == 165 and two["samples_per_s_min"] == 150 and two["samples_per_s_max"] == 180
     assert two["memory_per_process_mib"] == pytest.approx(1000) and two["global_batch"] == 128
-    noisy = scaling.summarize(rows({("ddp", 1): [100, 100, 100], ("ddp", 2): [80, 130, 100]}), "weak")
+    noisy = scaling.table_of(rows({("ddp", 1): [100, 100, 100], ("ddp", 2): [80, 130, 100]}), "weak")
     assert noisy.iloc[1]["answer"] == "unsettled" and noisy.iloc[1]["speedup_low"] < 1 < noisy.iloc[1]["speedup_high"]
-    slower = scaling.summarize(rows({("ddp", 1): [100, 102, 98], ("ddp", 2): [60, 61, 59]}), "weak")
+    slower = scaling.table_of(rows({("ddp", 1): [100, 102, 98], ("ddp", 2): [60, 61, 59]}), "weak")
     assert slower.iloc[1]["answer"] == "slower" and slower.iloc[1]["efficiency"] == pytest.approx(0.3, abs=0.01)
-    failed = scaling.summarize(rows({("ddp", 1): [100, 100], ("ddp", 2): [None, None]}), "weak")
+    failed = scaling.table_of(rows({("ddp", 1): [100, 100], ("ddp", 2): [None, None]}), "weak")
     assert failed.iloc[1]["rounds_ok"] == 0 and failed.iloc[1]["error"] == "boom"
     assert math.isnan(failed.iloc[1]["speedup"])
     scaling.write(tmp_path, table, INFO, 60.0, 3, 3)

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, schema, tables
+from bench import BenchError, baseline, record, schema
 from helpers import ROOT, run, train
 
 SCRIPTS = ["train.py", "train_dp.py", "train_ddp.py", "train_amp.py", "train_channels_last.py", "train_compile.py"]
@@ -79,15 +79,15 @@ def test_an_older_runs_csv_is_upgraded_in_place(tmp_path):
     path = tmp_path / "runs.csv"
     v1_runs(path)
     before = path.read_bytes()
-    message = tables.prepare_runs_file(path)
+    message = record.prepare_runs_file(path)
     assert "schema version 2" in message and (tmp_path / "runs.csv.v1").read_bytes() == before
-    runs = tables.read_runs(path)
-    assert list(pd.read_csv(path).columns) == tables.RUN_COLUMNS
+    runs = record.read_runs(path)
+    assert list(pd.read_csv(path).columns) == record.RUN_COLUMNS
     assert list(runs["samples_per_s"]) == [300.0, 1600.0]  # the loaders' images_per_s, under training's name
     assert list(runs["peak_host_mem_mib"]) == [1200.0, 800.0] and runs.loc[0, "step_time_median_ms"] == 200.0
-    tables.append_row(path, dict(bench_id="b2", run="amp-1", variant="amp", kind="train", samples_per_s=250.0))
-    assert list(tables.read_runs(path)["samples_per_s"]) == [300.0, 1600.0, 250.0]
-    assert tables.prepare_runs_file(path) is None  # already this version
+    record.append_row(path, dict(bench_id="b2", run="amp-1", variant="amp", kind="train", samples_per_s=250.0))
+    assert list(record.read_runs(path)["samples_per_s"]) == [300.0, 1600.0, 250.0]
+    assert record.prepare_runs_file(path) is None  # already this version
 
 
 def test_an_older_baseline_is_compared_with_renamed_columns(tmp_path):
@@ -107,4 +107,4 @@ def test_a_file_from_a_newer_version_is_refused(tmp_path):
     path = tmp_path / "runs.csv"
     pd.DataFrame([dict(schema_version=99, run="x")]).to_csv(path, index=False)
     with pytest.raises(BenchError, match="schema version 99, newer"):
-        tables.read_runs(path)
+        record.read_runs(path)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import slurm_cluster
 
-from bench import BenchError, slurm, tables
+from bench import BenchError, record, slurm
 from bench.plan import Run
 from helpers import PY, ROOT
 
@@ -72,7 +72,7 @@ def test_a_bench_in_a_job_runs_its_ddp_row_through_srun_and_the_rest_where_it_is
     code, log, _ = submit(cluster, tmp_path, "--variants", "baseline,ddp", "--loaders", "none", "--repeats", 1,
                           "--data", tiny_data, "--out", out, "--baseline-dir", tmp_path / "none", *FLAGS)  # fmt: skip
     assert code == 0, log
-    rows = tables.read_runs(out / "runs.csv").set_index("variant")
+    rows = record.read_runs(out / "runs.csv").set_index("variant")
     assert list(rows["status"]) == ["ok", "ok"] and list(rows["world_size"]) == [1, 2]
     assert rows.loc["ddp", "command"].startswith("srun --nodes 1 ") and "c10d" in rows.loc["ddp", "command"]
     assert not rows.loc["baseline", "command"].startswith("srun")  # single-process rows: where the bench is

@@ -9,7 +9,7 @@ import types
 import pandas as pd
 import pytest
 
-from bench import execute, plan, runner, stats, tables
+from bench import execute, plan, record, runner, summarize
 
 MACHINE = dict(machine_class="cpu-test", gpu_count=0, gpu_name=None, cpu_model="a test CPU", cpu_cores=2)
 
@@ -29,7 +29,7 @@ def made_up(effects, rounds, noise, drift=0.0, seed=0):
 
 
 def answers(runs):
-    summary = tables.summarize(runs.reindex(columns=list(dict.fromkeys(tables.RUN_COLUMNS + list(runs.columns)))))
+    summary = summarize.summarize(runs.reindex(columns=list(dict.fromkeys(record.RUN_COLUMNS + list(runs.columns)))))
     return summary.set_index("variant")
 
 
@@ -37,8 +37,8 @@ def answer_counts(effects, rounds, noise, seeds=20):
     """{answer: how many of `seeds` made-up benches gave it}, for the last variant of effects."""
     variant, counts = list(effects)[-1], {}
     for seed in range(seeds):  # summarize's own steps (the answers tests below take the whole of summarize)
-        ratios = stats.paired(made_up(effects, rounds, noise, seed=seed), "samples_per_s", "baseline")[variant]
-        answer = stats.classify(*stats.interval(ratios)[1:])
+        ratios = summarize.paired(made_up(effects, rounds, noise, seed=seed), "samples_per_s", "baseline")[variant]
+        answer = summarize.classify(*summarize.interval(ratios)[1:])
         counts[answer] = counts.get(answer, 0) + 1
     return counts
 
@@ -93,15 +93,15 @@ def test_memory_is_compared_in_pairs_too():
 
 def test_the_interval_is_scipys_t_interval_on_the_log_ratios():
     ratios = [1.1, 1.2, 1.15, 1.05]
-    estimate, low, high = stats.interval(ratios)
+    estimate, low, high = summarize.interval(ratios)
     logs = [math.log(r) for r in ratios]
     mean = sum(logs) / 4
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
     t = 3.182446305284263  # Student's t, 3 degrees of freedom, 97.5th percentile
     assert estimate == pytest.approx(math.exp(mean))
     assert (low, high) == pytest.approx((math.exp(mean - t * sd / 2), math.exp(mean + t * sd / 2)))
-    assert stats.classify(low, high) == "faster" and stats.classify(0.99, 1.02) == "same"
-    assert stats.classify(0.5, 0.9) == "slower" and stats.classify(0.9, 1.1) == "unsettled"
+    assert summarize.classify(low, high) == "faster" and summarize.classify(0.99, 1.02) == "same"
+    assert summarize.classify(0.5, 0.9) == "slower" and summarize.classify(0.9, 1.1) == "unsettled"
 
 
 # ----------------------------------------------------------------------------- --repeats auto
@@ -140,7 +140,7 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
 
     monkeypatch.setattr(plan, "round_runs", round_runs)
     variants = list(effects)
-    runs = [run for r in range(1, stats.MIN_ROUNDS + 1) for run in round_runs(r, None, variants, [], None)]
+    runs = [run for r in range(1, summarize.MIN_ROUNDS + 1) for run in round_runs(r, None, variants, [], None)]
     args = types.SimpleNamespace(out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False)
     works = dict(small=dict(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
@@ -154,18 +154,18 @@ def test_auto_rounds_go_on_for_the_wide_rows_only_and_stop_when_every_interval_i
     effects = dict(baseline=1.0, steady=0.3, noisy=1.3)
     launched, why = auto_bench(tmp_path, monkeypatch, effects, dict(baseline=0.01, steady=0.005, noisy=0.04))
     counts = {v: sum(name.startswith(v + "-") for name in launched) for v in effects}
-    assert counts["steady"] == stats.MIN_ROUNDS  # narrow after the first rounds: not run again
-    assert counts["noisy"] > stats.MIN_ROUNDS and counts["baseline"] == counts["noisy"]  # its pair, every round
+    assert counts["steady"] == summarize.MIN_ROUNDS  # narrow after the first rounds: not run again
+    assert counts["noisy"] > summarize.MIN_ROUNDS and counts["baseline"] == counts["noisy"]  # its pair, every round
     assert "within +-5% or a quarter of its effect" in why
     noisy = pd.read_csv(tmp_path / "summary.csv").set_index("variant").loc["noisy"]
-    assert stats.precise(noisy.speedup, noisy.speedup_low, noisy.speedup_high) and noisy.speed_answer == "faster"
+    assert summarize.precise(noisy.speedup, noisy.speedup_low, noisy.speedup_high) and noisy.speed_answer == "faster"
     assert "Rounds stopped: every row's 95% interval is within +-5%" in (tmp_path / "summary.md").read_text()
 
 
 def test_an_interval_is_precise_within_5_percent_or_a_quarter_of_a_large_effect():
-    assert stats.precise(1.0, 0.96, 1.04) and not stats.precise(1.0, 0.9, 1.1)
-    assert stats.precise(0.2, 0.16, 0.25) and not stats.precise(0.2, 0.1, 0.4)  # log: +-0.22 against 1.61 / 4
-    assert not stats.precise(1.1, 0.95, 1.27) and not stats.precise(1.0, math.nan, math.nan)
+    assert summarize.precise(1.0, 0.96, 1.04) and not summarize.precise(1.0, 0.9, 1.1)
+    assert summarize.precise(0.2, 0.16, 0.25) and not summarize.precise(0.2, 0.1, 0.4)  # log: +-0.22 against 1.61 / 4
+    assert not summarize.precise(1.1, 0.95, 1.27) and not summarize.precise(1.0, math.nan, math.nan)
 
 
 def test_auto_rounds_stop_at_the_budget_and_the_summary_says_why(tmp_path, monkeypatch):
@@ -180,7 +180,7 @@ def test_auto_rounds_stop_at_the_budget_and_the_summary_says_why(tmp_path, monke
 def test_auto_rounds_stop_at_the_most_rounds(tmp_path, monkeypatch):
     effects = dict(baseline=1.0, noisy=1.0)
     launched, why = auto_bench(tmp_path, monkeypatch, effects, dict(baseline=0.3, noisy=0.3))
-    assert len(launched) == 2 * stats.MAX_ROUNDS and f"{stats.MAX_ROUNDS} rounds, the most" in why
+    assert len(launched) == 2 * summarize.MAX_ROUNDS and f"{summarize.MAX_ROUNDS} rounds, the most" in why
 
 
 # ----------------------------------------------------------------------------- equal terms

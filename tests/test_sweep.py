@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bench import runner, tables
+from bench import markdown, record, runner, summarize
 from helpers import LOADERS, ROOT, SCRIPTS, check_clean_failure, fast_first, run, train
 
 TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
@@ -224,7 +224,7 @@ def test_baseline_folder_that_is_a_file(tmp_path):
 
 def fake_runs(path, rows):
     for row in rows:
-        tables.append_row(path, row)
+        record.append_row(path, row)
 
 
 ROW = dict(schema_version=2, bench_id="b1", workload="custom", kind="train", status="ok", busy=False)
@@ -249,8 +249,8 @@ def test_a_row_that_does_not_fit_on_the_disk_is_cut_off(tmp_path):
     fake_runs(path, [dict(ROW, run="baseline-1", variant="baseline", samples_per_s=1.0)])
     before = path.read_bytes()
     code = (
-        "import sys; from bench import BenchError, tables\n"
-        f"try: tables.append_row({str(path)!r}, dict(run='x', error='e' * 5000))\n"
+        "import sys; from bench import BenchError, markdown, record, summarize\n"
+        f"try: record.append_row({str(path)!r}, dict(run='x', error='e' * 5000))\n"
         "except BenchError as e: sys.exit(str(e))\n"
     )
     result = run("-c", code, file_limit=len(before) + 100)
@@ -295,9 +295,9 @@ def test_the_tables_say_which_runs_diverged():
     rows = [dict(ROW, run=f"baseline-{i}", variant="baseline", samples_per_s=10.0 + i) for i in (1, 2)]
     rows += [dict(ROW, run="amp-1", variant="amp", samples_per_s=20.0, diverged_step=3)]
     rows += [dict(ROW, run="amp-2", variant="amp", samples_per_s=21.0)]
-    summary = tables.summarize(pd.DataFrame(rows).reindex(columns=tables.RUN_COLUMNS))
+    summary = summarize.summarize(pd.DataFrame(rows).reindex(columns=record.RUN_COLUMNS))
     assert summary.set_index("variant")["runs_diverged"].to_dict() == {"baseline": 0, "amp": 1}
-    text = tables.markdown(summary, {"custom": "work"}, "now")
+    text = markdown.markdown(summary, {"custom": "work"}, "now")
     assert "| amp (DIVERGED) |" in text and "| baseline |" in text
     assert "The loss diverged (NaN or inf) in 1 runs (amp)" in text
 

@@ -1,10 +1,10 @@
-"""The verdicts: every rule of bench/verdicts.py on runs made up for it, through the same summarize() the bench
+"""The verdicts: every rule of bench/summarize.py on runs made up for it, through the same summarize() the bench
 uses, and the numbers of a verdict checked against its table."""
 
 import pandas as pd
 import pytest
 
-from bench import stats, tables
+from bench import markdown, record, summarize
 
 BASE = dict(
     workload="small", kind="train", status="ok", busy=False, dataset="generated", model="net", device="cpu",
@@ -21,11 +21,11 @@ def runs_of(variants):
             row = dict(BASE, variant=variant, samples_per_s=rate, compute_samples_per_s=rate, peak_host_mem_mib=1000)
             row["repeat"] = repeat
             rows.append(row | fields)
-    return pd.DataFrame(rows).reindex(columns=tables.RUN_COLUMNS)
+    return pd.DataFrame(rows).reindex(columns=record.RUN_COLUMNS)
 
 
 def verdicts(variants):
-    summary = tables.summarize(runs_of(variants))
+    summary = summarize.summarize(runs_of(variants))
     return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
 
 
@@ -35,7 +35,9 @@ STEADY = [(100.0, {}), (102.0, {}), (98.0, {})]  # the baseline: 2% either way
 def test_a_clear_gain_is_said_with_its_interval_and_the_compute_per_step():
     said, summary = verdicts({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
     low, high = summary.loc["amp", "speedup_low"], summary.loc["amp", "speedup_high"]
-    assert (summary.loc["amp", "speedup"], low, high) == pytest.approx(stats.interval([200 / 100, 210 / 102, 190 / 98]))
+    assert (summary.loc["amp", "speedup"], low, high) == pytest.approx(
+        summarize.interval([200 / 100, 210 / 102, 190 / 98])
+    )
     assert said["amp"].startswith(f"amp: 2.00x faster (95% interval {low:.2f}x to {high:.2f}x over 3 paired rounds)")
     assert "compute per step went from 633.6 ms to 316.8 ms while the data wait stayed at 1%" in said["amp"]
 
@@ -126,8 +128,8 @@ def test_the_reference_and_the_ceiling_say_what_they_are():
 
 def test_the_verdicts_are_in_summary_md_and_match_its_table():
     runs = runs_of({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
-    summary = tables.summarize(runs)
-    text = tables.markdown(summary, {"small": "small"}, "now")
+    summary = summarize.summarize(runs)
+    text = markdown.markdown(summary, {"small": "small"}, "now")
     amp_row = next(line for line in text.splitlines() if line.startswith("| amp |"))
     cells = [cell.strip() for cell in amp_row.split("|")]
     speedup = next(cell for cell in cells if cell.endswith("x"))
@@ -151,7 +153,7 @@ def test_dalis_memory_is_read_from_nvml_never_from_torchs_counters(nvml):
     said, summary = verdicts(gpu_runs(nvml))
     dali = summary.loc["dali"]
     assert pd.isna(dali["peak_mem_allocated_vs_baseline"]) and pd.isna(dali["peak_mem_reserved_vs_baseline"])
-    text = tables.markdown(summary.reset_index(), {"small": "small"}, "now")
+    text = markdown.markdown(summary.reset_index(), {"small": "small"}, "now")
     row = next(line for line in text.splitlines() if line.startswith("| dali |"))
     assert "1,200 (not seen)" in row and "1,400 (not seen)" in row
     assert "(not seen) dali: DALI hands out its batches in its own GPU memory" in text

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from test_data import digest
 
-from bench import data, tables
+from bench import data, record
 from bench import plan as plan_module
 from helpers import PY, ROOT, build_loaders, run, train
 
@@ -124,18 +124,18 @@ def test_a_stopped_bench_is_finished_by_resume(tiny_data, tmp_path):
         time.sleep(0.2)
     job.send_signal(signal.SIGKILL)  # as a time limit would
     job.wait()
-    before = tables.read_runs(out / "runs.csv")
+    before = record.read_runs(out / "runs.csv")
     assert 2 <= len(before) < 6
     result = run("-m", "bench", "--resume", "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(before)} of 6 runs finished before" in result.stdout
-    runs = tables.read_runs(out / "runs.csv")
+    runs = record.read_runs(out / "runs.csv")
     assert len(runs) == 6 and runs["bench_id"].nunique() == 1 and set(runs["status"]) == {"ok"}
     assert sorted(runs["run"]) == ["baseline-1", "baseline-2", "dp-1", "dp-2", "loader-1", "loader-2"]
     summary = pd.read_csv(out / "summary.csv").set_index("variant")
     assert summary.loc["baseline", "runs_ok"] == 2 and summary.loc["loader", "runs_ok"] == 2
     again = run("-m", "bench", "--resume", "--out", out)  # nothing left: no run again
-    assert "6 of 6 runs finished before" in again.stdout and len(tables.read_runs(out / "runs.csv")) == 6
+    assert "6 of 6 runs finished before" in again.stdout and len(record.read_runs(out / "runs.csv")) == 6
 
 
 @pytest.mark.slow
@@ -146,7 +146,7 @@ def test_resume_runs_failed_runs_again_and_refuses_another_machine(tiny_data, tm
     assert first.returncode == 1
     again = run("-m", "bench", "--resume", "--out", out)
     assert again.returncode == 1 and "1 of 2 runs finished before" in again.stdout
-    runs = tables.read_runs(out / "runs.csv")
+    runs = record.read_runs(out / "runs.csv")
     # the rows run in the plan's priority order (baseline before ddp), whatever order --variants gives
     assert list(runs["run"]) == ["baseline-1", "ddp-1", "ddp-1"] and list(runs["status"]) == ["ok", "failed", "failed"]
     (plan,) = (out / "logs").glob("*/plan.json")
@@ -171,7 +171,7 @@ def test_auto_steps_are_calibrated_for_a_window_of_seconds(tiny_data, tmp_path):
     calibrated = [line for line in result.stdout.splitlines() if line.startswith("calibrated: ")]
     assert calibrated and "synthetic takes" in calibrated[0]
     timed = int(calibrated[0].split(": ")[-1].split()[0])
-    row = tables.read_runs(out / "runs.csv").iloc[0]
+    row = record.read_runs(out / "runs.csv").iloc[0]
     assert row["steps_timed"] == timed >= 50
     assert row["window_s"] > 3, row["window_s"]  # about 7 s, on a machine whose speed wanders
     (plan,) = (out / "logs").glob("*/plan.json")

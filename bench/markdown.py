@@ -1,0 +1,155 @@
+"""The markdown tables: summary.md (one row per variant, its verdict beside) from the summary, and the cells that
+report.html shows alike."""
+
+import pandas as pd
+
+from bench import plan, summarize
+from bench.summarize import busy_note, diverged_note, settled_note, torch_blind
+
+
+def fmt(value, pattern="{:,.0f}"):
+    return "" if value is None or pd.isna(value) else pattern.format(value)
+
+
+def cells(frame, columns):
+    """(headers, rows of cells) for frame's rows; columns: (header, function of a row giving the cell)."""
+    return [header for header, _ in columns], [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
+
+
+def table(frame, columns):
+    """Markdown lines for frame's rows."""
+    headers, rows = cells(frame, columns)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def runs_cell(row):
+    cell = f"{row.runs_ok}" + (f" ({row.runs_failed} failed)" if row.runs_failed else "")
+    cell += f", {row.runs_diverged} DIVERGED" if row.get("runs_diverged") else ""
+    return cell + (f", {row.runs_busy} busy" if row.get("runs_busy") else "")
+
+
+def interval_cell(row):
+    """The speed-up's 95% interval over the paired rounds (bench/summarize.py)."""
+    low, high = row.get("speedup_low"), row.get("speedup_high")
+    if row.get("speed_answer") is None or pd.isna(row.get("speed_answer")):
+        return ""
+    return "one round" if pd.isna(low) else f"{low:.2f}-{high:.2f}x"
+
+
+def answer_cell(row):
+    answer = row.get("speed_answer")
+    if answer is None or pd.isna(answer):
+        return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
+    words = dict(same="no difference", unsettled=f"not settled ({row.rounds_paired:.0f} rounds)")
+    return words.get(answer, answer)
+
+
+def compile_cell(row):
+    """The first step's time, which compiles: on an empty cache, and the median over the repeats."""
+    if pd.isna(row.get("compile_s")):
+        return ""
+    return f"{fmt(row.get('compile_cold_s'), '{:.1f}') or '-'} / {row.compile_s:.1f}"
+
+
+def label(row):
+    """A variant's name, and what its row can and cannot show."""
+    if row.get("runs_diverged"):
+        return f"{row.variant} (DIVERGED)"
+    if row.get("dataset") == "synthetic":
+        return f"{row.variant} (ceiling)"
+    if row.variant in plan.MULTI_GPU and row.get("device") == "cuda":
+        gpus = row.get("dp_devices") if row.variant == "dp" else row.get("world_size")
+        if pd.notna(gpus) and gpus < 2:
+            return f"{row.variant} (1 GPU: overhead only)"
+    if row.variant == "dp" and row.get("device") == "cpu":
+        return "dp (no GPU: a passthrough)"
+    return row.variant
+
+
+def markdown(summary, headings, stamp, notes=()):
+    """The summary as markdown: per workload, a table for training runs and one for the input pipeline alone."""
+    lines = []
+    for workload, heading in headings.items():
+        lines += section(summary[summary["workload"] == workload], f"{heading} ({stamp})")
+    for note in [settled_note(summary), *notes, diverged_note(summary), busy_note(summary)]:
+        if note:
+            lines += ["", f"**{note}**"]
+    return "\n".join(lines) + "\n"
+
+
+def section(summary, title):
+    lines = [f"### {title}", ""]
+    train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
+    if not train.empty:
+        lines += table(train, train_columns(train))
+        lines += ["", blind_note(train)] if blind_note(train) else []
+        lines += ["", "Verdicts (from the fields above, by the rules of bench/summarize.py):", ""]
+        lines += [f"- {v}" for v in train["verdict"].dropna()]
+    if not loaders.empty:
+        lines += ["", "Input pipeline alone (`loader.py --bench`, `loader_dali.py --bench`):", ""]
+        lines += table(loaders, LOADER_COLUMNS)
+        lines += [""] + [f"- {v}" for v in loaders["verdict"].dropna()]
+    return lines + [""]
+
+
+def train_columns(train):
+    """The training table's columns: the memory ones by what was measured (GPU or host), compile time if any."""
+    columns = [
+        ("variant", label),
+        ("samples/s (median)", lambda r: fmt(r.rate_median, "{:,.1f}")),
+        ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+        ("95% interval", interval_cell),
+        ("answer", answer_cell),
+        ("of ceiling", lambda r: fmt(r.get("ceiling_pct"), "{:.0f}%")),
+        ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
+        ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
+        ("ms per step", lambda r: fmt(summarize.step_ms(r), "{:.1f}")),
+        ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
+    ]
+    if train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any():
+        columns += [
+            ("torch allocated MiB", lambda r: torch_cell(r, r.peak_mem_allocated_mib)),
+            ("torch reserved MiB", lambda r: torch_cell(r, r.peak_mem_reserved_mib)),
+            ("NVML MiB (process tree)", lambda r: fmt(r.nvml_peak_mib)),
+            ("NVML vs baseline", lambda r: fmt(r.get("nvml_peak_vs_baseline"), "{:.2f}x")),
+        ]
+    else:
+        columns += [
+            ("host memory MiB (PSS)", lambda r: fmt(r.peak_host_mem_mib)),
+            ("vs baseline", lambda r: fmt(r.get("peak_host_mem_vs_baseline"), "{:.2f}x")),
+        ]
+    if "compile_s" in train and train["compile_s"].notna().any():
+        columns += [("compile s, cold / median", compile_cell)]
+    return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
+
+
+def blind_note(train):
+    """The note under a training table whose torch memory figures leave DALI's batches out, or None."""
+    blind = [
+        row["variant"]
+        for _, row in train.iterrows()
+        if torch_blind(row) and pd.notna(row.get("peak_mem_allocated_mib"))
+    ]
+    if not blind:
+        return None
+    return (
+        f"(not seen) {', '.join(blind)}: DALI hands out its batches in its own GPU memory, which torch's counters do"
+        " not see; its torch figures leave them out and are compared with nothing: compare the NVML column."
+    )
+
+
+def torch_cell(row, value):
+    """A torch memory figure; a DALI row's marked: it leaves out DALI's own memory (see the note under the table)."""
+    return fmt(value) + (" (not seen)" if torch_blind(row) and pd.notna(value) else "")
+
+
+LOADER_COLUMNS = [
+    ("loader", lambda r: r.variant),
+    ("images/s (median)", lambda r: fmt(r.rate_median)),
+    ("vs loader.py", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+    ("95% interval", interval_cell),
+    ("answer", answer_cell),
+    ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
+    ("runs", runs_cell),
+]
