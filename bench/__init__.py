@@ -1,6 +1,32 @@
-"""The bench runner: plan the runs, launch each script, sample memory and machine load, write tables and plots.
+"""The bench runner: `python -m bench` (make bench). Its modules are the stages a bench goes through, in order:
 
-Run it as `python -m bench` (or `make bench`); `python -m bench.data DIR` writes the generated data.
+    python -m bench [flags]
+      |
+      cli.py          parse the flags, choose the mode, hold the results folder's lock
+      |
+      plan.py         the runs: every variant on the same work, in rounds, within the budget (a GPU calibrates the
+      |               steps first). A mode is a plan, a way to do one run and a way to finish:
+      |                 speed.py (the bench: the speed table), check.py (--check), maxbatch.py (--max-batch),
+      |                 accuracy.py (--to-accuracy), scaling.py (--scaling)
+      |
+      execute.py      the one executor of every mode: rounds whole, --budget, --chunk, --resume, Ctrl-C and SIGTERM,
+      |               the progress lines
+      |
+      launch.py       one run: its process tree with a time limit, its log and its metrics
+      |   sample.py   while it runs: the tree's memory (PSS; NVML on a GPU), the machine's load, NVML guarded
+      |
+      record.py       the record: runs.csv, a whole row at a time (schema.py: every field, once; baseline.py: the
+      |               saved results a bench is compared with)
+      |
+      summarize.py    paired statistics, the verdicts, the summary: a row per variant
+      |
+      markdown.py     the outputs: summary.md; plots.py: the PNGs and the learning curves; report.py: report.html;
+                      readme.py: the README's result blocks
+
+Beside the path: data.py (the generated data: python -m bench.data), machine.py (what this machine is and its
+class), slurm.py (the DDP rows across nodes), diffs.py and sync.py (the tutorial diffs, and a base fix carried
+into every variant), firstgpu.py (the first GPU run, in parts). Every error the bench finds in its input is a
+BenchError, printed once, as one line, by __main__.py.
 """
 
 import contextlib

@@ -1,4 +1,4 @@
-"""python -m bench (make bench): see bench/runner.py, or python -m bench --help.
+"""python -m bench (make bench): see bench/cli.py, or python -m bench --help.
 
 The packages every run needs are checked first, so that an environment of one's own
 (make bench PY=python3) that lacks one gets a line naming it rather than a traceback.
@@ -19,7 +19,7 @@ if missing:
 
 if __name__ == "__main__":  # not when a process started by spawn imports this module again as __mp_main__
     from bench import BenchError
-    from bench.runner import main
+    from bench.cli import main
 
     try:
         main()

@@ -12,7 +12,7 @@ import time
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, markdown, record, runner, summarize
+from bench import BenchError, baseline, cli, markdown, record, summarize
 from bench.launch import launch
 from bench.plan import Run
 from bench.sample import Sampler
@@ -254,7 +254,7 @@ def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
 @pytest.mark.slow
 def test_the_runner_does_not_import_torch():
     """Its libraries would be shared with every run, which would then be charged only half of them (PSS)."""
-    probe = "import sys; from bench import machine, runner; machine.machine_info(); print('torch' in sys.modules)"
+    probe = "import sys; from bench import cli, machine; machine.machine_info(); print('torch' in sys.modules)"
     result = run("-c", probe)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
@@ -266,12 +266,12 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
     def probe():
         raise AssertionError("the machine was probed")
 
-    monkeypatch.setattr(runner, "machine_info", probe)
+    monkeypatch.setattr(cli, "machine_info", probe)
     with pytest.raises(SystemExit) as done:
-        runner.main(["--help"])
+        cli.main(["--help"])
     assert done.value.code == 0 and "--variants" in capsys.readouterr().out
     with pytest.raises(BenchError, match="unknown variant 'nosuch'"):
-        runner.main(["--variants", "nosuch"])
+        cli.main(["--variants", "nosuch"])
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import signal
 import pandas as pd
 import pytest
 
-from bench import data, execute, runner
+from bench import cli, data, execute
 
 RUN_S = 10.0
 STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
@@ -82,7 +82,7 @@ def bench(monkeypatch, tmp_path, tiny_data):
         flags = [] if more[:1] == ("--resume",) else [*MODES[mode][0], "--timeout", "60"]
         flags += [] if mode == "check" or more[:1] == ("--resume",) else ["--data", str(tiny_data)]
         try:
-            runner.main([*flags, *more, "--out", str(out), "--baseline-dir", str(tmp_path / "none")])
+            cli.main([*flags, *more, "--out", str(out), "--baseline-dir", str(tmp_path / "none")])
             code = 0
         except SystemExit as e:
             code = e.code

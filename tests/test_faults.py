@@ -20,8 +20,8 @@ from helpers import PY, ROOT, fast_first, run
 HOLD = """import sys, time
 sys.path.insert(0, '.')
 from pathlib import Path
-from bench import runner
-held = runner.lock(Path(sys.argv[1]))  # kept: a lock that is collected is released
+from bench import cli
+held = cli.lock(Path(sys.argv[1]))  # kept: a lock that is collected is released
 print('held', flush=True)
 time.sleep(300)
 """
@@ -183,7 +183,7 @@ def test_a_hung_run_is_ended_with_its_whole_tree_and_recorded_as_timed_out(tmp_p
 def stored_bench(tmp_path):
     """A bench as the runner stores it (plan.json, sources.json), over a data folder of its own, not yet run: one
     quick fake run. (results folder, data folder)."""
-    from bench import runner
+    from bench import cli
 
     data = tmp_path / "data"
     (data / "train" / "a").mkdir(parents=True)
@@ -194,15 +194,15 @@ def stored_bench(tmp_path):
     script.write_text("import json, sys\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n")
     fake = Run("fake-1", "loader", "loader", 1, 1, [sys.executable, str(script)], "custom")
     works = {"custom": {"data": str(data), "timeout": 60}}
-    plan_ = runner.plan
-    plan_.save(logs / "plan.json", "b1", runner.machine()["machine_class"], [fake], works)
+    plan_ = cli.plan
+    plan_.save(logs / "plan.json", "b1", cli.machine()["machine_class"], [fake], works)
     (logs / "sources.json").write_text(json.dumps(execute.sources(works)))
     return out, data
 
 
 @pytest.mark.parametrize("change", fast_first(["a file added", "a file rewritten", "a file removed", "the code"]))
 def test_resume_says_what_changed_before_running_anything(stored_bench, change, monkeypatch):
-    from bench import runner
+    from bench import cli
 
     out, data = stored_bench
     if change == "a file added":
@@ -215,17 +215,17 @@ def test_resume_says_what_changed_before_running_anything(stored_bench, change, 
         monkeypatch.setattr(execute, "code_fingerprint", lambda: "another")
     what = "code" if change == "the code" else "data"
     with pytest.raises(BenchError, match=f"its {what} changed since it started.*--resume --allow-changed"):
-        runner.main(["--resume", "--out", str(out)])
+        cli.main(["--resume", "--out", str(out)])
     assert not (out / "runs.csv").exists()  # nothing ran
 
 
 @pytest.mark.slow
 def test_resume_goes_on_with_allow_changed_and_marks_the_rows(stored_bench, capsys):
-    from bench import runner
+    from bench import cli
 
     out, data = stored_bench
     (data / "train" / "a" / "2.jpg").write_bytes(b"y")
-    runner.main(["--resume", "--allow-changed", "--out", str(out), "--baseline-dir", str(out / "none")])
+    cli.main(["--resume", "--allow-changed", "--out", str(out), "--baseline-dir", str(out / "none")])
     assert "warning: the data changed since bench b1 started" in capsys.readouterr().err
     rows = record.read_runs(out / "runs.csv")
     assert list(rows["changed_since_start"]) == ["data"] and list(rows["status"]) == ["ok"]
@@ -233,10 +233,10 @@ def test_resume_goes_on_with_allow_changed_and_marks_the_rows(stored_bench, caps
 
 @pytest.mark.slow
 def test_resume_with_nothing_changed_runs_unmarked(stored_bench):
-    from bench import runner
+    from bench import cli
 
     out, _ = stored_bench
-    runner.main(["--resume", "--out", str(out), "--baseline-dir", str(out / "none")])
+    cli.main(["--resume", "--out", str(out), "--baseline-dir", str(out / "none")])
     assert record.read_runs(out / "runs.csv")["changed_since_start"].isna().all()
 
 
@@ -255,7 +255,7 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
     """SIGKILL at many moments of a bench (starting, during a run, appending a row, writing the tables, plots and
     report): each time every finished row reads back whole and --summarize works; --resume then reruns only what has
     no finished row, so that in the end each planned run has exactly one row."""
-    from bench import runner
+    from bench import cli
 
     script = tmp_path / "quick.py"
     script.write_text(QUICK)
@@ -263,7 +263,7 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
     out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
     logs.mkdir(parents=True)
     works = {"custom": {"data": str(tmp_path), "timeout": 60}}
-    runner.plan.save(logs / "plan.json", "b1", runner.machine()["machine_class"], planned, works)
+    cli.plan.save(logs / "plan.json", "b1", cli.machine()["machine_class"], planned, works)
     resume = [PY, "-m", "bench", "--resume", "--out", str(out), "--baseline-dir", str(tmp_path / "none")]
     rng, kills, tries = random.Random(0), 0, 0
     while kills < 6 and tries < 40:  # the runs alone take 2.4 s, so each moment under that falls inside a bench

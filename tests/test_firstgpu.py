@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from bench import firstgpu, plan, runner
+from bench import cli, firstgpu, plan
 from helpers import run
 
 
@@ -33,7 +33,7 @@ def test_every_bench_command_is_one_the_bench_takes(step, tmp_path):
     """Each bench step's flags parse, and its plan is made on a GPU machine (--dry-run --gpus 1): no typo waits for
     the GPU."""
     flags = [firstgpu.fill(part, tmp_path, 3.0) for part in step.cmd[2:]]
-    args = runner.parse_args(flags)
+    args = cli.parse_args(flags)
     assert args.out == tmp_path / flags[flags.index("--out") + 1].rsplit("/", 1)[-1]
     if args.mode != "check":  # --check has no plan to print
         result = run("-m", "bench", *flags, "--dry-run", "--gpus", 1)
@@ -80,7 +80,7 @@ def test_the_environment_step_on_a_cpu(tmp_path):
 def test_loader_rows_alone_need_no_calibration(tiny_data, tmp_path):
     """A GPU plan of loader rows alone (the first GPU run's loader rate): no training row to calibrate on, so a fixed
     number of batches (it once tried to calibrate on no row, and its window fit divided by zero)."""
-    args = runner.parse_args(
+    args = cli.parse_args(
         ["--data", str(tiny_data), "--variants", "", "--loaders", "loader", "--batch-size", "8", "--repeats", "1"]
     )
     runs, works, _ = plan.make_plan(args, 1, 2, tmp_path, dry_run=False)

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from bench import BenchError, baseline, diffs, readme, record, runner
+from bench import BenchError, baseline, cli, diffs, readme, record, speed
 from helpers import ROOT, fast_first
 
 PAGES = {page: page.read_text() for page in readme.pages()}
@@ -65,7 +65,7 @@ def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, 
         if (ROOT / folder / name).exists():
             shutil.copy(ROOT / folder / name, tmp_path / name)
     runs = record.read_runs(tmp_path / "runs.csv")
-    runner.write_outputs(tmp_path, runs["bench_id"].iloc[-1], runner.saved_machine(tmp_path, runs))
+    speed.write_outputs(tmp_path, runs["bench_id"].iloc[-1], speed.saved_machine(tmp_path, runs))
     for m in readme.BLOCK.finditer(PAGES[page]):
         if m.group("folder") == folder:
             link = "../" + folder if page.parent.name == "docs" else folder
@@ -99,7 +99,7 @@ def test_a_block_naming_a_folder_without_runs_is_one_error(tmp_path, monkeypatch
     (tmp_path / "README.md").write_text("x\n<!-- results: baseline/nosuch -->\n<!-- /results -->\n")
     monkeypatch.setattr(readme, "ROOT", tmp_path)
     with pytest.raises(BenchError, match="README.md or docs/ show .*baseline/nosuch, which holds no runs.csv"):
-        runner.main(["--readme", "--baseline-dir", str(tmp_path / "none")])
+        cli.main(["--readme", "--baseline-dir", str(tmp_path / "none")])
     assert (tmp_path / "README.md").read_text().endswith("<!-- /results -->\n")  # left as it was
 
 

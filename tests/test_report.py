@@ -13,7 +13,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from bench import diffs, markdown, record, runner
+from bench import cli, diffs, markdown, record, speed
 from helpers import ROOT, fast_first
 
 SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
@@ -29,7 +29,7 @@ def report(tmp_path_factory):
     shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
     runs = record.read_runs(folder / "runs.csv")
     machine = json.loads((SAVED / "machine.json").read_text())
-    summary = runner.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
+    summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
     return folder, summary
 
 
@@ -133,6 +133,6 @@ def test_the_report_shows_in_a_real_browser(report, width, tmp_path):
 def test_a_bench_and_summarize_write_the_report(report, tmp_path):
     """--summarize writes it (the fixture's path is write_outputs, which every bench and --summarize call)."""
     shutil.copy(SAVED / "runs.csv", tmp_path / "runs.csv")
-    assert runner.main(["--summarize", "--out", str(tmp_path)]) in (0, None)
+    assert cli.main(["--summarize", "--out", str(tmp_path)]) in (0, None)
     assert (tmp_path / "report.html").read_text().startswith("<!doctype html>")
     assert Path(SAVED / "report.html").exists()  # the saved baseline has its own

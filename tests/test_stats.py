@@ -9,7 +9,7 @@ import types
 import pandas as pd
 import pytest
 
-from bench import execute, plan, record, runner, summarize
+from bench import cli, execute, plan, record, speed, summarize
 
 MACHINE = dict(machine_class="cpu-test", gpu_count=0, gpu_name=None, cpu_model="a test CPU", cpu_cores=2)
 
@@ -133,7 +133,7 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     fake = FakeLaunch(effects, noise, wall_s)
     monkeypatch.setattr(execute, "launch", fake)
     monkeypatch.setattr(execute, "time", fake)  # the executor's clock: each run takes wall_s
-    monkeypatch.setattr(runner, "report", lambda *a: None)
+    monkeypatch.setattr(speed, "report", lambda *a: None)
 
     def round_runs(repeat, works, variants, loaders, context):
         return [plan.Run(f"{v}-{repeat}", v, "train", repeat, 1, workload="small", estimate_s=wall_s) for v in variants]
@@ -144,7 +144,7 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     args = types.SimpleNamespace(out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False)
     works = dict(small=dict(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
-    bench = runner.Bench(args, MACHINE, "b1", runs, works, dict(auto=True, context=context))
+    bench = speed.Bench(args, MACHINE, "b1", runs, works, dict(auto=True, context=context))
     bench.logs.mkdir(parents=True)
     execute.execute(bench, budget_s)
     return fake.launched, (bench.logs / "rounds.txt").read_text()
@@ -195,7 +195,7 @@ def described(monkeypatch):
 @pytest.mark.parametrize("cores", [2, 16])
 def test_every_row_of_a_plan_uses_the_same_cores(cores, described, tmp_path):
     """processes x threads = the cores, for every row, DDP's torchrun rows included (torchrun would set 1)."""
-    args = runner.parse_args(["--dry-run", "--out", str(tmp_path)])
+    args = cli.parse_args(["--dry-run", "--out", str(tmp_path)])
     runs, _, _ = plan.make_plan(args, 0, cores, dry_run=True)
     trained = [r for r in runs if r.kind == "train"]
     assert {r.variant for r in trained if r.processes == 2} == {"ddp", "all"}
@@ -204,7 +204,7 @@ def test_every_row_of_a_plan_uses_the_same_cores(cores, described, tmp_path):
 
 
 def test_rounds_after_the_first_run_in_a_shuffled_order_the_seed_fixes(described, tmp_path):
-    args = runner.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none"])
+    args = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none"])
     runs, _, _ = plan.make_plan(args, 0, 2, dry_run=True)
     order = {r: [run.variant for run in runs if run.repeat == r and run.kind == "train"] for r in (1, 2, 3)}
     assert order[1] == plan.ordered(list(plan.TRAIN), 0)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bench import markdown, record, runner, summarize
+from bench import cli, markdown, record, summarize
 from helpers import LOADERS, ROOT, SCRIPTS, check_clean_failure, fast_first, run, train
 
 TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
@@ -240,7 +240,7 @@ def test_a_full_disk_while_summarizing_keeps_the_rows(tmp_path):
     error = bench_error("--summarize", "--out", out, file_limit=200)
     assert f"cannot write {out / 'summary.csv'}: File too large" in error
     assert (out / "runs.csv").read_bytes() == before
-    assert sorted(p.name for p in out.iterdir() if p.name != runner.LOCK) == ["runs.csv"]
+    assert sorted(p.name for p in out.iterdir() if p.name != cli.LOCK) == ["runs.csv"]
 
 
 def test_a_row_that_does_not_fit_on_the_disk_is_cut_off(tmp_path):

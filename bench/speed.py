@@ -1,0 +1,185 @@
+"""The bench itself, the default mode: every variant on the same work, in rounds, a row each in runs.csv, then
+summary.csv, summary.md, the plots and report.html from them (written again by --summarize and --readme).
+
+Bench is the mode as bench/execute.py runs it; with --repeats auto it adds rounds for the rows whose interval is
+still wide (next_round). write_outputs summarizes a bench's rows and writes every output; report prints them, and
+each row's change against the saved baseline of this machine's class.
+"""
+
+import json
+from pathlib import Path
+
+from bench import baseline, execute, markdown, plan, plots, record, slurm, summarize, write_whole
+from bench import report as html_report
+from bench.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
+
+
+def title(summary, machine, workload=None):
+    train = summary[summary["kind"] == "train"].dropna(subset=["model"])
+    if workload is not None:
+        train = train[train["workload"] == workload]
+    if machine["gpu_count"]:
+        where = f"{machine['gpu_count']}x {machine['gpu_name']}"
+    else:
+        where = f"CPU only: {machine['cpu_model']}, {machine['cpu_cores']} cores"
+    if train.empty:
+        return where
+    r = train.iloc[0]
+    return (
+        f"{where}; {r.model} on {r.workload} ({r.image_size:.0f} px), global batch {r.global_batch_size:.0f}, "
+        f"{r.steps_timed:.0f} steps timed"
+    )
+
+
+def write_outputs(out, bench_id, machine):
+    """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
+    A run tried again (--resume) counts by its last row."""
+    runs = record.read_runs(out / "runs.csv")
+    runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
+    if runs.empty:
+        return None
+    summary = summarize.summarize(runs)
+    when = runs["time_utc"].iloc[0]
+    headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
+    write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    rounds = [out / "logs" / bench_id / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
+    notes = [path.read_text().strip() for path in rounds if path.exists()][:1]
+    text = markdown.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
+    write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
+    plot_throughput(summary, out / "throughput.png", headings)
+    plot_memory(summary, out / "memory.png", headings, largest_batches(out / "max_batch.csv"))
+    plot_tradeoff(summary, out / "tradeoff.png", headings)
+    plot_time(summary, out / "time.png", headings)
+    learned = plots.gather_curves(out, bench_id, runs)
+    if learned:
+        plots.plot_curves(learned, out / "curves.png", headings)
+    notes = [summarize.settled_note(summary), *notes, summarize.diverged_note(summary), summarize.busy_note(summary)]
+    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes)
+    return summary
+
+
+def report(summary, out, machine, baseline_dir):
+    if summary is None:
+        print("no finished runs: nothing to summarize")
+        return
+    print()
+    print((out / "summary.md").read_text())
+    saved = baseline.load(machine["machine_class"], baseline_dir)
+    if saved is not None:
+        lines = baseline.compare(summary, saved)
+        where = baseline_dir / machine["machine_class"]
+        print(f"against the saved {where}:" if lines else f"{where} holds no run of the same work")
+        for line in lines:
+            print("  " + line)
+    plots = "throughput.png, memory.png, tradeoff.png, time.png" + (
+        ", curves.png" if (out / "curves.png").exists() else ""
+    )
+    print(f"tables and plots: {out}/summary.csv, summary.md, {plots}; every run: {out}/runs.csv")
+    print(f"all of it in one page, with each technique's code beside its numbers: {out}/report.html")
+
+
+def saved_machine(folder, runs):
+    """The machine a saved bench ran on: its machine.json, else the machine fields of its last run."""
+    if (folder / "machine.json").exists():
+        return json.loads((folder / "machine.json").read_text())
+    return runs.iloc[-1].to_dict()
+
+
+def print_plan(runs, works, gpu_count):
+    for workload, w in works.items():
+        steps = "auto (calibrated on the machine before the first run)" if w["steps"] == "auto" else w["steps"]
+        gpus = f"{gpu_count or 'no'} GPU{'' if gpu_count == 1 else 's'}"
+        print(f"# {workload}: {w['model']} on {w['data']} ({w['image_size']} px, {w['classes']} classes), "
+              f"global batch {w['batch_size']}, steps {steps}, {w['warmup_steps']} of them warm-up, "
+              f"{w['eval_samples']} validation images; for {gpus}")  # fmt: skip
+        for run in runs:
+            if run.workload == workload:
+                print(" ".join(slurm.launched(run)))
+
+
+def next_round(out, bench_id, works, context, repeat):
+    """--repeats auto: (the runs of round `repeat`, None), or (None, why no round is added). A round holds the
+    reference rows and every row whose speed-up's interval is still wider than summarize.PRECISION."""
+    if repeat > summarize.MAX_ROUNDS:
+        return None, f"{summarize.MAX_ROUNDS} rounds, the most --repeats auto runs"
+    rows = record.read_runs(out / "runs.csv")
+    summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
+    wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
+    wide = wide[[not summarize.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
+    if wide.empty:
+        return None, f"every row's 95% interval is within +-{summarize.PRECISION:.0%} or a quarter of its effect"
+    variants = [v for v in context["variants"] if v == "baseline" or v in set(wide["variant"])]
+    loaders = [v for v in context["loaders"] if v in set(wide["variant"])]
+    loaders = [v for v in context["loaders"] if v == "loader" or v in loaders] if loaders else []
+    if variants == ["baseline"]:
+        variants = []
+    return plan.round_runs(repeat, works, variants, loaders, context), None
+
+
+class Bench(execute.Mode):
+    """The bench: every variant on the same work, in rounds; a row each in runs.csv; the summary, plots, report.
+    options: auto (--repeats auto: rounds are added after the planned ones) and the plan's context to add them from."""
+
+    name = "bench"
+
+    def groups(self, runs):
+        return plan.rounds(runs)
+
+    def timeout(self, run):
+        return self.works[run.workload]["timeout"]
+
+    def prepare(self):
+        super().prepare()
+        upgraded = record.prepare_runs_file(self.args.out / "runs.csv")
+        if upgraded:
+            print(upgraded)
+        if self.args.tensorboard:
+            print(f"the curves, as they come: tensorboard --logdir {self.logs / 'tensorboard'}", flush=True)
+
+    def do(self, run, job):
+        row = job.launch(run, tensorboard=self.args.tensorboard)
+        if row is not None:
+            row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
+        return row
+
+    def keep(self, row):
+        record.append_row(self.args.out / "runs.csv", row)
+
+    def recorded(self):
+        if not (self.args.out / "runs.csv").exists():
+            return []
+        rows = record.read_runs(self.args.out / "runs.csv")
+        return rows[rows["bench_id"] == self.bench_id].to_dict("records")
+
+    def say(self, run, row):
+        rate = row.get("samples_per_s")
+        result = (
+            f"{rate:,.1f} {'samples' if run.kind == 'train' else 'images'}/s" if rate else "FAILED: " + row["error"]
+        )
+        busy = f"; BUSY: {row['busy_reason']}" if row.get("busy") else ""
+        diverged = f"; DIVERGED at step {row['diverged_step']}" if row.get("diverged_step") is not None else ""
+        return f"{result} ({row['wall_s']:.1f} s{busy}{diverged})"
+
+    def more(self, runs, records):
+        if not self.options.get("auto"):
+            return None, None
+        group, ended = next_round(self.args.out, self.bench_id, self.works, self.options["context"],
+                                  max(r.repeat for r in runs) + 1)  # fmt: skip
+        if group is not None:
+            names = ", ".join(dict.fromkeys(r.variant for r in group))
+            print(f"round {group[0].repeat}: {names} (their intervals are still wide)", flush=True)
+        return group, ended
+
+    def finish(self, records, unrun, how):
+        out = self.args.out
+        if how["ended"] or (how["paused"] and self.options.get("auto") and not self.args.chunk):
+            note = f"Rounds stopped: {how['ended'] or how['paused']}."
+            write_whole(self.logs / "rounds.txt", lambda tmp: Path(tmp).write_text(note + "\n"))
+        report(write_outputs(out, self.bench_id, self.info), out, self.info, self.args.baseline_dir)
+        failed = [r for r in records if r.get("status") != "ok"]
+        if failed and not how["stopped"]:
+            print(
+                f"{len(failed)} of {len(records)} runs failed: see the error column of {out}/runs.csv and {self.logs}/"
+            )
+            return 1
+        return 0
