@@ -15,8 +15,16 @@ os.environ.setdefault(
 )
 
 
+@pytest.fixture
+def script():
+    """(script, its flags) of the base, train.py: where a behaviour is the base's shared code (the checks module,
+    the loader, the meter, every unmarked line: tests/test_diffs.py proves the variants' unmarked lines are the
+    base's), it is tried on the base alone; tests/test_variants.py tries a few cases on every variant."""
+    return SCRIPTS["train"]
+
+
 @pytest.fixture(params=[name if name == "train" else pytest.param(name, marks=pytest.mark.slow) for name in SCRIPTS])
-def script(request):
+def every_script(request):
     """(script, its flags): every way of training, one after another (the base alone in make test-fast)."""
     return SCRIPTS[request.param]
 

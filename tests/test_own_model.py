@@ -78,7 +78,8 @@ def test_every_script_says_what_the_factory_raised(script, models, tiny_data, tm
     check_clean_failure(result, metrics, "factory(10) raised ValueError: width must be even, got 7")
 
 
-def test_every_script_trains_the_example_model(script, tiny_data, tmp_path):
+def test_every_script_trains_the_example_model(every_script, tiny_data, tmp_path):
+    script = every_script
     result, m = train(
         script[0], tiny_data, tmp_path / "m.json", *script[1:], "--model", EXAMPLE, "--steps", 4, "--warmup-steps", 1
     )

@@ -278,7 +278,9 @@ def test_a_full_disk_while_generating_leaves_nothing(tmp_path):
 # 3. meaningless results
 
 
+@pytest.mark.parametrize("script", fast_first([SCRIPTS["train"], SCRIPTS["amp"], SCRIPTS["all"]]))
 def test_a_diverged_run_says_so(script, tiny_data, tmp_path):
+    """The base, and the variants that change how the loss is computed (autocast; and the whole recipe)."""
     metrics = tmp_path / "m.json"
     result, written = train(script[0], tiny_data, metrics, *script[1:], *TIMED, "--lr", "1e30", "--steps", 6)
     assert result.returncode == 0, result.stderr

@@ -1,10 +1,13 @@
 """train_dp.py and train_amp.py on a CPU, and every variant against the baseline on the same seed and data."""
 
 import math
+import re
 
 import pytest
 
-from helpers import LEARN, TORCHRUN, train
+from helpers import LEARN, ROOT, TORCHRUN, check_clean_failure, train
+
+TRAINING = sorted(p.name for p in ROOT.glob("train*.py"))
 
 
 def test_dp_on_a_cpu_is_a_passthrough_and_says_so(tiny_data, tmp_path):
@@ -46,3 +49,36 @@ def test_amp_and_two_process_ddp_learn_as_the_baseline_does(baseline_small, smal
         assert m["val_samples"] == 200
         assert m["val_acc"] >= 0.4, (name, m["val_acc"])
         assert m["train_loss_final"] < 0.6 * m["train_loss_first"], (name, m["train_loss_first"], m["train_loss_final"])
+
+
+# ----------------------------------------------------------------------------- bad input in every variant
+
+
+def test_a_few_bad_inputs_in_every_variant(every_script, tiny_data, tmp_path):
+    """The whole bad-input sweep runs on train.py (tests/test_bad_input.py); its checks are shared code (the next
+    test), so each variant tries a few: the data, the model, the device."""
+    script = every_script
+    hidden = {"CUDA_VISIBLE_DEVICES": ""}  # no GPU, as on CI's machine, wherever this runs
+    cases = [
+        ((tmp_path / "nowhere",), None, "does not exist"),
+        ((tiny_data, "--model", "resnet19"), None, "resnet19"),
+        ((tiny_data, "--device", "cuda"), hidden, "cuda"),
+    ]
+    for (data, *flags), env, words in cases:
+        metrics = tmp_path / "m.json"
+        result, _ = train(script[0], data, metrics, *script[1:], *flags, env=env)
+        check_clean_failure(result, metrics)
+        assert words in result.stderr, (script, flags, result.stderr)
+
+
+def test_the_checks_that_bad_input_meets_are_the_bases_in_every_variant():
+    """Every line of train.py that calls the checks module or the loader's checks is in each variant unchanged (the
+    diff rule, tests/test_diffs.py, holds every unmarked line to the base's): a bad input tried on the base is tried
+    on the code every variant runs."""
+    base = (ROOT / "train.py").read_text().splitlines()
+    checking = [line for line in base if re.search(r"\bchecks\.\w+\(", line)]
+    assert len(checking) >= 5, checking  # the base does check its input through the shared module
+    for name in TRAINING:
+        lines = set((ROOT / name).read_text().splitlines())
+        missing = [line for line in checking if line not in lines]
+        assert not missing, (name, missing)
