@@ -1,7 +1,8 @@
 """A process that has imported torch once and forks a fresh child for each script a test runs.
 
 `import torch` takes seconds on the 2-core CI machines and most script runs in the tests (the bad-input sweeps)
-end within a second of it. helpers.run sends `python SCRIPT.py ARGS` here instead of starting an interpreter,
+end within a second of it. helpers.run sends `python SCRIPT.py ARGS` and `python -m bench ARGS` (the bench and
+its imports, pandas, matplotlib and scipy, are imported here once too) here instead of starting an interpreter,
 when the test asks for nothing the interpreter would read at its start (no environment of its own, no limits).
 The child is a process of its own, as a user's would be: it runs the script as __main__ with its own argv,
 working folder, stdout and stderr (files), and exits with the script's exit code, a traceback printed as Python
@@ -25,6 +26,9 @@ import torch  # noqa: F401
 import torchvision  # noqa: F401
 import tqdm  # noqa: F401
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: bench/
+import bench.cli  # noqa: E402, F401  (python -m bench: pandas, matplotlib, scipy, jinja2 and the bench itself)
+
 
 def child(request, replies):
     replies.close()
@@ -37,12 +41,16 @@ def child(request, replies):
     os.open(os.devnull, os.O_RDONLY)
     sys.stdin = open(0)  # noqa: SIM115
     sys.stdout, sys.stderr = open(1, "w", buffering=1), open(2, "w", buffering=1)  # noqa: SIM115
-    script = request["argv"][0]
-    sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    argv = list(request["argv"])
+    module = argv[1] if argv[0] == "-m" else None  # python -m MODULE ARGS: the module found from the working folder
+    sys.argv = [module, *argv[2:]] if module else argv
+    sys.path[0] = os.getcwd() if module else os.path.dirname(os.path.abspath(argv[0]))
     code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as e:
         if e.code is None:
             code = 0

@@ -55,7 +55,9 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
     preexec = limit if memory_limit or file_limit else None
-    if str(args[0]).endswith(".py") and not preexec and FORKS.suits(full_env):
+    bench = args[0] == "-m" and args[1] == "bench" and Path(cwd) == ROOT  # the server imported this bench/
+    forkable = str(args[0]).endswith(".py") or bench  # see tests/forkserver.py
+    if forkable and not preexec and FORKS.suits(full_env):
         return FORKS.run(cmd, cwd, full_env, timeout)
     return subprocess.run(
         cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env, preexec_fn=preexec

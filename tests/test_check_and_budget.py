@@ -182,28 +182,6 @@ def test_the_gpu_plan_fits_25_minutes_in_rounds_of_at_most_9():
 
 
 @pytest.mark.slow
-def test_a_bench_in_chunks_stops_between_whole_rounds_and_resume_goes_on(tiny_data, tmp_path):
-    out = tmp_path / "results"
-    common = ["--data", tiny_data, "--out", out, *TINY, "--variants", "baseline,amp", "--loaders", "none"]
-    first = run("-m", "bench", *common, "--repeats", 3, "--budget", "none", "--chunk", "0.01")
-    assert first.returncode == 0, first.stdout + first.stderr
-    assert "stopped after 2 of 6 runs, every round whole" in first.stdout and "--resume goes on" in first.stdout
-    rows = record.read_runs(out / "runs.csv")
-    assert sorted(rows["run"]) == ["amp-1", "baseline-1"]
-    second = run("-m", "bench", "--resume", "--out", out, "--chunk", "0.01")
-    assert second.returncode == 0 and "stopped after 2 of 4 runs" in second.stdout, second.stdout + second.stderr
-    third = run("-m", "bench", "--resume", "--out", out)
-    assert third.returncode == 0 and "stopped" not in third.stdout, third.stdout + third.stderr
-    rows = record.read_runs(out / "runs.csv")
-    assert len(rows) == 6 and rows["bench_id"].nunique() == 1 and (rows["status"] == "ok").all()
-    assert list(rows["run"])[:2] == ["baseline-1", "amp-1"]  # the first round in priority order, then shuffled
-    assert [set(rows["run"][i : i + 2]) for i in (2, 4)] == [{"baseline-2", "amp-2"}, {"baseline-3", "amp-3"}]
-    # where each run's time went: its phases add up to its wall time
-    phases = rows[["setup_s", "warmup_s", "window_s", "eval_s", "other_s"]]
-    assert (phases >= -0.05).all().all() and ((phases.sum(axis=1) - rows["wall_s"]).abs() < 1e-6).all()
-
-
-@pytest.mark.slow
 def test_a_short_budget_keeps_fewer_rounds_and_says_so(tiny_data, tmp_path):
     out = tmp_path / "results"
     args = ["--data", tiny_data, "--out", out, *TINY, "--variants", "baseline,amp,dp", "--loaders", "none"]

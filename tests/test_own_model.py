@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from helpers import ROOT, check_clean_failure, fast_first, run, train
+from helpers import ROOT, SCRIPTS, check_clean_failure, fast_first, run, train
 
 EXAMPLE = "examples/smallnet.py:build"
 
@@ -78,8 +78,10 @@ def test_every_script_says_what_the_factory_raised(script, models, tiny_data, tm
     check_clean_failure(result, metrics, "factory(10) raised ValueError: width must be even, got 7")
 
 
-def test_every_script_trains_the_example_model(every_script, tiny_data, tmp_path):
-    script = every_script
+@pytest.mark.parametrize("script", fast_first([SCRIPTS["train"], SCRIPTS["checkpoint"]]))
+def test_a_script_trains_the_example_model(script, tiny_data, tmp_path):
+    """The base, and checkpointing, which finds the model's stages; python -m bench --check trains the example model
+    in every script and path (tests/test_check_and_budget.py)."""
     result, m = train(
         script[0], tiny_data, tmp_path / "m.json", *script[1:], "--model", EXAMPLE, "--steps", 4, "--warmup-steps", 1
     )
