@@ -56,7 +56,8 @@ def test_without_the_meter_a_script_still_trains_and_evaluates(script, tiny_data
     (tmp_path / script).write_text("\n".join(kept) + "\n")
     (tmp_path / "cli.py").write_text(RUNNER)
     out = tmp_path / "counts.json"
-    flags = ["--data", tiny_data, "--model", SMALL_MODEL, "--batch-size", 16, "--workers", 0, "--epochs", 2]
+    flags = ["--data", tiny_data, "--model", f"{ROOT}/examples/smallnet.py:build", "--batch-size", 16, "--workers", 0]
+    flags += ["--epochs", 2]
     result = run(tmp_path / "cli.py", tmp_path / script, out, *flags, "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     counts = json.loads(out.read_text())
