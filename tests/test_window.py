@@ -1,0 +1,108 @@
+"""The timed window (meter.py), in-process with a made-up clock: every second below is exact. A run of a script is
+played as the training loop calls the meter (start, batch, step, pause, evaluated, finish), with known waits for the
+data, known compute per step, an evaluation between epochs and a slow first step (a compile), and the record is
+checked against the arithmetic: the warm-up and the evaluations are left out, the first step is timed apart, the
+wait for data is the data wait, epoch starts inside the window are counted, throughput is samples / seconds."""
+
+import json
+import sys
+import types
+
+import pytest
+import torch
+
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT))
+import meter  # noqa: E402
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def perf_counter(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    made_up = Clock()
+    monkeypatch.setattr(meter, "time", made_up)
+    return made_up
+
+
+def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, compute=1.0, first=30.0, eval_s=7.0,
+         target=None, accuracies=(0.5, 0.9)):  # fmt: skip
+    """The loop of train.py against the meter: (the metrics written, the meter)."""
+    args = types.SimpleNamespace(warmup_steps=warmup, metrics_out=str(tmp_path / "m.json"), no_progress=True,
+                                 target_accuracy=target, tensorboard=None, memory_snapshot=None, loader="torchvision",
+                                 model="m", workers=0, seed=0, eval_samples=None)  # fmt: skip
+    info = types.SimpleNamespace(dataset="generated", image_size=16, num_classes=10, loader="torch", train_size=32,
+                                 val_size=40, dali_version=None)  # fmt: skip
+    m = meter.Meter(args, torch.device("cpu"))
+    clock.advance(3.0)  # the setup: data checked, loaders and model built
+    m.start(info, batch, epochs * per_epoch)
+    for epoch in m.until_target(range(epochs)):
+        for _ in range(per_epoch):
+            clock.advance(wait)  # the host waits for the batch
+            m.batch()
+            clock.advance(first if m.steps == 0 else compute)  # the step: the first one compiles
+            m.step(torch.tensor(2.0 - 0.1 * m.steps))
+        m.pause()
+        clock.advance(eval_s)
+        m.evaluated(accuracies[epoch], 40)
+    m.finish()
+    return json.loads((tmp_path / "m.json").read_text()), m
+
+
+def test_the_window_times_the_steps_after_the_warm_up_and_leaves_evaluation_out(clock, tmp_path, capsys):
+    metrics, _ = play(clock, tmp_path)
+    steps = 2 * 4 - 2  # 8 steps, 2 of them warm-up
+    # the window opens at the end of step 2; it holds 6 steps of (wait + compute) and, between the epochs, the batch
+    # wait after the evaluation; the evaluation's 7 s are paused out
+    assert metrics["steps_timed"] == steps
+    assert metrics["window_s"] == pytest.approx(steps * (0.5 + 1.0))
+    assert metrics["samples_per_s"] == pytest.approx(steps * 8 / (steps * 1.5))
+    assert metrics["step_time_median_ms"] == pytest.approx(1500.0)  # a step: from the last one's end to its own
+    assert metrics["data_wait_frac"] == pytest.approx(0.5 / 1.5)  # the host's wait for each batch
+    assert metrics["starved_frac"] == pytest.approx(0.5 / 1.5)  # on a CPU: the same wait, seen from the step
+    assert metrics["compute_samples_per_s"] == pytest.approx(steps * 8 / (steps * 1.0))
+    assert metrics["epoch_starts_timed"] == 1 and metrics["eval_pauses"] == 1  # epoch 2 began inside the window
+    assert metrics["eval_s"] == pytest.approx(2 * 7.0) and metrics["setup_s"] == pytest.approx(3.0)
+    assert metrics["first_step_s"] == pytest.approx(30.0)  # the first step alone (a compile), outside the window
+    assert metrics["warmup_s"] == pytest.approx(0.5 + 30.0 + 0.5 + 1.0)
+    assert metrics["val_acc"] == 0.9 and metrics["train_loss_first"] == pytest.approx(1.85)
+    assert metrics["epoch_time_s"] == pytest.approx(32 * metrics["window_s"] / (steps * 8))
+    assert f"speed   {steps * 8 / (steps * 1.5):.1f} samples/s" in capsys.readouterr().out
+
+
+def test_a_slower_step_inside_the_window_moves_the_median_and_the_rate_alike(clock, tmp_path):
+    fast, _ = play(clock, tmp_path, compute=1.0)
+    slow, _ = play(clock, tmp_path, compute=2.0)
+    assert slow["window_s"] - fast["window_s"] == pytest.approx(6 * 1.0)
+    assert slow["step_time_median_ms"] == pytest.approx(2500.0)
+    assert slow["samples_per_s"] < fast["samples_per_s"]
+
+
+def test_a_warm_up_of_a_whole_epoch_opens_the_window_at_the_next_epoch(clock, tmp_path):
+    metrics, _ = play(clock, tmp_path, warmup=4)
+    assert metrics["steps_timed"] == 4 and metrics["window_s"] == pytest.approx(4 * 1.5)
+    # the window opened as epoch 1 ended: the evaluation after it is paused out, epoch 2's start is in the window
+    assert metrics["eval_pauses"] == 1 and metrics["epoch_starts_timed"] == 1
+
+
+def test_the_target_reached_closes_the_window_at_that_evaluation(clock, tmp_path):
+    metrics, m = play(clock, tmp_path, epochs=3, target=0.8, accuracies=(0.5, 0.85, 0.95))
+    assert m.epochs == 2 and m.reached  # the third epoch never ran
+    assert metrics["steps_timed"] == 6 and metrics["window_s"] == pytest.approx(6 * 1.5)
+    assert metrics["val_acc"] == 0.85
+
+
+def test_no_warm_up_times_every_step_and_has_no_first_step_apart(clock, tmp_path):
+    metrics, _ = play(clock, tmp_path, warmup=0, first=1.0)
+    assert metrics["steps_timed"] == 8 and metrics["first_step_s"] is None
+    assert metrics["window_s"] == pytest.approx(8 * 1.5)
