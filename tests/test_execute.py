@@ -37,8 +37,9 @@ class FakeLaunch:
     """A run's row without a process: what every mode reads from one (and its metrics file); a batch above 64 runs
     out of memory; the run numbered interrupt_at is stopped by "Ctrl-C" (the executor's stop set)."""
 
-    def __init__(self, clock, interrupt_at=None, run_s=RUN_S):
+    def __init__(self, clock, interrupt_at=None, run_s=RUN_S, failing=()):
         self.clock, self.interrupt_at, self.launched, self.run_s = clock, interrupt_at, [], run_s
+        self.failing = failing  # runs that fail, by name
 
     def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None):
         self.launched.append(run.name)
@@ -49,6 +50,8 @@ class FakeLaunch:
         self.clock.now += self.run_s
         cmd = run.cmd
         batch = int(cmd[len(cmd) - cmd[::-1].index("--batch-size")]) if "--batch-size" in cmd else 8
+        if run.name in self.failing:
+            return dict(status="failed", error="train.py: error: made up", wall_s=self.run_s)
         if memory_limit_mib and batch > 64:
             return dict(
                 status="failed", error="train.py: error: out of memory, try a smaller --batch-size", wall_s=RUN_S
@@ -76,10 +79,10 @@ def bench(monkeypatch, tmp_path, tiny_data):
     monkeypatch.setattr(data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
     out = tmp_path / "out"
 
-    def main(mode, *more, interrupt_at=None, run_s=RUN_S):
-        fake = FakeLaunch(clock, interrupt_at, run_s)
+    def main(mode, *more, interrupt_at=None, run_s=RUN_S, flags=None, failing=()):
+        fake = FakeLaunch(clock, interrupt_at, run_s, failing)
         monkeypatch.setattr(execute, "launch", fake)
-        flags = [] if more[:1] == ("--resume",) else [*MODES[mode][0], "--timeout", "60"]
+        flags = [] if more[:1] == ("--resume",) else [*(flags or MODES[mode][0]), "--timeout", "60"]
         flags += [] if mode == "check" or more[:1] == ("--resume",) else ["--data", str(tiny_data)]
         try:
             cli.main([*flags, *more, "--out", str(out), "--baseline-dir", str(tmp_path / "none")])
@@ -185,3 +188,29 @@ def test_a_record_cut_short_by_a_kill_is_left_out_and_its_run_runs_again(tmp_pat
         dict(run="b"),
         dict(run="a", x=2),
     ]
+
+
+def test_a_resumed_bench_counts_what_its_earlier_parts_spent_against_the_budget(bench, capsys):
+    """3 rounds of 20 s: a first part of 30 s runs round 1; resumed with a budget of 50 s, round 2 runs (a part
+    always runs its first group) and round 3 would end at 60 s, past the budget, counting the first part's 20 s."""
+    flags = ["--scaling", "1,2", "--variants", "ddp", "--repeats", "3", *STEPS]
+    code, _ = bench("scaling", "--chunk", str(30 / 60), flags=flags)
+    _, done = records(bench.out)
+    assert code == 0 and len(done) == 2, capsys.readouterr().out
+    code, _ = bench("scaling", "--resume", "--budget", str(50 / 60))
+    said = capsys.readouterr().out
+    _, done = records(bench.out)
+    assert len(done) == 4 and "the budget of 0.833333 min would be spent inside the next round" in said, said
+
+
+@pytest.mark.parametrize("mode", ["bench", "to_accuracy", "scaling"])
+def test_resume_runs_the_failed_runs_again_and_only_them(bench, mode):
+    code, _ = bench(mode, failing={"amp-1", "checkpoint-1", "n2-ddp-1"})
+    plan, done = records(bench.out)
+    failed = {r["run"] for r in done if r["status"] != "ok"}
+    assert len(failed) == (2 if mode != "scaling" else 1)
+    code, again = bench(mode, "--resume")
+    assert sorted(again) == sorted(failed)  # the failed ones, and nothing else
+    _, done = records(bench.out)
+    last = execute.last_of_each(done)  # a run tried again counts by its last record
+    assert all(r["status"] == "ok" for r in last) and len(last) == len(plan["runs"]) == len(done) - len(failed)
