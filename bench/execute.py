@@ -225,7 +225,8 @@ def execute(mode, budget_s=None, chunk_min=None, spent_s=0.0, resumed=False):
     why = "stopped (Ctrl-C or SIGTERM)" if stop.is_set() else paused or "not reached"
     unrun = [(r, why) for r in mode.runs if r.name not in finished and r.name not in {x["run"] for x in records}]
     if stop.is_set():
-        print(f"interrupted during {run.name}: the finished {mode.what} are kept (python -m bench --resume goes on)")
+        during = f"during {run.name}" if run else "before the first run"
+        print(f"interrupted {during}: the finished {mode.what} are kept (python -m bench --resume goes on)")
     elif paused:
         print(f"stopped after {count} of {len(todo)} {mode.what}, every round whole: {paused}; python -m bench --resume"
               " goes on")  # fmt: skip
