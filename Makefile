@@ -69,11 +69,11 @@ slurm:
 
 # every test (CI runs this); test-fast leaves out the slow ones (torchrun, whole benches, memory limits, Slurm)
 test: $(SETUP) lint browser slurm
-	@$(PY) -m pytest $(ARGS) tests; rc=$$?; \
+	@$(PY) -m pytest --durations=25 $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; exit $$rc
 
 test-fast: $(SETUP) lint browser
-	@$(PY) -m pytest -m "not slow" $(ARGS) tests; rc=$$?; \
+	@$(PY) -m pytest -m "not slow" --durations=25 $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests: that is a failure here"; fi; exit $$rc
 
 lint: $(SETUP)
