@@ -9,7 +9,7 @@ import signal
 import pandas as pd
 import pytest
 
-from bench import cli, data, execute
+from bench import BenchError, cli, data, execute
 
 RUN_S = 10.0
 STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
@@ -214,3 +214,17 @@ def test_resume_runs_the_failed_runs_again_and_only_them(bench, mode):
     _, done = records(bench.out)
     last = execute.last_of_each(done)  # a run tried again counts by its last record
     assert all(r["status"] == "ok" for r in last) and len(last) == len(plan["runs"]) == len(done) - len(failed)
+
+
+def test_resume_refuses_a_bench_of_another_machine_and_rows_run_in_priority_order(bench):
+    flags = ["--variants", "checkpoint,amp,baseline", "--loaders", "none", "--repeats", "1", *STEPS]
+    code, launched = bench("bench", flags=flags)
+    assert launched == ["baseline-1", "amp-1", "checkpoint-1"]  # the plan's order, whatever --variants gives
+    (plan,) = (bench.out / "logs").glob("*/plan.json")
+    plan.write_text(json.dumps(dict(json.loads(plan.read_text()), machine_class="8x-nvidia-h100")))
+    with pytest.raises(BenchError, match="ran on 8x-nvidia-h100, this is .*: its numbers would not be one bench"):
+        runner_main(bench, "--resume")
+
+
+def runner_main(bench, *flags):
+    cli.main([*flags, "--out", str(bench.out)])

@@ -3,17 +3,13 @@ a fixed evaluation sample, calibrated steps, and a bench that can be continued."
 
 import json
 import os
-import signal
-import subprocess
-import time
 
-import pandas as pd
 import pytest
 from test_data import digest
 
 from bench import data, record
 from bench import plan as plan_module
-from helpers import PY, ROOT, build_loaders, run, train
+from helpers import build_loaders, run, train
 
 
 def test_a_workload_is_made_once_and_again_when_its_parameters_change(tmp_path, monkeypatch):
@@ -111,50 +107,6 @@ def test_two_ddp_processes_evaluate_the_sample_once(tiny_data, tmp_path):
 
 
 QUICK = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--workers", 0, "--eval-samples", 8]
-
-
-@pytest.mark.slow
-def test_a_stopped_bench_is_finished_by_resume(tiny_data, tmp_path):
-    out = tmp_path / "results"
-    cmd = [PY, "-m", "bench", "--data", tiny_data, "--out", out, *QUICK, "--variants", "baseline,dp"]
-    job = subprocess.Popen([*map(str, cmd), "--loaders", "loader", "--repeats", "2"], cwd=ROOT, stdout=subprocess.PIPE)
-    deadline = time.time() + 300
-    while not (out / "runs.csv").exists() or len((out / "runs.csv").read_text().splitlines()) < 3:
-        assert time.time() < deadline and job.poll() is None
-        time.sleep(0.2)
-    job.send_signal(signal.SIGKILL)  # as a time limit would
-    job.wait()
-    before = record.read_runs(out / "runs.csv")
-    assert 2 <= len(before) < 6
-    result = run("-m", "bench", "--resume", "--out", out)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{len(before)} of 6 runs finished before" in result.stdout
-    runs = record.read_runs(out / "runs.csv")
-    assert len(runs) == 6 and runs["bench_id"].nunique() == 1 and set(runs["status"]) == {"ok"}
-    assert sorted(runs["run"]) == ["baseline-1", "baseline-2", "dp-1", "dp-2", "loader-1", "loader-2"]
-    summary = pd.read_csv(out / "summary.csv").set_index("variant")
-    assert summary.loc["baseline", "runs_ok"] == 2 and summary.loc["loader", "runs_ok"] == 2
-    again = run("-m", "bench", "--resume", "--out", out)  # nothing left: no run again
-    assert "6 of 6 runs finished before" in again.stdout and len(record.read_runs(out / "runs.csv")) == 6
-
-
-@pytest.mark.slow
-def test_resume_runs_failed_runs_again_and_refuses_another_machine(tiny_data, tmp_path):
-    out = tmp_path / "results"
-    args = ("--data", tiny_data, "--out", out, *QUICK, "--variants", "ddp,baseline", "--loaders", "none")
-    first = run("-m", "bench", *args, "--repeats", 1, "--nproc", 3)  # 16 images do not split over 3 processes
-    assert first.returncode == 1
-    again = run("-m", "bench", "--resume", "--out", out)
-    assert again.returncode == 1 and "1 of 2 runs finished before" in again.stdout
-    runs = record.read_runs(out / "runs.csv")
-    # the rows run in the plan's priority order (baseline before ddp), whatever order --variants gives
-    assert list(runs["run"]) == ["baseline-1", "ddp-1", "ddp-1"] and list(runs["status"]) == ["ok", "failed", "failed"]
-    (plan,) = (out / "logs").glob("*/plan.json")
-    saved = json.loads(plan.read_text())
-    plan.write_text(json.dumps(dict(saved, machine_class="8x-nvidia-h100")))
-    refused = run("-m", "bench", "--resume", "--out", out)
-    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
-    assert "ran on 8x-nvidia-h100" in refused.stderr and "start a new one" in refused.stderr
 
 
 def test_nothing_to_resume(tmp_path):
