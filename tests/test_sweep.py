@@ -278,7 +278,7 @@ def test_a_full_disk_while_generating_leaves_nothing(tmp_path):
 # 3. meaningless results
 
 
-@pytest.mark.parametrize("script", fast_first([SCRIPTS["train"], SCRIPTS["amp"], SCRIPTS["all"]]))
+@pytest.mark.parametrize("script", fast_first([(SCRIPTS["train"],), (SCRIPTS["amp"],), (SCRIPTS["all"],)]))
 def test_a_diverged_run_says_so(script, tiny_data, tmp_path):
     """The base, and the variants that change how the loss is computed (autocast; and the whole recipe)."""
     metrics = tmp_path / "m.json"
