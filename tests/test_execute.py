@@ -9,7 +9,7 @@ import signal
 import pandas as pd
 import pytest
 
-from bench import BenchError, cli, data, execute
+from bench import BenchError, cli, data, execute, plan
 
 RUN_S = 10.0
 STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
@@ -71,11 +71,29 @@ class FakeLaunch:
                     model="m", image_size=16, steps_timed=4, device="cpu", time_utc="2026-11-24T00:00:00")  # fmt: skip
 
 
+DESCRIBED = {}
+describe = plan.describe
+
+
+def described(path, workload):
+    if (str(path), workload) not in DESCRIBED:
+        DESCRIBED[(str(path), workload)] = describe(path, workload)
+    return dict(DESCRIBED[(str(path), workload)])
+
+
+@pytest.fixture(scope="module")
+def this_machine():
+    """What python -m bench finds of this machine, found once (probing the GPUs takes seconds)."""
+    return cli.machine()
+
+
 @pytest.fixture
-def bench(monkeypatch, tmp_path, tiny_data):
+def bench(monkeypatch, tmp_path, tiny_data, this_machine):
     """main(mode's flags + more): python -m bench in-process, its runs made up; returns (exit code, the launches)."""
     clock = Clock()
     monkeypatch.setattr(execute, "time", clock)
+    monkeypatch.setattr(cli, "machine", lambda: dict(this_machine))
+    monkeypatch.setattr(plan, "describe", described)  # the data's description (a loader.py run), read once
     monkeypatch.setattr(data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
     out = tmp_path / "out"
 
