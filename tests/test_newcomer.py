@@ -136,7 +136,8 @@ def test_the_progress_bar_closes_before_the_last_evaluation(script, monkeypatch,
     evaluated = module.evaluate
     monkeypatch.setattr(importlib.import_module("meter"), "tqdm", Bar)
     monkeypatch.setattr(module, "evaluate", evaluate)
-    argv = [script, "--data", str(tiny_data), "--model", "shufflenet_v2_x0_5", "--batch-size", "16", "--epochs", "2"]
+    small = "examples/smallnet.py:build"  # a small graph: compiled in seconds
+    argv = [script, "--data", str(tiny_data), "--model", small, "--batch-size", "16", "--epochs", "2"]
     monkeypatch.setattr(sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0"])
     module.main()
     assert events[:3] == ["evaluate", "close", "evaluate"]  # epoch 1 evaluates with the bar open; then it closes

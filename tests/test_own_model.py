@@ -78,7 +78,7 @@ def test_every_script_says_what_the_factory_raised(script, models, tiny_data, tm
     check_clean_failure(result, metrics, "factory(10) raised ValueError: width must be even, got 7")
 
 
-@pytest.mark.parametrize("script", fast_first([(SCRIPTS["train"],), (SCRIPTS["checkpoint"],)]))
+@pytest.mark.parametrize("script", [SCRIPTS["train"], pytest.param(SCRIPTS["checkpoint"], marks=pytest.mark.slow)])
 def test_a_script_trains_the_example_model(script, tiny_data, tmp_path):
     """The base, and checkpointing, which finds the model's stages; python -m bench --check trains the example model
     in every script and path (tests/test_check_and_budget.py)."""

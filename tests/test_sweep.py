@@ -157,16 +157,10 @@ def test_loader_metrics_path_that_is_a_folder(tiny_data, tmp_path, loader, bench
     assert f"cannot write metrics to {tmp_path}: it is a folder" in result.stderr
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        name if name == "train" else pytest.param(name, marks=pytest.mark.slow)
-        for name in SCRIPTS
-        if name not in COMPILED
-    ],
-)
+@pytest.mark.parametrize("name", fast_first(["train", "dali"]))  # the one writer (checks.write_whole), two loaders
 def test_a_full_disk_at_the_end_of_training(name, tiny_data, tmp_path):
-    """The metrics file outgrows what may be written: one line, no metrics and no .tmp left."""
+    """The metrics file outgrows what may be written: one line, no metrics and no .tmp left. The writer is the base's
+    (every variant's unmarked lines are the base's: tests/test_diffs.py)."""
     metrics = tmp_path / "m.json"
     error = fail(SCRIPTS[name], tiny_data, metrics, *TIMED, file_limit=300)
     assert f"cannot write metrics to {metrics}: File too large" in error
@@ -278,7 +272,9 @@ def test_a_full_disk_while_generating_leaves_nothing(tmp_path):
 # 3. meaningless results
 
 
-@pytest.mark.parametrize("script", fast_first([(SCRIPTS["train"],), (SCRIPTS["amp"],), (SCRIPTS["all"],)]))
+@pytest.mark.parametrize(
+    "script", [SCRIPTS["train"], *(pytest.param(SCRIPTS[name], marks=pytest.mark.slow) for name in ("amp", "all"))]
+)
 def test_a_diverged_run_says_so(script, tiny_data, tmp_path):
     """The base, and the variants that change how the loss is computed (autocast; and the whole recipe)."""
     metrics = tmp_path / "m.json"
