@@ -16,7 +16,7 @@ import slurm_cluster
 
 from bench import BenchError, record, slurm
 from bench.plan import Run
-from helpers import PY, ROOT
+from helpers import PY, ROOT, run
 
 FLAGS = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0, "--eval-samples", 8]
 FLAGS += ["--model", "examples/smallnet.py:tiny"]
@@ -90,19 +90,41 @@ def test_a_dry_run_in_a_job_shows_srun_and_what_the_job_cannot_hold_is_one_line(
     assert f"srun --nodes 1 --ntasks 1 --ntasks-per-node 1 --nodelist {node} --kill-on-bad-exit=1" in two
     assert f"--nnodes 1 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint {node}:29500" in two
     assert "--standalone" not in two
-    for flags, words in [
-        (["--nodes", 2, "--scaling", "1,2"], "--nodes 2: job"),
-        (["--scaling", "1,4"], "--scaling 4: 2 nodes of 2 processes, and the allocation has 1"),
-        (["--scaling", "1,3"], "--scaling 3: across nodes a count fills whole nodes of 2"),
-    ]:
-        code, log, _ = submit(cluster, tmp_path, *flags, "--data", tiny_data, "--dry-run", "--out", tmp_path / "o")
-        assert code == 2 and words in log, (flags, log)
-        assert len(log.strip().splitlines()) == 1 and "Traceback" not in log
     env, _ = cluster  # inside srun's own step, the rows' steps would wait for the CPUs it holds
     cmd = ["srun", "--nodes", "1", "--ntasks", "1", PY, "-m", "bench", "--launcher", "slurm", "--dry-run"]
     inside = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     own = [line for line in inside.stderr.splitlines() if not line.startswith("srun: ")]  # srun adds its exit code
     assert inside.returncode == 2 and len(own) == 1 and "not inside srun" in own[0], inside.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--nodes", 2, "--scaling", "1,2"], "--nodes 2: job 7 has 1 node(s)"),
+        (["--scaling", "1,4"], f"--scaling 4: 2 nodes of {os.cpu_count()} processes, and the allocation has 1"),
+        (["--scaling", "1,3"], f"--scaling 3: across nodes a count fills whole nodes of {os.cpu_count()}"),
+    ],
+)
+def test_what_the_job_cannot_hold_is_one_line(flags, words, tiny_data, tmp_path, monkeypatch):
+    """Inside a job's batch script (Slurm's variables as sbatch sets them; scontrol and srun stand-ins that name one
+    node, this one): the counts the allocation cannot hold are refused before anything runs. The real Slurm runs the
+    dry run above."""
+    node = socket.gethostname().split(".")[0]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, text in ("scontrol", f"#!/bin/sh\necho {node}\n"), ("srun", "#!/bin/sh\nexit 1\n"):
+        (tools / name).write_text(text)
+        (tools / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", node)
+    monkeypatch.setenv("SLURMD_NODENAME", node)
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    result = run(
+        "-m", "bench", "--launcher", "slurm", *flags, "--data", tiny_data, "--dry-run", "--out", tmp_path / "o"
+    )
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
