@@ -206,7 +206,7 @@ def test_a_rank_that_raises_ends_every_rank(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_an_agent_that_never_arrives_times_out(tiny_data, tmp_path):
     started = time.time()
-    (agent,) = two_agents(tiny_data, tmp_path, free_port(), agents=1, extra=["--rdzv-conf", "join_timeout=10"])
+    (agent,) = two_agents(tiny_data, tmp_path, free_port(), agents=1, extra=["--rdzv-conf", "join_timeout=5"])
     _, stderr = agent.communicate(timeout=120)
     assert agent.returncode != 0 and time.time() - started < 90
     assert "RendezvousTimeoutError" in stderr

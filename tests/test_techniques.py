@@ -115,7 +115,7 @@ def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", ["train_channels_last.py", "train_checkpoint.py", "train_compile.py"])
+@pytest.mark.parametrize("script", ["train_channels_last.py", "train_checkpoint.py"])  # compiled: train_all.py, below
 def test_each_learns_like_the_baseline(baseline_small, small_data, tmp_path, script):
     result, m = train(script, small_data, tmp_path / "m.json", *LEARN, "--workers", 0)
     assert result.returncode == 0, result.stderr[-3000:]
