@@ -13,19 +13,6 @@ from helpers import check_clean_failure, fast_first, run, train
 EPOCHS = ("--epochs", 3, "--batch-size", 64, "--workers", 1, "--eval-samples", "all")
 
 
-@pytest.mark.slow
-def test_a_script_stops_at_the_first_evaluation_that_reaches_the_target(small_data, tmp_path):
-    result, free = train("train.py", small_data, tmp_path / "free.json", *EPOCHS)
-    assert result.returncode == 0, result.stderr
-    first = free["val_curve"][0]["val_acc"]  # the same seed trains the same way: epoch 1 reaches it again
-    result, stopped = train("train.py", small_data, tmp_path / "stopped.json", *EPOCHS, "--target-accuracy", first)
-    assert result.returncode == 0, result.stderr
-    assert [p["epoch"] for p in stopped["val_curve"]] == [1] and stopped["val_acc"] == first
-    assert f"reached --target-accuracy {first}: stopped after" in result.stdout
-    steps = free["val_curve"][0]["step"]
-    assert stopped["steps_timed"] == steps - 5 and stopped["eval_pauses"] == 1  # epoch 1 less the warm-up
-
-
 @pytest.mark.parametrize("value", fast_first(["0", "1.5", "nan", "abc"]))
 def test_a_target_that_is_no_share_is_one_line(script, tiny_data, tmp_path, value):
     metrics = tmp_path / "m.json"
