@@ -10,7 +10,6 @@ import pytest
 from bench import accuracy, data
 from helpers import check_clean_failure, fast_first, run, train
 
-EPOCHS = ("--epochs", 3, "--batch-size", 64, "--workers", 1, "--eval-samples", "all")
 
 
 @pytest.mark.parametrize("value", fast_first(["0", "1.5", "nan", "abc"]))
