@@ -11,7 +11,6 @@ from bench import accuracy, data
 from helpers import check_clean_failure, fast_first, run, train
 
 
-
 @pytest.mark.parametrize("value", fast_first(["0", "1.5", "nan", "abc"]))
 def test_a_target_that_is_no_share_is_one_line(script, tiny_data, tmp_path, value):
     metrics = tmp_path / "m.json"
