@@ -94,16 +94,10 @@ class ToAccuracy(execute.Mode):
     """The mode as the executor runs it: a run a variant; its record, the time to the target from its val_curve.
     options: target, epochs, timeout."""
 
-    name, what = "to_accuracy", "variants"
-
-    def folder(self):
-        return self.logs / "to-accuracy"
-
-    def timeout(self, run):
-        return self.options["timeout"]
+    name, what, subfolder = "to_accuracy", "variants", "to-accuracy"
 
     def prepare(self):
-        self.folder().mkdir(parents=True, exist_ok=True)
+        super().prepare()
         work = self.works["hard"]
         if work.get("generated") and not Path(work["data"]).exists():
             data.ensure("hard", work["seed"], data.HARD)

@@ -192,9 +192,6 @@ class Check(execute.Mode):
     def folder(self):
         return self.args.out / "check"
 
-    def timeout(self, run):
-        return self.options["timeout"]
-
     def prepare(self):
         check_folder(self.folder(), "--out")
         data.ensure("check", spec=DATA)

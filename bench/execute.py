@@ -33,16 +33,12 @@ class Mode:
 
     name = "bench"  # as plan.json and the progress lines call it
     what = "runs"  # what the runs are, in the progress lines
+    subfolder = None  # the runs' logs and metrics in logs/BENCH/SUBFOLDER, or in logs/BENCH itself
 
     def __init__(self, args, info, bench_id, runs, works, options=None):
         self.args, self.info, self.bench_id, self.runs, self.works = args, info, bench_id, runs, works
         self.options = dict(options or {})  # what the mode needs besides its runs to go on after --resume
         self.logs = args.out / "logs" / bench_id
-
-    @classmethod
-    def resumed(cls, args, info, bench_id, runs, works, options):
-        """The mode of a saved plan, to finish it (--resume)."""
-        return cls(args, info, bench_id, runs, works, options)
 
     # ------------------------------------------------------------------------ what a mode may change
     def groups(self, runs):
@@ -50,17 +46,19 @@ class Mode:
         return [[run] for run in runs]
 
     def timeout(self, run):
-        return self.args.timeout or plan.TIMEOUT["gpu" if self.info["gpu_count"] else "cpu"]
+        """A run's time limit: the mode's (options: timeout, kept for --resume), else the machine's default."""
+        return self.options.get("timeout") or plan.TIMEOUT["gpu" if self.info["gpu_count"] else "cpu"]
 
     def folder(self):
         """Where the runs' logs and metrics go."""
-        return self.logs
+        return self.logs / self.subfolder if self.subfolder else self.logs
 
     def prepare(self):
-        """Before the first run, fresh or resumed: make what the runs need (the generated data)."""
+        """Before the first run, fresh or resumed: make what the runs need (the generated data, the folder)."""
         for workload, work in self.works.items():
             if workload in data.WORKLOADS and not Path(work["data"]).exists():
                 data.ensure(workload)
+        self.folder().mkdir(parents=True, exist_ok=True)
 
     def do(self, run, job):
         """Run it: its record (a dict with status ok or failed, and wall_s), or None when stopped."""
@@ -82,7 +80,7 @@ class Mode:
         """(the next group of runs, None) while the mode adds rounds; (None, why not) when it has stopped adding."""
         return None, None
 
-    def finish(self, records, unrun, stopped):
+    def finish(self, records, unrun, how):
         """Write the outputs from every record of this bench; unrun: the runs not run, with why; the exit code."""
         return 0
 
@@ -221,9 +219,9 @@ def execute(mode, budget_s=None, chunk_min=None, spent_s=0.0, resumed=False):
             if took(record) is not None:
                 measured[kind(run)] = took(record)
             print(f"[{count}/{len(todo)}] {run.name}: {mode.say(run, record)}", flush=True)
-    finished = {r["run"] for r in records if r.get("status") == "ok"}
     why = "stopped (Ctrl-C or SIGTERM)" if stop.is_set() else paused or "not reached"
-    unrun = [(r, why) for r in mode.runs if r.name not in finished and r.name not in {x["run"] for x in records}]
+    seen = {r["run"] for r in records}
+    unrun = [(r, why) for r in mode.runs if r.name not in seen]
     if stop.is_set():
         during = f"during {run.name}" if run else "before the first run"
         print(f"interrupted {during}: the finished {mode.what} are kept (python -m bench --resume goes on)")
@@ -273,7 +271,7 @@ def resume(args, info, modes):
               " are marked (changed_since_start in runs.csv)", file=sys.stderr)  # fmt: skip
         info = {**info, "changed_since_start": ",".join(changed)}
     options = saved.get("options") or dict(context=saved.get("context"), auto=saved.get("auto", False))
-    mode = modes[name].resumed(args, info, saved["bench_id"], runs, saved["works"], options)
+    mode = modes[name](args, info, saved["bench_id"], runs, saved["works"], options)
     before = len({r["run"] for r in mode.recorded() if r.get("status") == "ok"} & {r.name for r in runs})
     print(f"resuming {name} {saved['bench_id']}: {before} of {len(runs)} {mode.what} finished before")
     budget = None if args.budget in (None, "none") else 60 * args.budget  # the plan fitted its own; a new one here

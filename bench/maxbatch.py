@@ -195,17 +195,7 @@ class MaxBatch(execute.Mode):
     """The mode as the executor runs it: a variant's search and its measured run are one of its runs.
     options: memory_limit (MiB or None), timeout."""
 
-    name, what = "max_batch", "variants"
-
-    def folder(self):
-        return self.logs / "max-batch"
-
-    def timeout(self, run):
-        return self.options["timeout"]
-
-    def prepare(self):
-        super().prepare()
-        self.folder().mkdir(parents=True, exist_ok=True)
+    name, what, subfolder = "max_batch", "variants", "max-batch"
 
     def do(self, run, job):
         limit = self.options["memory_limit"]

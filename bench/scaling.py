@@ -161,28 +161,16 @@ class Scaling(execute.Mode):
     """The mode as the executor runs it: rounds of every variant at every count; a record a run.
     options: counts, scaling_mode, timeout."""
 
-    name = "scaling"
+    name = subfolder = "scaling"
 
     def groups(self, runs):
         return plan.rounds(runs)
-
-    def folder(self):
-        return self.logs / "scaling"
-
-    def timeout(self, run):
-        return self.options["timeout"]
-
-    def prepare(self):
-        super().prepare()
-        self.folder().mkdir(parents=True, exist_ok=True)
 
     def do(self, run, job):
         row = job.launch(run)
         if row is None:
             return None
-        batch = int(
-            run.cmd[run.cmd.index("--batch-size") + 1]
-        )  # the variants scaled are distributed: a process a count
+        batch = int(run.cmd[run.cmd.index("--batch-size") + 1])
         return dict(row, variant=run.variant, processes=run.processes, nodes=run.nodes or 1, global_batch=batch)
 
     def say(self, run, record):

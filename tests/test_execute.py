@@ -241,8 +241,8 @@ def test_resume_refuses_a_bench_of_another_machine_and_rows_run_in_priority_orde
     (plan,) = (bench.out / "logs").glob("*/plan.json")
     plan.write_text(json.dumps(dict(json.loads(plan.read_text()), machine_class="8x-nvidia-h100")))
     with pytest.raises(BenchError, match="ran on 8x-nvidia-h100, this is .*: its numbers would not be one bench"):
-        runner_main(bench, "--resume")
+        cli_main(bench, "--resume")
 
 
-def runner_main(bench, *flags):
+def cli_main(bench, *flags):
     cli.main([*flags, "--out", str(bench.out)])
