@@ -209,8 +209,18 @@ OUT_OF_MEMORY = (
 
 
 def is_out_of_memory(message):
-    """Whether an error's message says that the batch does not fit in the memory."""
-    return any(words in message.lower() for words in OUT_OF_MEMORY)
+    """Whether an error's message says that the batch does not fit in the memory. oneDNN (a CPU's convolutions) words
+    a failed allocation as it words any kernel it cannot build: under an address-space limit (python -m bench
+    --max-batch on a CPU), that is the memory."""
+    text = message.lower()
+    return any(words in text for words in OUT_OF_MEMORY) or ("could not create a primitive" in text and limited())
+
+
+def limited():
+    """Whether this process runs under an address-space limit (RLIMIT_AS)."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
 
 
 @contextlib.contextmanager

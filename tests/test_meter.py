@@ -112,6 +112,23 @@ def test_what_does_not_read_as_out_of_memory(message):
     assert not checks.is_out_of_memory(message)
 
 
+def test_a_cpu_kernel_that_cannot_be_built_is_out_of_memory_only_under_a_memory_limit(monkeypatch):
+    """oneDNN's words for a failed allocation (seen near --max-batch's limit on a CPU) and for a kernel it does not
+    have are the same: the memory only where the process has an address-space limit."""
+    import resource
+
+    import checks
+
+    unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+    message = "RuntimeError: could not create a primitive"
+    monkeypatch.setattr(resource, "getrlimit", lambda which: unlimited)
+    assert not checks.is_out_of_memory(message)
+    monkeypatch.setattr(
+        resource, "getrlimit", lambda which: (4500 << 20, 4500 << 20) if which == resource.RLIMIT_AS else unlimited
+    )
+    assert checks.is_out_of_memory(message)
+
+
 @pytest.mark.parametrize("message", fast_first(["CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate`",
                                                 "DataLoader worker (pid(s) 4242) exited unexpectedly"]))  # fmt: skip
 def test_a_library_out_of_memory_ends_in_the_one_line(message, tiny_data, tmp_path):
