@@ -1,6 +1,8 @@
 """What a bench ran on and from which code: CPU, GPUs, driver, versions, git commit and dirty flag."""
 
+import glob
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -57,24 +59,33 @@ def cpu_isa(flags):
     return [name for flag, name in CPU_FEATURES.items() if flag in flags]
 
 
+# a CUDA GPU (NVIDIA's; AMD's ROCm, which torch also calls cuda; WSL's) is a device file; without one torch sees none
+GPU_DEVICES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
+
+
 def gpus():
     """([{name, capability, bf16}] of the GPUs torch can see, NVIDIA driver version or None).
 
     torch is asked in a process of its own: imported by the runner, its libraries' pages would be
-    shared with every run, and a run's host memory (PSS) would be charged only half of them.
-    bf16 (and TF32) are native from compute capability 8.0 (Ampere) on.
+    shared with every run, and a run's host memory (PSS) would be charged only half of them. Where
+    there is neither an NVIDIA driver nor a GPU's device file, there is nothing for torch to see and
+    it is not asked (that process takes 2 s). bf16 (and TF32) are native from compute capability 8.0
+    (Ampere) on.
     """
+    try:
+        sample.call("nvmlInit")
+        driver = sample.text(sample.call("nvmlSystemGetDriverVersion"))
+    except sample.Unavailable:  # no NVML library or no driver: a CPU-only machine, unless a device file says not
+        driver = None
+    if driver is None and not any(glob.glob(pattern) for pattern in GPU_DEVICES):
+        if importlib.util.find_spec("torch") is None:
+            raise BenchError(f"torch is not installed in {sys.executable}: see requirements.txt")
+        return [], None
     probe = subprocess.run([sys.executable, "-c", GPUS], capture_output=True, text=True)
     if probe.returncode != 0:
         lines = probe.stderr.strip().splitlines() or ["no output"]
         raise BenchError(f"torch does not import in {sys.executable}: {lines[-1]}")
-    found = json.loads(probe.stdout.strip().splitlines()[-1])
-    try:
-        sample.call("nvmlInit")
-        driver = sample.text(sample.call("nvmlSystemGetDriverVersion"))
-    except sample.Unavailable:  # no NVML library or no driver: a CPU-only machine
-        driver = None
-    return found, driver
+    return json.loads(probe.stdout.strip().splitlines()[-1]), driver
 
 
 def git_info():

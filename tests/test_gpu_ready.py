@@ -1,6 +1,7 @@
 """Ready for the first GPU: what a review of the CUDA paths found, each reached on a CPU (device calls stubbed,
 never a measured number), and the capabilities that decide the answers (CPU ISA, native bf16)."""
 
+import argparse
 import functools
 import importlib
 import os
@@ -383,6 +384,34 @@ def test_the_compile_cache_is_found_where_torch_keeps_it(tmp_path):
 
 
 # ----------------------------------------------------------------------------- capabilities
+
+
+def test_torch_is_asked_for_its_gpus_only_where_a_driver_or_a_gpu_device_is(monkeypatch, tmp_path):
+    """No NVIDIA driver and no GPU device file: no GPU, and no process importing torch to say so (2 s of every bench on
+    a CPU). A device file, or a driver: torch is asked. torch not installed at all: one line."""
+    asked = []
+    found = '[{"name": "NVIDIA H100", "capability": "9.0", "bf16": true}]'
+
+    def probe(cmd, **kwargs):
+        asked.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout=found, stderr="")
+
+    def no_nvml(name, *args):
+        raise sample.Unavailable("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(machine, "subprocess", argparse.Namespace(run=probe))
+    monkeypatch.setattr(sample, "call", no_nvml)
+    monkeypatch.setattr(machine, "GPU_DEVICES", (str(tmp_path / "nvidia[0-9]*"), str(tmp_path / "kfd")))
+    assert machine.gpus() == ([], None) and asked == []
+    (tmp_path / "kfd").touch()  # ROCm's device: torch.cuda sees AMD's GPUs, and NVML does not
+    assert machine.gpus()[0][0]["name"] == "NVIDIA H100" and len(asked) == 1
+    (tmp_path / "kfd").unlink()
+    monkeypatch.setattr(sample, "call", lambda name, *args: b"580.65" if name == "nvmlSystemGetDriverVersion" else None)
+    assert machine.gpus() == ([dict(name="NVIDIA H100", capability="9.0", bf16=True)], "580.65") and len(asked) == 2
+    monkeypatch.setattr(sample, "call", no_nvml)
+    monkeypatch.setattr(machine.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(BenchError, match=r"^torch is not installed in .*: see requirements.txt$"):
+        machine.gpus()
 
 
 def test_the_cpu_features_that_decide_the_answers(tmp_path):
