@@ -98,17 +98,21 @@ def test_compile_needs_a_warmup_step(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
-def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path):
-    cache = tmp_path / "cache"
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path, monkeypatch):
+    """Where torch keeps it by itself (no TORCHINDUCTOR_CACHE_DIR, no USER: torch names the folder after the user all
+    the same, in the temporary folder): the first run compiles cold and says so, the next finds the kernels there."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # conftest's shared cache: not this test's
+    monkeypatch.delenv("USER", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     small = ("--model", "examples/smallnet.py:build")  # a small graph: a cold compile in seconds, not a minute
-    cold_result, cold = train("train_compile.py", tiny_data, tmp_path / "cold.json", *TIMED, *small, env=env)
+    cold_result, cold = train("train_compile.py", tiny_data, tmp_path / "cold.json", *TIMED, *small)
     assert cold_result.returncode == 0, cold_result.stderr[-3000:]
     assert cold["variant"] == "compile" and cold["compile_mode"] == "default"
     assert cold["compile_cache_warm"] is False and cold["compile_s"] > 0 and cold["compile_s"] == cold["first_step_s"]
     assert f"  compile {cold['compile_s']:.1f} s, the first step (cold cache)" in cold_result.stdout
+    (cache,) = [p for p in tmp_path.iterdir() if p.name.startswith("torchinductor_")]
     assert len(list(cache.rglob("*"))) > 10, "nothing compiled into the cache"
-    warm_result, warm = train("train_compile.py", tiny_data, tmp_path / "warm.json", *TIMED, *small, env=env)
+    warm_result, warm = train("train_compile.py", tiny_data, tmp_path / "warm.json", *TIMED, *small)
     assert warm_result.returncode == 0, warm_result.stderr[-3000:]
     assert warm["compile_cache_warm"] is True and 0 < warm["compile_s"] < cold["compile_s"]
     assert "the first step (warm cache)" in warm_result.stdout
