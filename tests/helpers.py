@@ -69,7 +69,8 @@ class ForkServer:
     same run without seconds of imports. Used where the run's environment holds nothing an interpreter reads at
     its start that differs from the server's (READ_AT_START); TESTS_NO_FORKSERVER=1 turns it off."""
 
-    READ_AT_START = re.compile(r"^(PYTHON|OMP_|MKL_|KMP_|LD_|TORCH|CUDA|NVIDIA|PYTORCH)")
+    # CUDA_VISIBLE_DEVICES is read where CUDA starts, in the child: the server never starts it
+    READ_AT_START = re.compile(r"^(PYTHON|OMP_|MKL_|KMP_|LD_|TORCH|CUDA(?!_VISIBLE_DEVICES$)|NVIDIA|PYTORCH)")
 
     def __init__(self):
         self.process, self.started_env, self.buffer = None, None, b""
