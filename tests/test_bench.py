@@ -73,19 +73,6 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
 
 
 @pytest.mark.slow
-def test_rerunning_appends(tiny_data, tiny_bench, tmp_path):
-    _, out = tiny_bench
-    copy = tmp_path / "results"
-    copy.mkdir()
-    (copy / "runs.csv").write_bytes((out / "runs.csv").read_bytes())
-    result = bench(tiny_data, copy, "--variants", "baseline", "--loaders", "none", "--repeats", 1)
-    assert result.returncode == 0, result.stdout + result.stderr
-    runs = pd.read_csv(copy / "runs.csv")
-    assert len(runs) == 7 and runs["bench_id"].nunique() == 2
-    assert list(pd.read_csv(copy / "summary.csv")["variant"]) == ["baseline"]  # the summary is of the last bench
-
-
-@pytest.mark.slow
 def test_a_failing_variant_is_a_row_and_the_others_run(tiny_data, tmp_path):
     # 16 images do not split over 3 DDP processes: that variant fails, the rest goes on
     out = tmp_path / "results"
@@ -208,7 +195,7 @@ def test_baseline_comparison_reports_the_right_ratios(tmp_path):
 
 
 @pytest.mark.slow
-def test_save_baseline_then_bench_prints_the_comparison(tiny_data, tiny_bench, tmp_path):
+def test_save_baseline_then_a_bench_appends_and_prints_the_comparison(tiny_data, tiny_bench, tmp_path):
     _, out = tiny_bench
     saved = tmp_path / "baselines"
     result = run("-m", "bench", "--out", out, "--save-baseline", "--baseline-dir", saved)
@@ -221,11 +208,17 @@ def test_save_baseline_then_bench_prints_the_comparison(tiny_data, tiny_bench, t
     kept = pd.read_csv(folder / "runs.csv")
     assert set(kept["bench_id"]) == {last["bench_id"]} and kept["command"].str.contains("train.py").any()
     assert json.loads((folder / "machine.json").read_text())["cpu_cores"] == len(os.sched_getaffinity(0))
-    again = bench(tiny_data, tmp_path / "again", "--variants", "baseline", "--loaders", "loader", "--repeats", 1,
-                  "--baseline-dir", saved)  # fmt: skip
+    copy = tmp_path / "again"  # a results folder that holds the bench's rows already: the next bench appends
+    copy.mkdir()
+    (copy / "runs.csv").write_bytes((out / "runs.csv").read_bytes())
+    again = bench(tiny_data, copy, "--variants", "baseline", "--loaders", "loader", "--repeats", 1, "--baseline-dir",
+                  saved)  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"against the saved {folder}:" in again.stdout
     assert "  baseline: " in again.stdout and "  loader: " in again.stdout and "  dp: " not in again.stdout
+    runs = pd.read_csv(copy / "runs.csv")
+    assert len(runs) == 8 and runs["bench_id"].nunique() == 2
+    assert list(pd.read_csv(copy / "summary.csv")["variant"]) == ["baseline", "loader"]  # the summary: the last bench
 
 
 COPY_ON_WRITE = """

@@ -96,6 +96,7 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_p
     that failed runs out of memory."""
     out = tmp_path / "results"
     args = ("--variants", "baseline", "--loaders", "none", "--workers", 0, "--steps", 6, "--warmup-steps", 1)
+    args += ("--batch-size", 128)  # the doubling starts nearer the limit: a probe fewer
     result = run("-m", "bench", "--max-batch", "--memory-limit", LIMIT_MIB, "--data", small_data, "--out", out, *args)
     assert result.returncode == 0, result.stdout + result.stderr
     table = pd.read_csv(out / "max_batch.csv").set_index("variant")

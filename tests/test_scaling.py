@@ -101,17 +101,17 @@ def test_a_gpu_cluster_plan_shows_every_count_and_its_batch(tmp_path):
 def test_the_mode_runs_ddp_at_one_and_two_gloo_processes(tiny_data, tmp_path):
     out = tmp_path / "out"
     flags = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0, "--eval-samples", 8]
-    result = run("-m", "bench", "--scaling", "1,2", "--variants", "ddp", "--repeats", 2, "--data", tiny_data,
+    result = run("-m", "bench", "--scaling", "1,2", "--variants", "ddp", "--repeats", 1, "--data", tiny_data,
                  "--out", out, "--model", "examples/smallnet.py:tiny", *flags)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "processes share its" in result.stdout  # said plainly: CPU processes share cores
     table = pd.read_csv(out / "scaling.csv")
     assert list(table["processes"]) == [1, 2] and list(table["global_batch"]) == [8, 16]  # weak: 8 per process
-    assert list(table["rounds_ok"]) == [2, 2] and (table["samples_per_s"] > 0).all()
+    assert list(table["rounds_ok"]) == [1, 1] and (table["samples_per_s"] > 0).all()  # rounds: table_of's test above
     two = table.iloc[1]
     assert two["efficiency"] == pytest.approx(two["speedup"] / 2) and two["answer"] in scaling.ANSWER
     (logs,) = (out / "logs").iterdir()
     worlds = sorted(json.loads(p.read_text())["world_size"] for p in (logs / "scaling").glob("*.json"))
-    assert worlds == [1, 1, 2, 2]  # every rank's run, at its world size
+    assert worlds == [1, 2]  # every rank's run, at its world size
     assert (out / "scaling.png").exists() and "| ddp | 2 | 16 |" in (out / "scaling.md").read_text()
     assert not (out / "runs.csv").exists()  # its runs are not the bench's
