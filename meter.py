@@ -257,6 +257,8 @@ class Meter:
             memory_format="contiguous",
             tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
             tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
+            cpu_model_cores=self.window.cpu_s[0] / seconds if self.window.cpu_s else None,
+            cpu_loader_cores=self.window.cpu_s[1] / seconds if self.window.cpu_s else None,
         )
         metrics.update(self.fields)  # the technique's own (train_amp.py's amp_dtype, say)
         if "amp_dtype" in self.fields:
@@ -279,22 +281,25 @@ class Meter:
         self.curves.close(metrics["samples_per_s"], self.steps)  # --tensorboard: the speed too
         if args.metrics_out:
             checks.write_whole(args.metrics_out, "metrics", json.dumps(metrics, indent=1))
-        memory_text = f"{metrics['peak_mem_allocated_mib']:.0f} MiB allocated" if allocated else "no GPU memory"
         first = f", first step {self.first_step_s:.2f} s" if self.first_step_s is not None else ""
-        gpus = self.fields.get("dp_devices")
-        split = ""
-        if gpus is not None:
-            split = f" DataParallel over {gpus} GPUs," if gpus > 1 else " DataParallel with one device: a passthrough,"
+        # on a CPU the host waits for its batch and the device starves alike: one figure; a GPU's two can differ
+        starved = f", starved {metrics['starved_frac']:.1%}" if cuda else ""
+        warmup = f"after {plural(self.warmup, 'warm-up step')}, " if self.warmup else ""
         print(
-            f"{script}: {args.model} on {info.dataset} ({info.image_size} px),{split}"
-            f" {device.type} x{world_size}, batch {batch_size * world_size}\n"
+            f"{script}: {args.model} on {info.dataset} ({info.image_size} px), {device.type} x{world_size},"
+            f" batch {batch_size * world_size}\n  setup   {'; '.join(settings(metrics, info))}\n"
             f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
             f" step {median:.1f} ms median{first}\n"
-            f"  data    wait {metrics['data_wait_frac']:.1%}, starved {metrics['starved_frac']:.1%},"
-            f" {self.window.epoch_starts} epoch starts timed\n"
+            f"  timed   {plural(len(step_ms), 'step')} ({warmup}evaluation left out)\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}{starved}, {self.window.epoch_starts} epoch starts timed\n"
             f"  result  loss {self.train_loss:.3f}, val acc {self.val_acc:.3f} on {self.val_samples} of"
-            f" {info.val_size} validation images\n  memory  {memory_text}"
+            f" {info.val_size} validation images\n  memory  {memory_words(metrics, cuda)}"
         )
+        if metrics["cpu_model_cores"] is not None and not cuda:
+            print(
+                f"  cores   the model {metrics['cpu_model_cores']:.2f}, the loader {metrics['cpu_loader_cores']:.2f}"
+                f" (CPU seconds per second in the window; {os.cpu_count()} here)"
+            )
         if compiling:
             warm = "warm" if self.fields.get("compile_cache_warm") else "cold"
             print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache)")
@@ -306,6 +311,54 @@ class Meter:
                 " diverged (try a lower --lr), and its speed was measured on meaningless numbers",
                 file=sys.stderr,
             )
+
+
+def plural(count, word):
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def settings(metrics, info):
+    """What the run's technique was set to, from its record: the summary's setup line."""
+    said = [
+        f"{info.loader} loader"
+        + (f", {plural(metrics['workers'], 'worker')}" if metrics.get("workers") is not None else "")
+    ]
+    if info.dataset == "synthetic":
+        said = ["no loader: one synthetic batch, already on the device"]
+    gpus = metrics.get("dp_devices")
+    if gpus is not None:
+        said.append(f"DataParallel over {gpus} GPUs" if gpus > 1 else "DataParallel with one device: a passthrough")
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        said.append(f"DDP: {metrics['world_size']} processes over {torch.distributed.get_backend()}")
+    if metrics.get("sync_bn"):
+        said.append("SyncBatchNorm")
+    dtype = metrics.get("amp_dtype")
+    if dtype:
+        native = "native" if metrics.get("bf16_native") else "emulated: slower than fp32"
+        said.append(f"autocast {dtype}" + (f" ({native} here)" if dtype == "bf16" else " + GradScaler"))
+    elif "amp_dtype" in metrics and "bf16_native" in metrics:
+        said.append("no autocast (fp32)")
+    if metrics.get("memory_format") == "channels_last":
+        said.append("channels_last")
+    if metrics.get("compile_mode"):
+        said.append(f"torch.compile mode {metrics['compile_mode']}")
+    if metrics.get("checkpoint_segments"):
+        said.append(f"activation checkpointing over {metrics['checkpoint_segments']} segments")
+    return said
+
+
+def memory_words(metrics, cuda):
+    """The memory line: torch's peak on a GPU; on a CPU the host's peak resident memory of this process."""
+    if cuda:
+        allocated = metrics.get("peak_mem_allocated_mib")
+        return f"{allocated:.0f} MiB allocated (torch's peak)" if allocated is not None else "not measured"
+    try:
+        import resource  # Unix only
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10)
+    except ImportError:
+        return "host memory not measured here"
+    return f"host peak {peak:.0f} MiB (this process's resident set; the bench measures the whole tree's PSS)"
 
 
 def variant_of(script):
@@ -322,6 +375,39 @@ def cpu_name():
     except OSError:
         names = []
     return names[0] if names else platform.processor() or platform.machine()
+
+
+LOADER_THREADS = ("DALI", "PrefetchWorker")  # DALI's threads are named so ("[DALI][TP0]Exec", its reader's prefetch)
+
+
+def cpu_split():
+    """(CPU seconds of this process less its loader's threads, of the loader: DALI's threads in this process and the
+    child processes, the DataLoader's workers, live or ended) so far; None where /proc cannot say (not Linux)."""
+    try:
+        tick, threads, workers = os.sysconf("SC_CLK_TCK"), 0.0, 0.0
+        tasks = [f"/proc/self/task/{t}" for t in os.listdir("/proc/self/task")]
+        children = []
+        for task in tasks:
+            try:
+                with open(f"{task}/comm") as comm, open(f"{task}/stat") as stat:
+                    name, fields = comm.read(), stat.read().rsplit(")", 1)[1].split()
+                if any(mark in name for mark in LOADER_THREADS):
+                    threads += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+                with open(f"{task}/children") as pids:
+                    children += pids.read().split()
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended meanwhile
+        for pid in children:  # live workers: their time and their own ended children's
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                workers += sum(int(f) for f in fields[11:15]) / tick  # utime, stime, cutime, cstime
+            except (OSError, IndexError, ValueError):
+                continue
+    except (OSError, ValueError, AttributeError):
+        return None
+    times = os.times()
+    return times.user + times.system - threads, threads + workers + times.children_user + times.children_system
 
 
 def peak_memory_mib(device):
@@ -391,6 +477,16 @@ class Window:
         self.cuda = device.type == "cuda"
         self.steps, self.wait_s, self.epoch_starts, self.paused_s, self.pauses = [], 0.0, 0, 0.0, 0
         self.opened = self.closed = self.paused = self.last = None
+        self.cpu_s, self.cpu_from = [0.0, 0.0], None  # CPU seconds in the window: the model's, the loader's
+
+    def count_cpu(self, going_on):
+        """Add the CPU used since the window last opened or resumed; going_on: start counting again."""
+        now = cpu_split()
+        if now is None:
+            self.cpu_s = None
+        if self.cpu_from is not None and self.cpu_s is not None:
+            self.cpu_s = [total + b - a for total, a, b in zip(self.cpu_s, self.cpu_from, now)]
+        self.cpu_from = now if going_on else None
 
     def mark(self):
         """Now, on the compute stream."""
@@ -408,6 +504,7 @@ class Window:
 
     def open(self):
         self.opened, self.last = self.sync(), self.mark()
+        self.count_cpu(going_on=True)
 
     def step(self, waited, ready, done, epoch_start):
         """Book a step: the host's wait for its batch, its two marks, whether it began an epoch."""
@@ -420,15 +517,18 @@ class Window:
     def pause(self):
         if self.opened is not None and self.closed is None:
             self.paused = self.sync()
+            self.count_cpu(going_on=False)
 
     def resume(self):
         if self.paused is not None and self.closed is None:
             self.paused_s, self.pauses = self.paused_s + self.sync() - self.paused, self.pauses + 1
             self.paused, self.last = None, self.mark()
+            self.count_cpu(going_on=True)
 
     def close(self):
         """Close the window; return (its seconds less the pauses, each step's milliseconds, seconds starved)."""
         self.closed = self.sync()
+        self.count_cpu(going_on=False)
         ms = (lambda a, b: a.elapsed_time(b)) if self.cuda else (lambda a, b: (b - a) * 1e3)
         step_ms = [ms(last, done) for last, _, done in self.steps]
         starved_s = sum(ms(last, ready) for last, ready, _ in self.steps) / 1e3

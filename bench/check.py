@@ -51,7 +51,8 @@ def paths(gpus, model=MODEL):
     nccl = [*TORCHRUN[:-1], str(max(gpus, 2)), "train_ddp.py"]
     every = [
         Probe("train.py: the baseline", ["train.py", *device]),
-        Probe("train_dp.py: DataParallel", ["train_dp.py", *device]),
+        Probe(f"train_dp.py: DataParallel{'' if gpus else ' (no GPU: a passthrough, so the bench leaves it out)'}",
+             ["train_dp.py", *device]),
         Probe("train_ddp.py: DDP over gloo, 2 CPU processes", [*TORCHRUN[:-1], "2", "train_ddp.py", "--device", "cpu"],
              expect=dict(world_size=2), processes=2),
         Probe("train_ddp.py: DDP over NCCL, 1 process", [*TORCHRUN[:-1], "1", "train_ddp.py", *device], "cuda",

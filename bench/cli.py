@@ -21,6 +21,7 @@ are parsed before the machine is looked at; every error is a BenchError, printed
 
 import argparse
 import importlib.util
+import difflib
 import os
 import secrets
 import shlex
@@ -76,6 +77,12 @@ def fail(message):
     raise BenchError(message)
 
 
+def close(name, names):
+    """' (did you mean 'amp'?)' for a misspelt name, '' where none of names is close."""
+    match = difflib.get_close_matches(name, list(names), n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
 def check_outputs(args):
     """Before any work: the output folder (and for --save-baseline the baseline folder) can be written,
     and nothing of the same name as an output file is a folder."""
@@ -127,8 +134,8 @@ def parse_args(argv=None):
     p.add_argument("--out", default="results", help="folder for the tables, plots and logs")
     p.add_argument(
         "--variants",
-        default=",".join(plan.TRAIN),
-        help="training variants, comma-separated; all:no-compile and the like: train_all.py with blocks switched off"
+        help="training variants, comma-separated (default: every one; on a machine without a GPU every one but dp, a"
+        " passthrough there); all:no-compile and the like: train_all.py with blocks switched off"
         f" (switches {', '.join(plan.SWITCHES)})",
     )
     p.add_argument("--loaders", default=",".join(plan.LOADERS), help="loader-only benchmarks, or 'none'")
@@ -210,16 +217,21 @@ def parse_args(argv=None):
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
     p.error = fail
     args = p.parse_args(argv)
-    args.variants = [v for v in args.variants.split(",") if v]
+    args.default_variants = args.variants is None  # every variant; dp is left out where there is no GPU (plan.py)
+    args.variants = list(plan.TRAIN) if args.variants is None else [v for v in args.variants.split(",") if v]
     args.loaders = [v for v in args.loaders.split(",") if v and v != "none"]
     for name in args.variants:
         if name not in plan.TRAIN and not plan.combination(name):  # a bad combination is its own error
-            fail(f"unknown variant {name!r}: choose from {', '.join(plan.TRAIN)}, or all:SWITCH[:SWITCH...]")
+            fail(
+                f"unknown variant {name!r}{close(name, plan.TRAIN)}: choose from {', '.join(plan.TRAIN)}, or all:SWITCH[:SWITCH...]"
+            )
     if len(set(args.variants)) < len(args.variants):
         fail(f"--variants names a row twice: {','.join(args.variants)}")
     for name in args.loaders:
         if name not in plan.LOADERS:
-            fail(f"unknown loader benchmark {name!r}: choose from {', '.join(plan.LOADERS)} or none")
+            fail(
+                f"unknown loader benchmark {name!r}{close(name, plan.LOADERS)}: choose from {', '.join(plan.LOADERS)} or none"
+            )
     counts = dict(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats, eval_samples=args.eval_samples)
     counts.update(loader_steps=args.loader_steps, timeout=args.timeout, nproc=args.nproc)
     for name, value in counts.items():

@@ -41,7 +41,7 @@ def answer_cell(row):
     answer = row.get("speed_answer")
     if answer is None or pd.isna(answer):
         return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
-    words = dict(same="no difference", unsettled=f"not settled ({row.rounds_paired:.0f} rounds)")
+    words = dict(same="no difference", unsettled=f"not settled ({summarize.plural(row.rounds_paired, 'round')})")
     return words.get(answer, answer)
 
 

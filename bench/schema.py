@@ -100,6 +100,10 @@ memory_format           -     train   first   -          contiguous (NCHW), or c
                                                            train_channels_last.py, train_all.py)
 tf32_matmul             -     train   -       -          torch.backends.cuda.matmul.allow_tf32 (GPU runs)
 tf32_cudnn              -     train   -       -          torch.backends.cudnn.allow_tf32 (GPU runs)
+cpu_model_cores         cores train   median  -          CPU seconds per second of the window of the training process
+                                                           (rank 0), its loader's threads left out (Linux /proc)
+cpu_loader_cores        cores train   median  -          ... and of its loader: its worker processes (DataLoader) and
+                                                           threads (DALI's); on a CPU they take these cores from the model
 dp_devices              -     train   first   only=train_dp.py   GPUs DataParallel splits each batch over
 sync_bn                 -     train   -       only=train_ddp.py+train_all.py  SyncBatchNorm on
 compile_mode            -     train   first   only=train_compile.py+train_all.py  torch.compile's mode
@@ -178,7 +182,11 @@ rounds_paired           -     summary -       -          rounds in which both th
 speed_answer            -     summary -       -          same (the interval wholly inside 0.97-1.03), else faster or
                                                            slower (wholly above or below 1), else unsettled
 ceiling                 -     summary -       -          the synthetic row of this row's precision
-ceiling_pct             %     summary -       -          rate_median as a share of its ceiling's (above 100 is possible)
+ceiling_pct             %     summary -       -          the geometric mean over the rounds of rate / its ceiling's rate
+                                                           in the same round, as a share (above 100 is possible)
+ceiling_low_pct         %     summary -       -          its 95% confidence interval starts here
+ceiling_high_pct        %     summary -       -          ... and ends here; an interval wholly above 100 is a row faster
+                                                           than its speed limit: flagged in the answer
 compile_cold_s          s     summary -       -          median compile_s of the runs that started with an empty compile
                                                            cache (a first start); compile_s is then the median of all
 memory_source           -     summary -       -          the memory column the verdict reads: nvml_peak_mib,

@@ -101,7 +101,7 @@ def next_round(out, bench_id, works, context, repeat):
     """--repeats auto: (the runs of round `repeat`, None), or (None, why no round is added). A round holds the
     reference rows and every row whose speed-up's interval is still wider than summarize.PRECISION."""
     if repeat > summarize.MAX_ROUNDS:
-        return None, f"{summarize.MAX_ROUNDS} rounds, the most --repeats auto runs"
+        return None, f"{summarize.MAX_ROUNDS} rounds is the most --repeats auto runs"
     rows = record.read_runs(out / "runs.csv")
     summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
     wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]

@@ -168,8 +168,13 @@ def verdict(row, base):
     return f"{head}{': ' + '; '.join(said) if said else ''}.{busy(row)}"
 
 
+def plural(count, word):
+    """'1 round', '3 rounds'."""
+    return f"{count:.0f} {word}{'' if round(count) == 1 else 's'}"
+
+
 def interval_words(low, high, rounds):
-    return f"95% interval {low:.2f}x to {high:.2f}x over {rounds:.0f} paired rounds"
+    return f"95% interval {low:.2f}x to {high:.2f}x over {plural(rounds, 'paired round')}"
 
 
 def speed(row, what):
@@ -184,7 +189,7 @@ def speed(row, what):
         words = interval_words(low, high, rounds)
         return f"no measurable difference in {what} ({s:.2f}x; {words}, inside 1 +- {BAND:.0%})"
     return (
-        f"{s:.2f}x the {what}, not settled after {rounds:.0f} rounds ({interval_words(low, high, rounds)}: the noise,"
+        f"{s:.2f}x the {what}, not settled after {plural(rounds, 'round')} ({interval_words(low, high, rounds)}: the noise,"
         f" +-{row.speedup_precision_pct:.0f}%, is wider than the effect)"
     )
 
@@ -368,12 +373,16 @@ def summarize(runs):
                 summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
                 if column in TORCH_MEMORY:
                     summary.loc[blind, ratio] = None
-    rates = {(w, v): rate for w, v, rate in zip(summary["workload"], summary["variant"], summary["rate_median"])}
-    for i, row in summary.iterrows():
+    for i, row in summary.iterrows():  # against the ceiling of its precision, paired by round like the speed-up
         ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
-        if row["kind"] == "train" and row["dataset"] != "synthetic" and pd.notna(rates.get((row.workload, ceiling))):
-            summary.loc[i, "ceiling"] = ceiling
-            summary.loc[i, "ceiling_pct"] = 100 * row["rate_median"] / rates[(row.workload, ceiling)]
+        if row["kind"] != "train" or row["dataset"] == "synthetic":
+            continue
+        ok = runs[(runs["workload"] == row.workload) & (runs["kind"] == "train") & (runs["status"] == "ok")]
+        if not (ok["variant"] == ceiling).any():
+            continue
+        estimate, low, high = interval(paired(ok, "samples_per_s", ceiling).get(row.variant, []))
+        summary.loc[i, "ceiling"] = ceiling
+        summary.loc[i, ["ceiling_pct", "ceiling_low_pct", "ceiling_high_pct"]] = 100 * estimate, 100 * low, 100 * high
     summary = add(summary)
     return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
 
@@ -407,10 +416,11 @@ def settled_note(summary):
         return None
     settled = asked[asked["speed_answer"] != "unsettled"]
     rounds = asked["rounds_paired"]
-    span = f"{rounds.min():.0f}" if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {rounds.max():.0f}"
+    span = plural(rounds.max(), "paired round")
+    span = span if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {span}"
     return (
-        f"Settled: {len(settled)} of {len(asked)} rows (faster, slower or no difference beyond +-{BAND:.0%},"
-        f" by 95% intervals over {span} paired rounds)."
+        f"Settled: {len(settled)} of {plural(len(asked), 'row')} (faster, slower or no difference beyond"
+        f" +-{BAND:.0%}, by 95% intervals over {span})."
     )
 
 

@@ -108,6 +108,7 @@ def test_train_with_dali_writes_metrics(tiny_data, tmp_path, loaders):
     assert set(m) == schema.written_by("train.py"), set(m) ^ schema.written_by("train.py")
     assert m["variant"] == "dali" and m["loader"] == "dali" and m["dali_version"] == loaders[1].nvidia.dali.__version__
     assert m["val_samples"] == 40 and m["steps_timed"] == 2 * 3 - 2  # 3 full batches an epoch, 2 warm-up steps
+    assert m["cpu_loader_cores"] > 0 and m["cpu_model_cores"] > 0  # DALI's threads, named [DALI]..., are the loader's
     assert [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("epoch")] == [
         "epoch 1/2",
         "epoch 2/2",

@@ -14,15 +14,43 @@ def test_dp_on_a_cpu_is_a_passthrough_and_says_so(tiny_data, tmp_path):
     result, m = train("train_dp.py", tiny_data, tmp_path / "m.json", "--steps", 4, "--warmup-steps", 1)
     assert result.returncode == 0, result.stderr
     assert m["variant"] == "dp" and m["dp_devices"] == 0 and m["world_size"] == 1 and m["val_samples"] == 40
-    heading = [line for line in result.stdout.splitlines() if line.startswith("train_dp.py: ")]
-    assert len(heading) == 1 and "DataParallel with one device: a passthrough" in heading[0]
+    setup = summary_line(result, "setup")
+    assert "DataParallel with one device: a passthrough" in setup and "1 worker;" in setup
 
 
-def test_amp_records_bf16_on_a_cpu(tiny_data, tmp_path):
+def summary_line(result, name):
+    """The line of a run's printed summary that starts with name."""
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith(name + " ")]
+    assert len(lines) == 1, result.stdout
+    return lines[0]
+
+
+def test_amp_records_bf16_on_a_cpu_and_says_whether_it_is_native(tiny_data, tmp_path):
+    """The run's own summary names the technique's settings and only what the device measures: bf16, native or
+    emulated as checks.py finds it; on a CPU host memory and the cores, and no 'starved' (the host's wait again)."""
     result, m = train("train_amp.py", tiny_data, tmp_path / "m.json", "--steps", 4, "--warmup-steps", 1)
     assert result.returncode == 0, result.stderr
     assert m["variant"] == "amp" and m["amp_dtype"] == "bf16"
     assert math.isfinite(m["train_loss_final"]) and m["val_samples"] == 40
+    native = "native here" if m["bf16_native"] else "emulated: slower than fp32"
+    assert summary_line(result, "setup").endswith(f"autocast bf16 ({native})")
+    assert summary_line(result, "timed") == "timed   3 steps (after 1 warm-up step, evaluation left out)"
+    assert "starved" not in summary_line(result, "data")
+    assert re.fullmatch(r"memory  host peak \d+ MiB .*", summary_line(result, "memory"))
+    cores = re.fullmatch(r"cores   the model ([\d.]+), the loader ([\d.]+) .*", summary_line(result, "cores"))
+    assert cores and float(cores[1]) == pytest.approx(m["cpu_model_cores"], abs=0.006)
+
+
+def test_the_loaders_cores_are_its_workers_and_none_on_synthetic_data(tiny_data, tmp_path):
+    """The DataLoader's worker processes decode the images: their CPU is the loader's; training on one synthetic
+    batch already on the device has no loader, and every CPU second is the model's."""
+    result, m = train("train.py", tiny_data, tmp_path / "m.json", "--steps", 8, "--warmup-steps", 1, "--workers", 2)
+    assert result.returncode == 0, result.stderr
+    assert m["cpu_loader_cores"] > 0 and m["cpu_model_cores"] > 0
+    result, m = train("train.py", "synthetic:32:10", tmp_path / "s.json", "--steps", 8, "--warmup-steps", 1)
+    assert result.returncode == 0, result.stderr
+    assert m["cpu_loader_cores"] == 0 and m["cpu_model_cores"] > 0
+    assert summary_line(result, "setup") == "setup   no loader: one synthetic batch, already on the device"
 
 
 @pytest.mark.slow
