@@ -53,7 +53,7 @@ def runs_of(args, info, gpu_count, logs, generate=True):
     described = plan.describe(path, "custom" if args.data else "hard")
     chosen.update(steps=None, eval_samples="all", seed=args.seed)
     nproc = args.nproc or gpu_count or 2
-    variants = [v for v in plan.ordered(plan.chosen(args, gpu_count), gpu_count) if "synthetic" not in v]
+    variants = [v for v in plan.ordered(plan.asked_variants(args, gpu_count), gpu_count) if "synthetic" not in v]
     if not variants:
         raise BenchError("--to-accuracy trains training variants: --variants names none (the ceilings are left out)")
     runs = []

@@ -20,8 +20,8 @@ are parsed before the machine is looked at; every error is a BenchError, printed
 """
 
 import argparse
-import importlib.util
 import difflib
+import importlib.util
 import os
 import secrets
 import shlex
@@ -223,14 +223,16 @@ def parse_args(argv=None):
     for name in args.variants:
         if name not in plan.TRAIN and not plan.combination(name):  # a bad combination is its own error
             fail(
-                f"unknown variant {name!r}{close(name, plan.TRAIN)}: choose from {', '.join(plan.TRAIN)}, or all:SWITCH[:SWITCH...]"
+                f"unknown variant {name!r}{close(name, plan.TRAIN)}: choose from {', '.join(plan.TRAIN)},"
+                " or all:SWITCH[:SWITCH...]"
             )
     if len(set(args.variants)) < len(args.variants):
         fail(f"--variants names a row twice: {','.join(args.variants)}")
     for name in args.loaders:
         if name not in plan.LOADERS:
             fail(
-                f"unknown loader benchmark {name!r}{close(name, plan.LOADERS)}: choose from {', '.join(plan.LOADERS)} or none"
+                f"unknown loader benchmark {name!r}{close(name, plan.LOADERS)}: choose from"
+                f" {', '.join(plan.LOADERS)} or none"
             )
     counts = dict(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats, eval_samples=args.eval_samples)
     counts.update(loader_steps=args.loader_steps, timeout=args.timeout, nproc=args.nproc)

@@ -145,7 +145,7 @@ class Run:
     nodes: int = 0  # --launcher slurm: the nodes its torchrun agents run on (bench/slurm.py); 0: this machine
 
 
-def chosen(args, gpu_count):
+def asked_variants(args, gpu_count):
     """The training variants asked for; by default every one, but dp where there is no GPU: there DataParallel is a
     passthrough whose row costs bench time and says nothing (make check still runs it, and says so)."""
     if getattr(args, "default_variants", False) and not gpu_count:
@@ -421,7 +421,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
     nproc = args.nproc or gpu_count or 2
     if gpu_count and nproc > gpu_count:
         raise BenchError(f"--nproc {nproc}: DDP runs one process per GPU and this machine has {gpu_count} GPU(s)")
-    gpu, variants = bool(gpu_count), ordered(chosen(args, gpu_count), gpu_count)
+    gpu, variants = bool(gpu_count), ordered(asked_variants(args, gpu_count), gpu_count)
     budget = None if args.budget == "none" else 60 * (args.budget or BUDGET_MIN["gpu" if gpu else "cpu"])
     window = fit_window(budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native)
     calibrations = 0

@@ -103,7 +103,7 @@ tf32_cudnn              -     train   -       -          torch.backends.cudnn.al
 cpu_model_cores         cores train   median  -          CPU seconds per second of the window of the training process
                                                            (rank 0), its loader's threads left out (Linux /proc)
 cpu_loader_cores        cores train   median  -          ... and of its loader: its worker processes (DataLoader) and
-                                                           threads (DALI's); on a CPU they take these cores from the model
+                                                           threads (DALI's); on a CPU, cores taken from the model
 dp_devices              -     train   first   only=train_dp.py   GPUs DataParallel splits each batch over
 sync_bn                 -     train   -       only=train_ddp.py+train_all.py  SyncBatchNorm on
 compile_mode            -     train   first   only=train_compile.py+train_all.py  torch.compile's mode

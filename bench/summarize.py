@@ -189,8 +189,8 @@ def speed(row, what):
         words = interval_words(low, high, rounds)
         return f"no measurable difference in {what} ({s:.2f}x; {words}, inside 1 +- {BAND:.0%})"
     return (
-        f"{s:.2f}x the {what}, not settled after {plural(rounds, 'round')} ({interval_words(low, high, rounds)}: the noise,"
-        f" +-{row.speedup_precision_pct:.0f}%, is wider than the effect)"
+        f"{s:.2f}x the {what}, not settled after {plural(rounds, 'round')} ({interval_words(low, high, rounds)}:"
+        f" the noise, +-{row.speedup_precision_pct:.0f}%, is wider than the effect)"
     )
 
 
