@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, data, execute, plan, plots, write_whole
+from bench import BenchError, data, execute, machine, plan, plots, write_whole
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
@@ -173,7 +173,7 @@ def line(row):
 def write(out, table, info, spent, target, found):
     out = Path(out)
     write_whole(out / "accuracy.csv", lambda tmp: table.to_csv(tmp, index=False))
-    where = f"{info['gpu_count']}x {info['gpu_name']}" if info["gpu_count"] else f"CPU only: {info['cpu_model']}"
+    where = machine.where(info)
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Time to {target:g} validation accuracy: {where} ({when}, {spent / 60:.1f} min)"
     lines = [

@@ -348,8 +348,9 @@ def summarize_again(args):
     """Tables and plots again from the last bench in runs.csv."""
     if not (args.out / "runs.csv").exists():
         fail(f"no {args.out}/runs.csv: run the bench first")
-    info = machine()
-    bench_id = record.read_runs(args.out / "runs.csv")["bench_id"].iloc[-1]
+    runs = record.read_runs(args.out / "runs.csv")
+    bench_id = runs["bench_id"].iloc[-1]
+    info = speed.saved_machine(args.out, runs[runs["bench_id"] == bench_id])  # the runs' machine, not this one
     speed.report(speed.write_outputs(args.out, bench_id, info), args.out, info, args.baseline_dir)
 
 

@@ -139,6 +139,25 @@ def slug(text):
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+TIER_WORDS = dict(amx="AMX", avx512_bf16="AVX-512-BF16", avx512="AVX-512 (no BF16)", avx2="AVX2 only",
+                  bf16="Arm bf16", sve="Arm SVE", neon="Arm NEON", base="no AVX2")  # fmt: skip
+
+
+def where(info):
+    """What decides a table's numbers on this machine, for its title: the GPUs and their class, or the CPU, its
+    cores, its top feature and whether it computes bf16 natively (AVX2-only and AVX-512-BF16 machines share a model
+    name, and their amp rows differ 5x)."""
+    bf16 = {True: "bf16 native", False: "bf16 emulated"}
+    if info.get("gpu_count"):
+        cc = f"compute capability {info['gpu_capability']}, " if info.get("gpu_capability") else ""
+        native = bf16.get(info.get("gpu_bf16_native"), "bf16 unknown")
+        return f"{info['gpu_count']}x {info.get('gpu_name')} ({cc}{native})"
+    isa = (info.get("cpu_isa") or "").split()
+    tier = next((t for t in TIERS if t in isa), "base") if info.get("cpu_isa") is not None else None
+    said = f"{TIER_WORDS[tier]}, {bf16[bool(NATIVE_BF16 & set(isa))]}" if tier else "CPU features unknown"
+    return f"CPU only: {info.get('cpu_model')}, {info.get('cpu_cores')} cores, {said}"
+
+
 def machine_class(info):
     """A name for the hardware class, used to find the matching saved baseline. A GPU's name fixes its capabilities;
     a CPU's does not (one model name covers AVX2-only and AVX-512-BF16 machines), so its top feature is named too."""

@@ -3,7 +3,7 @@ report.html shows alike."""
 
 import pandas as pd
 
-from bench import plan, summarize
+from bench import answer, plan, summarize
 from bench.summarize import busy_note, diverged_note, settled_note, torch_blind
 
 
@@ -38,11 +38,34 @@ def interval_cell(row):
 
 
 def answer_cell(row):
+    if row.get("dataset") == "synthetic":  # a speed limit to read the real rows against, not an option
+        return "limit (no loading)" if row.get("kind") == "train" else ""
     answer = row.get("speed_answer")
     if answer is None or pd.isna(answer):
         return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
     words = dict(same="no difference", unsettled=f"not settled ({summarize.plural(row.rounds_paired, 'round')})")
     return words.get(answer, answer)
+
+
+def ceiling_cell(row):
+    """The row's rate against its ceiling's, paired by round: a share where its interval lies below 100%, 'at it'
+    where the interval holds 100% (the two cannot be told apart), 'ABOVE' where it lies wholly above."""
+    pct, low, high = row.get("ceiling_pct"), row.get("ceiling_low_pct"), row.get("ceiling_high_pct")
+    if pct is None or pd.isna(pct):
+        return ""
+    if low is None or pd.isna(low):
+        return f"{pct:.0f}% (one round)"
+    if low > 100:
+        return f"ABOVE it ({low:.0f}-{high:.0f}%)"
+    if high >= 100:
+        return f"at it ({low:.0f}-{high:.0f}%)"
+    return f"{pct:.0f}%"
+
+
+def memory_cell(row):
+    """Memory against the baseline's: the one ratio of the table, the verdicts and the plots (bench/summarize.py:
+    paired by round, of the memory the verdict reads)."""
+    return fmt(row.get("memory_vs_baseline"), "{:.2f}x")
 
 
 def compile_cell(row):
@@ -82,6 +105,7 @@ def section(summary, title):
     lines = [f"### {title}", ""]
     train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
     if not train.empty:
+        lines += answer.answer(train)
         lines += table(train, train_columns(train))
         lines += ["", blind_note(train)] if blind_note(train) else []
         lines += ["", "Verdicts (from the fields above, by the rules of bench/summarize.py):", ""]
@@ -101,7 +125,7 @@ def train_columns(train):
         ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
         ("95% interval", interval_cell),
         ("answer", answer_cell),
-        ("of ceiling", lambda r: fmt(r.get("ceiling_pct"), "{:.0f}%")),
+        ("of ceiling", ceiling_cell),
         ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
         ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
         ("ms per step", lambda r: fmt(summarize.step_ms(r), "{:.1f}")),
@@ -112,16 +136,43 @@ def train_columns(train):
             ("torch allocated MiB", lambda r: torch_cell(r, r.peak_mem_allocated_mib)),
             ("torch reserved MiB", lambda r: torch_cell(r, r.peak_mem_reserved_mib)),
             ("NVML MiB (process tree)", lambda r: fmt(r.nvml_peak_mib)),
-            ("NVML vs baseline", lambda r: fmt(r.get("nvml_peak_vs_baseline"), "{:.2f}x")),
+            ("memory vs baseline", memory_cell),
         ]
     else:
         columns += [
             ("host memory MiB (PSS)", lambda r: fmt(r.peak_host_mem_mib)),
-            ("vs baseline", lambda r: fmt(r.get("peak_host_mem_vs_baseline"), "{:.2f}x")),
+            ("memory vs baseline", memory_cell),
         ]
+    if "cpu_loader_cores" in train and train["cpu_loader_cores"].notna().any() and (train["device"] == "cpu").all():
+        columns += [("cores: model / loader", cores_cell)]
     if "compile_s" in train and train["compile_s"].notna().any():
         columns += [("compile s, cold / median", compile_cell)]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
+
+
+def cores_cell(row):
+    """On a CPU, the cores the training process and its loader used in the window (medians over the runs)."""
+    model, loader = row.get("cpu_model_cores"), row.get("cpu_loader_cores")
+    return "" if pd.isna(model) or pd.isna(loader) else f"{model:.2f} / {loader:.2f}"
+
+
+# the columns that answer the title's question, speed and memory, on a laptop's screen (the report's first table, the
+# README's): the rest are one click away in the report and all in summary.md
+MAIN = [
+    "variant",
+    "samples/s (median)",
+    "speed-up",
+    "95% interval",
+    "answer",
+    "of ceiling",
+    "host memory MiB (PSS)",
+    "NVML MiB (process tree)",
+    "memory vs baseline",
+]
+
+
+def main_columns(train):
+    return [(header, cell) for header, cell in train_columns(train) if header in MAIN]
 
 
 def blind_note(train):

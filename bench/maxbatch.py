@@ -26,7 +26,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, execute, plan, write_whole
+from bench import BenchError, execute, machine, plan, write_whole
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -302,7 +302,7 @@ def present(value):
 def write(out, table, info, spent):
     out = Path(out)
     write_whole(out / "max_batch.csv", lambda tmp: table.to_csv(tmp, index=False))
-    where = f"{info['gpu_count']}x {info['gpu_name']}" if info["gpu_count"] else f"CPU only: {info['cpu_model']}"
+    where = machine.where(info)
     limit = table["memory_limit_mib"].dropna()
     memory = f"{limit.iloc[0]:,.0f} MiB of address space per process" if not limit.empty else "the GPU's memory"
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, diffs, markdown, schema, summarize, write_whole
+from bench import BenchError, answer, diffs, markdown, schema, summarize, write_whole
 from bench.machine import ROOT
 
 BLOCK = re.compile(
@@ -29,13 +29,11 @@ BLOCK = re.compile(
 )
 LINES = re.compile(r"(<!-- lines -->\n)(?P<body>.*?)(<!-- /lines -->)", re.S)
 PLOTS = [("tradeoff.png", "speed-up against memory"), ("time.png", "where a step's time goes")]
-RENAMED = {"vs baseline": "memory vs baseline"}  # host memory (PSS) on a CPU: said under the table
 MODES = {  # a mode's table and plot, as the mode writes them
     "to-accuracy": ("accuracy.md", "accuracy_curves.png", "training loss and validation accuracy of each variant"),
     "max-batch": ("max_batch.md", "max_batch.png", "the largest batch of each variant and its speed there"),
     "scaling": ("scaling.md", "scaling.png", "samples/s against processes, with the ideal line"),
 }
-HEADLINE = ["variant", "samples/s (median)", "speed-up", "95% interval", "answer", "vs baseline", "NVML vs baseline"]
 
 
 def pages(root=ROOT):
@@ -76,8 +74,9 @@ def headline_block(folder, link):
     lines = []
     for workload in summary["workload"].unique():
         train = summary[(summary["workload"] == workload) & (summary["kind"] == "train")]
-        columns = [(RENAMED.get(h, h), cell) for h, cell in markdown.train_columns(train) if h in HEADLINE]
-        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *markdown.table(train, columns), ""]
+        columns = markdown.main_columns(train)
+        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *answer.answer(train)]
+        lines += [*markdown.table(train, columns), ""]
     note = summarize.settled_note(summary)
     lines += [f"**{note}**", ""] if note else []
     lines += [

@@ -15,8 +15,9 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from bench import diffs, markdown, write_whole
+from bench import answer, diffs, markdown, write_whole
 from bench.machine import ROOT
+from bench.machine import where as machine_where
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 PLOTS = [
@@ -43,6 +44,8 @@ MACHINE = [  # (label, machine field)
     ("machine class", "machine_class"),
 ]
 ANSWER_CLASS = {"faster": "faster", "slower": "slower"}
+# the main table's columns a phone's screen leaves out (in the full table below it): speed-up, answer and memory stay
+PHONE_HIDDEN = ["samples/s (median)", "95% interval", "of ceiling", "host memory MiB (PSS)", "NVML MiB (process tree)"]
 
 
 def present(value):
@@ -120,10 +123,13 @@ def sections(summary, headings):
     for workload, heading in headings.items():
         part = summary[summary["workload"] == workload]
         train, loaders = part[part["kind"] == "train"], part[part["kind"] == "loader"]
-        section = dict(heading=heading, train=None, loaders=None, train_verdicts=[], loader_verdicts=[])
+        section = dict(heading=heading, train=None, loaders=None, train_verdicts=[], loader_verdicts=[], answer=[])
         if not train.empty:
             headers, rows = markdown.cells(train, markdown.train_columns(train))
             section.update(train=dict(headers=headers, rows=rows), train_verdicts=list(train["verdict"].dropna()))
+            headers, rows = markdown.cells(train, markdown.main_columns(train))
+            section.update(main=dict(headers=headers, rows=rows), answer=answer.items(train))
+            section["answer_title"] = answer.title(train)
             section["train_note"] = markdown.blind_note(train)
         if not loaders.empty:
             headers, rows = markdown.cells(loaders, markdown.LOADER_COLUMNS)
@@ -148,7 +154,7 @@ def render(summary, runs, machine, headings, stamp, notes, folder):
     """The report's HTML for a summary whose plots are in folder."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = environment.from_string(TEMPLATE.read_text())
-    where = next(iter(headings.values()), "") if len(headings) == 1 else runs_where(machine)
+    where = next(iter(headings.values()), "") if len(headings) == 1 else machine_where(machine)
     commits = runs["git_commit"].dropna() if "git_commit" in runs else []
     return template.render(
         where=where,
@@ -157,18 +163,13 @@ def render(summary, runs, machine, headings, stamp, notes, folder):
         machine=machine_items(machine, runs),
         sections=sections(summary, headings),
         cell_class=cell_class,
+        phone_hidden=PHONE_HIDDEN,
         notes=[note for note in notes if note],
         plots=plots(folder),
         techniques=techniques(summary),
         commit=str(commits.iloc[-1])[:12] if len(commits) else "",
         pygments_css=markupsafe.Markup(HtmlFormatter().get_style_defs("pre.diff")),
     )
-
-
-def runs_where(machine):
-    if machine.get("gpu_count"):
-        return f"{machine['gpu_count']}x {machine.get('gpu_name')}"
-    return f"CPU only: {machine.get('cpu_model')}, {machine.get('cpu_cores')} cores"
 
 
 def write(folder, summary, runs, machine, headings, stamp, notes):

@@ -22,7 +22,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, execute, plan, slurm, summarize, write_whole
+from bench import BenchError, execute, machine, plan, slurm, summarize, write_whole
 from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
 
 matplotlib.use("Agg")
@@ -238,7 +238,7 @@ ANSWER = dict(
 def write(out, table, info, spent, done, rounds, spent_out=False):
     out = Path(out)
     write_whole(out / "scaling.csv", lambda tmp: table.to_csv(tmp, index=False))
-    where = f"{info['gpu_count']}x {info['gpu_name']}" if info["gpu_count"] else f"CPU only: {info['cpu_model']}"
+    where = machine.where(info)
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     mode = table["scaling_mode"].iloc[0]
     title = f"Scaling ({mode}): {where} ({when}, {done} of {rounds} rounds, {spent / 60:.1f} min)"

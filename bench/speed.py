@@ -9,8 +9,11 @@ each row's change against the saved baseline of this machine's class.
 import json
 from pathlib import Path
 
-from bench import baseline, execute, markdown, plan, plots, record, slurm, summarize, write_whole
+import pandas as pd
+
+from bench import baseline, execute, markdown, plan, plots, record, schema, slurm, summarize, write_whole
 from bench import report as html_report
+from bench.machine import where as machine_where
 from bench.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
 
 
@@ -18,10 +21,7 @@ def title(summary, machine, workload=None):
     train = summary[summary["kind"] == "train"].dropna(subset=["model"])
     if workload is not None:
         train = train[train["workload"] == workload]
-    if machine["gpu_count"]:
-        where = f"{machine['gpu_count']}x {machine['gpu_name']}"
-    else:
-        where = f"CPU only: {machine['cpu_model']}, {machine['cpu_cores']} cores"
+    where = machine_where(machine)
     if train.empty:
         return where
     r = train.iloc[0]
@@ -82,7 +82,15 @@ def saved_machine(folder, runs):
     """The machine a saved bench ran on: its machine.json, else the machine fields of its last run."""
     if (folder / "machine.json").exists():
         return json.loads((folder / "machine.json").read_text())
-    return runs.iloc[-1].to_dict()
+    fields = {f.name for f in schema.FIELDS if f.source == "machine"}
+    last = runs.iloc[-1]
+    info = {name: (None if pd.isna(last.get(name)) else last.get(name)) for name in fields}
+    for name in "gpu_count", "cpu_cores":  # read back from a csv as floats
+        info[name] = int(info[name] or 0)
+    for name in "cpu_bf16_native", "gpu_bf16_native", "gpu_tf32":
+        if info.get(name) is not None and not isinstance(info[name], bool):
+            info[name] = str(info[name]).lower() == "true"
+    return info
 
 
 def print_plan(runs, works, gpu_count):

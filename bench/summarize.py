@@ -112,6 +112,7 @@ def paired(runs, column, reference):
 WAIT_BOUND = 0.2  # a run that waits for data this share of its window or more is limited by its input pipeline
 WAIT_LITTLE = 0.05  # below this share, a faster input pipeline has little to win
 WAIT_CHANGE = 0.05  # a change in the data wait smaller than this (absolute) is "stayed"
+CORES_CHANGE = 0.1  # on a CPU, a change of the loader's cores smaller than this is not said
 ACCURACY_GAP = 0.1  # validation accuracy this far from the baseline's, after the same steps, is worth a look
 
 
@@ -154,7 +155,7 @@ def verdict(row, base):
             f" limit of {row.model} here; the real rows of its precision are read against it.{busy(row)}"
         )
     if base is None or name == base.variant:
-        reached = f"; it reaches {row.ceiling_pct:.0f}% of the ceiling" if pd.notna(row.get("ceiling_pct")) else ""
+        reached = ceiling_words(row)
         parts = [f"compute {compute_ms(row):.1f} ms a step"] if pd.notna(compute_ms(row)) else []
         parts += (
             [f"waiting for data {row.data_wait_frac:.0%} of the time"] if pd.notna(row.get("data_wait_frac")) else []
@@ -171,6 +172,19 @@ def verdict(row, base):
 def plural(count, word):
     """'1 round', '3 rounds'."""
     return f"{count:.0f} {word}{'' if round(count) == 1 else 's'}"
+
+
+def ceiling_words(row):
+    """'; it reaches 76% of the ceiling (71% to 80%)', or that it cannot be told from it, by the paired interval."""
+    pct, low, high = num(row, "ceiling_pct"), num(row, "ceiling_low_pct"), num(row, "ceiling_high_pct")
+    if pd.isna(pct):
+        return ""
+    if pd.isna(low):
+        return f"; it reaches {pct:.0f}% of the ceiling (one round)"
+    if low <= 100 <= high:
+        return f"; it runs at the ceiling, as far as the rounds tell ({low:.0f}% to {high:.0f}% of it)"
+    spread = f" ({low:.0f}% to {high:.0f}%)" if round(low) != round(high) else ""
+    return f"; it reaches {pct:.0f}% of the ceiling{spread}"
 
 
 def interval_words(low, high, rounds):
@@ -247,8 +261,9 @@ def reasons(row, base):
         said.append(
             f"{step or 'compute per step unknown'} and the data wait {moved} from {base_wait:.0%} to {wait:.0%}"
         )
-    if fresh_loader and row.get("device") == "cpu":
-        said.append(f"on a CPU its {row.loader} loader shares the cores with the model")
+    cores = cores_words(row, base)
+    if cores:
+        said.append(cores)
     if torch_blind(row):
         said.append(
             "its GPU memory is NVML's, which sees DALI's own memory where its batches live (torch's counters do not)"
@@ -269,6 +284,24 @@ def reasons(row, base):
                 " same steps, says to check that it learns alike"
             )
     return said
+
+
+def cores_words(row, base):
+    """On a CPU, where a change of loader (or its share) moved the cores: 'its loading took 0.1 cores from the model
+    (the baseline's: 0.4), which used 1.9 (1.6)'; None where not measured or not moved."""
+    if row.get("device") != "cpu":
+        return None
+    loader, model = num(row, "cpu_loader_cores"), num(row, "cpu_model_cores")
+    base_loader, base_model = num(base, "cpu_loader_cores"), num(base, "cpu_model_cores")
+    if any(pd.isna(v) for v in (loader, model, base_loader, base_model)):
+        return None
+    fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
+    if not fresh_loader and abs(loader - base_loader) < CORES_CHANGE:
+        return None
+    return (
+        f"on this CPU its loading took {loader:.2f} cores from the model (the baseline's: {base_loader:.2f}), and the"
+        f" model used {model:.2f} ({base_model:.2f})"
+    )
 
 
 def num(row, name):
@@ -412,6 +445,7 @@ def diverged_note(summary):
 def settled_note(summary):
     """How many of the rows compared with a reference got a settled answer, and over how many rounds."""
     asked = summary[summary["speed_answer"].notna()] if "speed_answer" in summary else summary.iloc[:0]
+    asked = asked[asked.get("dataset", pd.Series(index=asked.index, dtype=object)) != "synthetic"]  # limits
     if asked.empty:
         return None
     settled = asked[asked["speed_answer"] != "unsettled"]

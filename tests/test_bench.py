@@ -275,7 +275,9 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
     "args,words",
     fast_first(
         [
-            (["--variants", "nosuch"], "unknown variant 'nosuch'"),
+            (["--variants", "nosuch"], "unknown variant 'nosuch': choose from"),
+            (["--variants", "baseline,chanels_last"], "unknown variant 'chanels_last' (did you mean 'channels_last'?)"),
+            (["--loaders", "loader_dal"], "unknown loader benchmark 'loader_dal' (did you mean 'loader_dali'?)"),
             (["--variants", "all:no-foo"], "variant 'all:no-foo': unknown switch 'no-foo'"),
             (["--variants", "all:no-amp:no-amp"], "variant 'all:no-amp:no-amp': each switch once"),
             (["--variants", "all:no-ddp:no-amp:no-channels-last:no-compile"], "each switch once, and not all of them"),

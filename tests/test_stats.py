@@ -207,7 +207,20 @@ def test_rounds_after_the_first_run_in_a_shuffled_order_the_seed_fixes(described
     args = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none"])
     runs, _, _ = plan.make_plan(args, 0, 2, dry_run=True)
     order = {r: [run.variant for run in runs if run.repeat == r and run.kind == "train"] for r in (1, 2, 3)}
-    assert order[1] == plan.ordered(list(plan.TRAIN), 0)
+    assert order[1] == plan.ordered([v for v in plan.TRAIN if v != "dp"], 0)  # no GPU: dp, a passthrough, left out
     assert sorted(order[2]) == sorted(order[1]) and order[2] != order[1] and order[3] != order[2]
     again, _, _ = plan.make_plan(args, 0, 2, dry_run=True)
     assert [r.name for r in again] == [r.name for r in runs]
+
+
+def test_dp_is_left_out_of_a_cpu_bench_by_default_but_runs_where_asked_or_on_a_gpu(described, tmp_path):
+    """Without a GPU DataParallel is a passthrough: the default bench leaves its row out (make check keeps it); named
+    in --variants it runs, and on a GPU machine it is in by default."""
+
+    def trained(argv, gpus):
+        args = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "1", "--budget", "none", *argv])
+        return {r.variant for r in plan.make_plan(args, gpus, 2, dry_run=True)[0] if r.kind == "train"}
+
+    assert "dp" not in trained([], 0) and {"baseline", "ddp", "amp"} <= trained([], 0)
+    assert trained(["--variants", "baseline,dp"], 0) == {"baseline", "dp"}
+    assert "dp" in trained(["--workload", "small"], 1)

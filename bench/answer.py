@@ -1,0 +1,239 @@
+"""The answer first: what to adopt on this machine for this model, from the settled verdicts alone.
+
+Every row a bench compares with the baseline lands in one group, by its speed answer and its memory answer
+(bench/summarize.py's intervals; nothing here reads a point estimate as a finding):
+
+- pays: faster; or no difference in speed for less memory;
+- trades: slower, for less memory (worth it where memory, not speed, is the limit: a larger batch or model);
+- costs: slower, or no difference in speed for more memory;
+- no difference: neither speed nor memory moved beyond the band;
+- not settled: its interval holds both a gain and a loss; how many rounds at this noise would settle it is said;
+- no verdict: every run failed, or its loss diverged.
+
+The best measured is the fastest row that pays. Ceilings are limits, never options: they say how fast the model
+trains with no loading at all. Two things are flagged, with their likely reason where the runs measured it: a real row
+whose interval against its ceiling lies wholly above 100% (a row cannot outrun training without loading unless the
+two differ in more than loading), and a combination (all, all:no-...) slower than one of its parts, by their
+intervals.
+"""
+
+import math
+
+import pandas as pd
+
+from bench import diffs, plan, summarize
+from bench.summarize import num, plural
+
+ROUNDS_AT_MOST = (
+    50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise
+)
+
+# the techniques a combination holds, by its switches (plan.SWITCHES)
+PARTS = {"no-ddp": "ddp", "no-amp": "amp", "no-channels-last": "channels_last", "no-compile": "compile"}
+
+
+def group(row):
+    """pays, trades, costs, same, unsettled or failed: what the row's answers say to do."""
+    if not row.get("runs_ok") or row.get("runs_diverged"):
+        return "failed"
+    speed, memory = row.get("speed_answer"), row.get("memory_answer")
+    if speed == "faster":
+        return "pays"
+    if speed == "slower":  # a device that only emulates what the technique needs offers no trade: it costs
+        return "trades" if memory == "less" and not why_it_costs(row) else "costs"
+    if speed == "same":
+        return {"less": "pays", "more": "costs"}.get(memory, "same")
+    return "unsettled"
+
+
+def compared(train):
+    """The rows a bench compares with the baseline: not the reference, not a ceiling."""
+    real = train["dataset"] != "synthetic" if "dataset" in train else True
+    return train[real & train["speed_answer"].notna()] if "speed_answer" in train else train.iloc[:0]
+
+
+def cost(variant):
+    """' 17 lines' of the technique's diff, '' where it is not one of the diffs."""
+    name = diffs.technique(variant)
+    return f", {plural(diffs.cost(name), 'line')}" if name in diffs.TECHNIQUES else ""
+
+
+def memory_words(row):
+    m = num(row, "memory_vs_baseline")
+    if math.isnan(m):
+        return ""
+    answer = row.get("memory_answer")
+    said = {"more": "more", "less": "less", "same": "unchanged"}.get(answer, "not settled")
+    return f", {m:.2f}x the memory ({said})"
+
+
+def item(row, why=""):
+    """'amp 0.19x, 0.94x the memory (less), 17 lines: bf16 is emulated on this device'."""
+    return f"{row.variant} {row.speedup:.2f}x{memory_words(row)}{cost(row.variant)}{why}"
+
+
+def why_it_costs(row):
+    """The measured reason a row is slower, where its fields say one."""
+    if row.get("amp_dtype") == "bf16" and str(row.get("bf16_native")).lower() == "false":
+        return ": bf16 is emulated on this device"
+    if num(row, "world_size") > 1 and row.get("device") == "cpu":
+        return f": {row.world_size:.0f} processes share the same cores"
+    if row.variant in plan.MULTI_GPU and row.get("device") == "cuda" and num(row, "world_size") < 2:
+        return ": one GPU, so only its overhead shows"
+    return ""
+
+
+def rounds_to_settle(row):
+    """About how many paired rounds at the noise seen would settle the row: its interval's half-width (log scale)
+    shrinks as one over the square root of the rounds; None without an interval."""
+    estimate, low, high, rounds = (
+        row.speedup,
+        num(row, "speedup_low"),
+        num(row, "speedup_high"),
+        num(row, "rounds_paired"),
+    )
+    if math.isnan(low) or math.isnan(high) or rounds < 2:
+        return None
+    width, effect, band = math.log(high / low) / 2, abs(math.log(estimate)), math.log1p(summarize.BAND)
+    target = band - effect if effect < band else effect  # inside the band: settle as no difference; else as a change
+    if target <= 0 or width <= 0:
+        return math.inf
+    return math.ceil(rounds * (width / target) ** 2)
+
+
+def unsettled_item(row):
+    needed = rounds_to_settle(row)
+    if needed is None:
+        more = "one paired round: no interval yet; run more rounds (--repeats)"
+    elif needed > ROUNDS_AT_MOST:
+        more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
+        more += " would narrow it"
+    else:
+        more = f"about {needed} rounds at this noise would settle it (--repeats {needed})"
+    return f"{row.variant} {row.speedup:.2f}x +-{num(row, 'speedup_precision_pct'):.0f}%: {more}"
+
+
+def above_ceiling(train):
+    """(row, words) for each real row whose interval against its ceiling lies wholly above 100%."""
+    flagged = []
+    for _, row in compared_and_reference(train).iterrows():
+        if num(row, "ceiling_low_pct") > 100:
+            ceiling = train[train["variant"] == row.get("ceiling")]
+            flagged.append((row, above_why(row, ceiling.iloc[0] if not ceiling.empty else None)))
+    return flagged
+
+
+def compared_and_reference(train):
+    return train[train["dataset"] != "synthetic"] if "dataset" in train else train
+
+
+def above_why(row, ceiling):
+    """Why a row may outrun its ceiling, from what was measured."""
+    said = (
+        f"{row.variant} runs above its ceiling ({num(row, 'ceiling_low_pct'):.0f}% to"
+        f" {num(row, 'ceiling_high_pct'):.0f}% of {row.get('ceiling')}, by the paired rounds): the ceiling is not a"
+        " limit here, as a row cannot outrun training with no loading unless the two differ in more than loading"
+    )
+    if ceiling is not None and row.get("device") == "cpu":
+        mine, its = num(row, "cpu_model_cores"), num(ceiling, "cpu_model_cores")
+        if not (math.isnan(mine) or math.isnan(its)):
+            return (
+                f"{said}; on this CPU the model's process used {mine:.2f} cores against the ceiling's {its:.2f}"
+                f" (its loader: {num(row, 'cpu_loader_cores'):.2f}): how the cores were shared differs"
+            )
+        return f"{said}; on a CPU the likely reason is how the cores were shared (not measured in these runs)"
+    return f"{said}; the likely reason is noise between processes or a difference in set-up (not measured)"
+
+
+def parts_of(variant):
+    """The techniques a combination row holds (all: ddp, amp, channels_last, compile), () for any other row."""
+    if variant == "all":
+        return tuple(PARTS.values())
+    switches = plan.combination(variant) if variant.startswith("all:") else None
+    return tuple(part for switch, part in PARTS.items() if switch not in switches) if switches else ()
+
+
+def slower_than_parts(train):
+    """(combination row, words) where a combination's interval lies wholly below one of its parts'."""
+    flagged, rows = [], {row.variant: row for _, row in compared(train).iterrows()}
+    for variant, row in rows.items():
+        parts = [rows[p] for p in parts_of(variant) if p in rows]
+        beaten = [p for p in parts if num(row, "speedup_high") < num(p, "speedup_low")]
+        if not beaten:
+            continue
+        best = max(beaten, key=lambda p: p.speedup)
+        slow = [p for p in parts if p.get("speed_answer") == "slower"]
+        reason = (
+            f": it holds {', '.join(f'{p.variant} ({p.speedup:.2f}x on its own{why_it_costs(p)})' for p in slow)}"
+            if slow
+            else ": none of its parts is slower on its own, so they interact (not measured apart)"
+        )
+        flagged.append(
+            (
+                row,
+                f"{variant} ({row.speedup:.2f}x) is slower than its part {best.variant} ({best.speedup:.2f}x){reason}",
+            )
+        )
+    return flagged
+
+
+def items(train):
+    """The answer for one workload's training rows: [(label, words)], empty without compared rows."""
+    rows = compared(train)
+    if rows.empty:
+        return []
+    groups = {}
+    for _, row in rows.iterrows():
+        groups.setdefault(group(row), []).append(row)
+    pays = sorted(groups.get("pays", []), key=lambda r: -r.speedup)
+    said = [("Pays", "; ".join(item(r) for r in pays) if pays else "nothing measured pays here")]
+    if groups.get("trades"):
+        trades = "; ".join(item(r) for r in groups["trades"])
+        said.append(("Trades speed for memory", f"{trades} (worth it only where memory, not speed, is the limit)"))
+    if groups.get("costs"):
+        said.append(("Costs", "; ".join(item(r, why_it_costs(r)) for r in groups["costs"])))
+    if groups.get("same"):
+        said.append(("No difference", "; ".join(item(r) for r in groups["same"])))
+    if groups.get("unsettled"):
+        said.append(("Not settled", "; ".join(unsettled_item(r) for r in groups["unsettled"])))
+    if groups.get("failed"):
+        said.append(
+            ("No verdict", f"{', '.join(r.variant for r in groups['failed'])} (failed or diverged: see its row)")
+        )
+    if pays:
+        best = pays[0]
+        said.append(
+            (
+                "Best measured",
+                f"{best.variant}, {best.speedup:.2f}x ({num(best, 'speedup_low'):.2f}x to"
+                f" {num(best, 'speedup_high'):.2f}x){memory_words(best)}",
+            )
+        )
+    said += limit_items(train)
+    return said + [("Flag", words) for _, words in above_ceiling(train) + slower_than_parts(train)]
+
+
+def title(train):
+    model = train["model"].dropna().iloc[0] if train["model"].notna().any() else "this model"
+    return f"What to adopt for {model} here, from the settled answers alone"
+
+
+def answer(train):
+    """The answer as markdown lines."""
+    said = items(train)
+    if not said:
+        return []
+    return [f"**{title(train)}:**", "", *[f"- **{label}**: {words}." for label, words in said], ""]
+
+
+def limit_items(train):
+    """The ceilings as limits: how fast the model trains with no loading, and how near the baseline comes."""
+    said = []
+    base = train[train["variant"] == "baseline"]
+    for _, ceiling in train[train["dataset"] == "synthetic"].iterrows():
+        what = "in mixed precision" if ceiling.variant == "amp-synthetic" else "in full precision"
+        words = f"{ceiling.variant}: {ceiling.rate_median:,.1f} samples/s {what} with no loading at all"
+        if ceiling.variant == "synthetic" and not base.empty and pd.notna(base.iloc[0].get("ceiling_pct")):
+            words += summarize.ceiling_words(base.iloc[0]).replace("; it", "; the baseline", 1)
+        said.append(("Limit", words))
+    return said
