@@ -10,12 +10,18 @@ ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 endif
 
-.PHONY: bench check baseline plot train data diff test test-fast lint format clean browser slurm
+.PHONY: bench compare check baseline plot train data diff test test-fast lint format clean browser slurm
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
 # WORKLOAD=small|imagenet|all (generated in data/ when missing), or DATA=folder of your own
 bench: $(SETUP)
 	$(PY) -m bench $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
+
+# a quick answer for one technique (or a few): V=amp or V=amp,compile against the baseline, paired, in rounds until
+# settled or 5 minutes spent; its own results/compare/ (report.html, summary.md); ARGS="--budget 10" for longer
+compare: $(SETUP)
+	@case "$(V)" in ""|*baseline*) echo "usage: make compare V=amp (or V=amp,compile: any of make bench's variants but baseline)" >&2; exit 2 ;; esac
+	$(PY) -m bench --variants baseline,$(V) --loaders none --budget 5 --out results/compare $(if $(DATA),--data $(DATA)) $(ARGS)
 
 # does every technique work on this machine? a short run of every script and path, a table of what works (3-4 min)
 check: $(SETUP)

@@ -27,11 +27,20 @@ def bench(data, out, *args, timeout=900):
 
 @pytest.fixture(scope="module")
 def tiny_bench(tiny_data, tmp_path_factory):
-    """One small bench: two training variants and one loader benchmark, twice each, with TensorBoard's curves."""
+    """One small bench, as `make compare V=dp` runs it (the baseline and dp, paired; here also one loader benchmark),
+    twice each, with TensorBoard's curves."""
     out = tmp_path_factory.mktemp("bench") / "results"
-    args = ("--variants", "baseline,dp", "--loaders", "loader", "--repeats", 2, "--tensorboard")
-    result = bench(tiny_data, out, *args)
+    args = ["--out", out, *TINY, "--loaders", "loader", "--repeats", 2, "--tensorboard"]
+    make = ["make", "-s", "compare", "V=dp", f"PY={PY}", f"DATA={tiny_data}", "ARGS=" + " ".join(map(str, args))]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run(make, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     return result, out
+
+
+@pytest.mark.parametrize("v,words", [("", "usage: make compare V=amp"), ("amq", "(did you mean 'amp'?)")])
+def test_make_compare_without_a_technique_or_with_a_misspelt_one_is_one_line(v, words):
+    result = subprocess.run(["make", "-s", "compare", f"V={v}", f"PY={PY}"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.slow
@@ -67,6 +76,7 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     assert "| baseline |" in text and "- baseline: the reference" in text and "- dp: " in text
     assert by_variant.loc["dp", "verdict"] in text and by_variant.loc["dp", "verdict"] in result.stdout
     assert list(runs["run"])[:3] == ["baseline-1", "dp-1", "loader-1"]  # the first round in priority order
+    assert "What to adopt for" in text and "What to adopt for" in result.stdout  # the answer first
     # where each run's time went: its phases add up to its wall time
     phases = train[["setup_s", "warmup_s", "window_s", "eval_s", "other_s"]]
     assert (phases >= -0.05).all().all() and ((phases.sum(axis=1) - train["wall_s"]).abs() < 1e-6).all()
