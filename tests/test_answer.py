@@ -3,9 +3,9 @@ uses; the ceiling compared by its interval; one memory ratio in the table, the v
 name what decides the numbers."""
 
 import pandas as pd
+from test_verdicts import STEADY, runs_of
 
 from bench import answer, diffs, machine, markdown, summarize
-from test_verdicts import STEADY, runs_of
 
 
 def told(variants):

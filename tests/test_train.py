@@ -28,10 +28,11 @@ def test_train_writes_metrics(tiny_data, tmp_path):
     assert not list(tmp_path.glob("*.tmp")), "temporary metrics file left behind"
     lines = result.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("train.py: "))  # the summary: a heading, then
-    assert [line.split()[0] for line in lines[at + 1 : at + 5]] == ["speed", "data", "result", "memory"]
-    assert [line for line in lines if "samples/s" in line] == [lines[at + 1]]
-    assert f"first step {m['first_step_s']:.2f} s" in lines[at + 1] and m["first_step_s"] > 0
-    assert "on 40 of 40 validation images" in lines[at + 3]
+    names = ["setup", "speed", "timed", "data", "result", "memory", "cores"]  # cores: a CPU's
+    assert [line.split()[0] for line in lines[at + 1 : at + 8]] == names
+    assert [line for line in lines if "samples/s" in line] == [lines[at + 2]]
+    assert f"first step {m['first_step_s']:.2f} s" in lines[at + 2] and m["first_step_s"] > 0
+    assert "on 40 of 40 validation images" in lines[at + 5]
 
 
 def test_epochs_cover_the_training_set(tiny_data, tmp_path):

@@ -41,6 +41,7 @@ def test_amp_records_bf16_on_a_cpu_and_says_whether_it_is_native(tiny_data, tmp_
     assert cores and float(cores[1]) == pytest.approx(m["cpu_model_cores"], abs=0.006)
 
 
+@pytest.mark.slow
 def test_the_loaders_cores_are_its_workers_and_none_on_synthetic_data(tiny_data, tmp_path):
     """The DataLoader's worker processes decode the images: their CPU is the loader's; training on one synthetic
     batch already on the device has no loader, and every CPU second is the model's."""
