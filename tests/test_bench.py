@@ -37,6 +37,7 @@ def tiny_bench(tiny_data, tmp_path_factory):
     return result, out
 
 
+@pytest.mark.slow  # make and a fresh interpreter: 1.5 s each
 @pytest.mark.parametrize("v,words", [("", "usage: make compare V=amp"), ("amq", "(did you mean 'amp'?)")])
 def test_make_compare_without_a_technique_or_with_a_misspelt_one_is_one_line(v, words):
     result = subprocess.run(["make", "-s", "compare", f"V={v}", f"PY={PY}"], cwd=ROOT, capture_output=True, text=True)
