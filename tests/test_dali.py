@@ -108,7 +108,7 @@ def test_train_with_dali_writes_metrics(tiny_data, tmp_path, loaders):
     assert set(m) == schema.written_by("train.py"), set(m) ^ schema.written_by("train.py")
     assert m["variant"] == "dali" and m["loader"] == "dali" and m["dali_version"] == loaders[1].nvidia.dali.__version__
     assert m["val_samples"] == 40 and m["steps_timed"] == 2 * 3 - 2  # 3 full batches an epoch, 2 warm-up steps
-    assert m["cpu_loader_cores"] > 0 and m["cpu_model_cores"] > 0  # DALI's threads, named [DALI]..., are the loader's
+    assert m["cpu_loader_cores"] >= 0 and m["cpu_model_cores"] > 0  # a few steps: DALI's may not reach a 10 ms tick
     assert [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("epoch")] == [
         "epoch 1/2",
         "epoch 2/2",
@@ -121,6 +121,7 @@ def test_dali_learns(small_data, tmp_path):
     result, m = train("train.py", small_data, tmp_path / "m.json", "--loader", "dali", *LEARN)
     assert result.returncode == 0, result.stderr
     assert m["val_acc"] >= 0.5 and m["val_samples"] == 200, result.stdout
+    assert m["cpu_loader_cores"] > 0 and m["cpu_model_cores"] > 0  # DALI's threads, named [DALI]..., are the loader's
 
 
 @pytest.mark.parametrize("damage", fast_first(["truncated", "empty", "not an image", "cut after the header"]))

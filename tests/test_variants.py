@@ -45,7 +45,8 @@ def test_amp_records_bf16_on_a_cpu_and_says_whether_it_is_native(tiny_data, tmp_
 def test_the_loaders_cores_are_its_workers_and_none_on_synthetic_data(tiny_data, tmp_path):
     """The DataLoader's worker processes decode the images: their CPU is the loader's; training on one synthetic
     batch already on the device has no loader, and every CPU second is the model's."""
-    result, m = train("train.py", tiny_data, tmp_path / "m.json", "--steps", 8, "--warmup-steps", 1, "--workers", 2)
+    args = ("--steps", 30, "--warmup-steps", 1, "--workers", 2, "--batch-size", 16)  # 4 epochs: workers that ended
+    result, m = train("train.py", tiny_data, tmp_path / "m.json", *args)
     assert result.returncode == 0, result.stderr
     assert m["cpu_loader_cores"] > 0 and m["cpu_model_cores"] > 0
     result, m = train("train.py", "synthetic:32:10", tmp_path / "s.json", "--steps", 8, "--warmup-steps", 1)
