@@ -48,8 +48,9 @@ def group(row):
 
 def compared(train):
     """The rows a bench compares with the baseline: not the reference, not a ceiling."""
-    real = train["dataset"] != "synthetic" if "dataset" in train else True
-    return train[real & train["speed_answer"].notna()] if "speed_answer" in train else train.iloc[:0]
+    if "speed_answer" not in train:
+        return train.iloc[:0]
+    return train[(train["dataset"] != "synthetic") & train["speed_answer"].notna()]
 
 
 def cost(variant):
@@ -74,7 +75,7 @@ def item(row, why=""):
 
 def why_it_costs(row):
     """The measured reason a row is slower, where its fields say one."""
-    if row.get("amp_dtype") == "bf16" and str(row.get("bf16_native")).lower() == "false":
+    if summarize.emulated_bf16(row):
         return ": bf16 is emulated on this device"
     if num(row, "world_size") > 1 and row.get("device") == "cpu":
         return f": {row.world_size:.0f} processes share the same cores"
@@ -116,15 +117,11 @@ def unsettled_item(row):
 def above_ceiling(train):
     """(row, words) for each real row whose interval against its ceiling lies wholly above 100%."""
     flagged = []
-    for _, row in compared_and_reference(train).iterrows():
-        if num(row, "ceiling_low_pct") > 100:
+    for _, row in train[train["dataset"] != "synthetic"].iterrows():
+        if summarize.against_ceiling(row)[0] == "above":
             ceiling = train[train["variant"] == row.get("ceiling")]
             flagged.append((row, above_why(row, ceiling.iloc[0] if not ceiling.empty else None)))
     return flagged
-
-
-def compared_and_reference(train):
-    return train[train["dataset"] != "synthetic"] if "dataset" in train else train
 
 
 def above_why(row, ceiling):

@@ -50,16 +50,11 @@ def answer_cell(row):
 def ceiling_cell(row):
     """The row's rate against its ceiling's, paired by round: a share where its interval lies below 100%, 'at it'
     where the interval holds 100% (the two cannot be told apart), 'ABOVE' where it lies wholly above."""
-    pct, low, high = row.get("ceiling_pct"), row.get("ceiling_low_pct"), row.get("ceiling_high_pct")
-    if pct is None or pd.isna(pct):
+    standing, pct, low, high = summarize.against_ceiling(row)
+    if standing is None:
         return ""
-    if low is None or pd.isna(low):
-        return f"{pct:.0f}% (one round)"
-    if low > 100:
-        return f"ABOVE it ({low:.0f}-{high:.0f}%)"
-    if high >= 100:
-        return f"at it ({low:.0f}-{high:.0f}%)"
-    return f"{pct:.0f}%"
+    words = {"one": f"{pct:.0f}% (one round)", "above": f"ABOVE it ({low:.0f}-{high:.0f}%)"}
+    return words.get(standing, f"at it ({low:.0f}-{high:.0f}%)" if standing == "at" else f"{pct:.0f}%")
 
 
 def memory_cell(row):

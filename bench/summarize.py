@@ -174,14 +174,31 @@ def plural(count, word):
     return f"{count:.0f} {word}{'' if round(count) == 1 else 's'}"
 
 
-def ceiling_words(row):
-    """'; it reaches 76% of the ceiling (71% to 80%)', or that it cannot be told from it, by the paired interval."""
+def against_ceiling(row):
+    """(standing, share %, low %, high %) of a row against its ceiling, by the paired interval: standing is below,
+    at (the interval holds 100%: the two cannot be told apart), above (wholly above 100%), one (a single round, no
+    interval) or None (no ceiling). The table's cell, the verdict and the answer's flag all read it."""
     pct, low, high = num(row, "ceiling_pct"), num(row, "ceiling_low_pct"), num(row, "ceiling_high_pct")
     if pd.isna(pct):
-        return ""
+        return None, pct, low, high
     if pd.isna(low):
+        return "one", pct, low, high
+    return ("above" if low > 100 else "at" if high >= 100 else "below"), pct, low, high
+
+
+def emulated_bf16(row):
+    """The row ran bf16 autocast on a device that only emulates bf16."""
+    return row.get("amp_dtype") == "bf16" and str(row.get("bf16_native")).lower() == "false"
+
+
+def ceiling_words(row):
+    """'; it reaches 76% of the ceiling (71% to 80%)', or that it cannot be told from it, by the paired interval."""
+    standing, pct, low, high = against_ceiling(row)
+    if standing is None:
+        return ""
+    if standing == "one":
         return f"; it reaches {pct:.0f}% of the ceiling (one round)"
-    if low <= 100 <= high:
+    if standing == "at":
         return f"; it runs at the ceiling, as far as the rounds tell ({low:.0f}% to {high:.0f}% of it)"
     spread = f" ({low:.0f}% to {high:.0f}%)" if round(low) != round(high) else ""
     return f"; it reaches {pct:.0f}% of the ceiling{spread}"
@@ -246,7 +263,7 @@ def reasons(row, base):
         said.append(
             f"the data wait stayed high ({base_wait:.0%} to {wait:.0%}): the input pipeline, not compute, sets the pace"
         )
-    if row.get("amp_dtype") == "bf16" and str(row.get("bf16_native")).lower() == "false" and row.speedup < 1:
+    if emulated_bf16(row) and row.speedup < 1:
         where = "GPU (before Ampere)" if row.get("device") == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
         said.append(f"bf16 is emulated on this {where}, so autocast costs more than it saves")
     step = f"compute per step went from {compute_ms(base):.1f} ms to {compute_ms(row):.1f} ms"
@@ -406,14 +423,19 @@ def summarize(runs):
                 summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
                 if column in TORCH_MEMORY:
                     summary.loc[blind, ratio] = None
+    against = {}  # (workload, ceiling): {variant: rate / the ceiling's rate, per round}
     for i, row in summary.iterrows():  # against the ceiling of its precision, paired by round like the speed-up
         ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
         if row["kind"] != "train" or row["dataset"] == "synthetic":
             continue
-        ok = runs[(runs["workload"] == row.workload) & (runs["kind"] == "train") & (runs["status"] == "ok")]
-        if not (ok["variant"] == ceiling).any():
+        if (row.workload, ceiling) not in against:
+            ok = runs[(runs["workload"] == row.workload) & (runs["kind"] == "train") & (runs["status"] == "ok")]
+            has = (ok["variant"] == ceiling).any()
+            against[(row.workload, ceiling)] = paired(ok, "samples_per_s", ceiling) if has else None
+        ratios = against[(row.workload, ceiling)]
+        if ratios is None:
             continue
-        estimate, low, high = interval(paired(ok, "samples_per_s", ceiling).get(row.variant, []))
+        estimate, low, high = interval(ratios.get(row.variant, []))
         summary.loc[i, "ceiling"] = ceiling
         summary.loc[i, ["ceiling_pct", "ceiling_low_pct", "ceiling_high_pct"]] = 100 * estimate, 100 * low, 100 * high
     summary = add(summary)
@@ -445,7 +467,8 @@ def diverged_note(summary):
 def settled_note(summary):
     """How many of the rows compared with a reference got a settled answer, and over how many rounds."""
     asked = summary[summary["speed_answer"].notna()] if "speed_answer" in summary else summary.iloc[:0]
-    asked = asked[asked.get("dataset", pd.Series(index=asked.index, dtype=object)) != "synthetic"]  # limits
+    if "dataset" in asked:  # the ceilings are limits, not answers
+        asked = asked[asked["dataset"] != "synthetic"]
     if asked.empty:
         return None
     settled = asked[asked["speed_answer"] != "unsettled"]
