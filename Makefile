@@ -53,9 +53,9 @@ train: $(SETUP)
 # the tutorial: a variant against its base, every added line marked `# new #`
 diff:
 	@case "$(V)" in \
-	  dp|ddp|amp|channels_last|compile|checkpoint|all) base=train.py; variant=train_$(V).py ;; \
+	  dp|ddp|amp|channels_last|compile|checkpoint|all|fsdp|fused|tf32) base=train.py; variant=train_$(V).py ;; \
 	  dali) base=loader.py; variant=loader_dali.py ;; \
-	  *) echo "usage: make diff V=dp|ddp|amp|channels_last|compile|checkpoint|all|dali" >&2; exit 2 ;; \
+	  *) echo "usage: make diff V=dp|ddp|amp|channels_last|compile|checkpoint|all|fsdp|fused|tf32|dali" >&2; exit 2 ;; \
 	esac; \
 	diff -u $$base $$variant; test $$? -le 1
 

@@ -70,7 +70,7 @@ def check_arguments(args):
     that can be made (a torchvision name, or your own factory, imported now)."""
     at_least(args, {"--batch-size": 1, "--epochs": 1, "--steps": 1, "--workers": 0, "--eval-samples": 1, "--seed": 0})
     check_workers_and_seed(args)
-    if not (math.isfinite(args.lr) and args.lr > 0):
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
         die(f"--lr {args.lr}: the learning rate must be a finite number above 0")
     if args.loader not in ("torchvision", "dali"):
         die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
@@ -445,3 +445,57 @@ def known_arguments(operator, **arguments):
 
     schema = backend.GetSchema(operator)
     return {name: value for name, value in arguments.items() if schema.HasArgument(name)}
+
+
+# ----------------------------------------------------------------------------- FSDP (train_fsdp.py)
+
+
+def say_unsharded(is_main):
+    """Without torchrun there is one process and nothing to shard: said once, and it trains as train.py."""
+    if is_main:
+        print(
+            f"{os.path.basename(sys.argv[0])}: note: not launched by torchrun: one process, unsharded, trains as"
+            " train.py does (torchrun --standalone --nproc-per-node N to shard)",
+            file=sys.stderr,
+        )
+
+
+def say_root_only(model, units, is_main):
+    """A model with no blocks to shard: the root alone is sharded (its parameters gathered whole every step)."""
+    if not units and is_main:
+        print(
+            f"{os.path.basename(sys.argv[0])}: note: model {model} has no blocks to shard one by one: the root alone"
+            " is sharded, every parameter gathered at once in each forward and backward",
+            file=sys.stderr,
+        )
+
+
+# ----------------------------------------------------------------------------- fused step, reduced precision
+
+
+def check_fused(name, device):
+    """The optimizer's fused step on this device and torch, tried on one parameter: where none exists, one line."""
+    parameter = torch.zeros(2, device=device, requires_grad=True)
+    parameter.grad = torch.ones_like(parameter)
+    optimizer = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[name]
+    try:
+        optimizer([parameter], lr=0.01, fused=True).step()
+    except (RuntimeError, TypeError, NotImplementedError, ValueError) as e:
+        die(f"torch {torch.__version__} has no fused {optimizer.__name__} step on the {device.type}: {one_line(e)}")
+
+
+def reduced_precision(device, is_main):
+    """What fp32 matmuls and convolutions can run at inside, here: tf32 (NVIDIA GPUs from Ampere on), bf16 (oneDNN, on
+    a CPU that computes bf16 natively), or None: then said once, and the run stays in fp32."""
+    if device.type == "cuda":
+        found = "tf32" if torch.cuda.get_device_capability(device)[0] >= 8 else None
+    else:
+        found = "bf16" if native_bf16(device) and torch.backends.mkldnn.is_available() else None
+    if found is None and is_main:
+        has = "no TF32 (before Ampere)" if device.type == "cuda" else "no native bf16 (AVX-512-BF16, AMX or Arm bf16)"
+        print(
+            f"{os.path.basename(sys.argv[0])}: note: this {device.type} has {has}: matmuls and convolutions stay in"
+            " fp32, and this run is the baseline's (its row: does not apply here)",
+            file=sys.stderr,
+        )
+    return found

@@ -27,11 +27,13 @@ import json
 import os
 import pickle
 import platform
+import re
 import sys
 import time
 
 import torch
 import torchvision
+from torch.utils.flop_counter import FlopCounterMode
 from tqdm import tqdm
 
 import checks
@@ -39,6 +41,17 @@ from checks import die
 
 CURVE_STEPS = 10  # the training loss curve has a point per this many steps: their mean
 SNAPSHOT_STEPS = 3  # --memory-snapshot records this many steps after the warm-up
+# Peak dense TFLOP/s of the GPUs whose datasheets say them, by torch's name of the GPU and the precision the math ran
+# in (NVIDIA's Tensor Core figures are given "with sparsity": halved here, as the datasheets' footnotes say). MFU is
+# left empty for every other GPU and for CPUs: never guessed.
+PEAK_TFLOPS = {
+    # H100 SXM5 (torch: "NVIDIA H100 80GB HBM3"): nvidia.com/en-us/data-center/h100 datasheet
+    r"H100 (80GB HBM3|SXM)": dict(fp32=66.9, tf32=494.7, bf16=989.4, fp16=989.4),
+    r"H100 PCIe": dict(fp32=51.2, tf32=378.0, bf16=756.0, fp16=756.0),  # the same datasheet, PCIe column
+    r"H200$": dict(fp32=66.9, tf32=494.7, bf16=989.4, fp16=989.4),  # H200 SXM: nvidia.com/en-us/data-center/h200
+    r"A100": dict(fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0),  # SXM and PCIe alike: A100 datasheet
+    r"\bL4$": dict(fp32=30.3, tf32=60.0, bf16=121.0, fp16=121.0),  # L4 datasheet
+}
 
 
 class Meter:
@@ -100,6 +113,7 @@ class Meter:
             None,
         )
         self.first_step_s = self.first_started = self.timed = None  # the first step alone: a compiled model compiles
+        self.flop_counter = self.flops = None  # (convolutions', the rest's) FLOPs in one step of this process
         self.eval_s, self.epochs, self.reached, self.new_epoch = 0.0, 0, False, True
         self.progress = tqdm(total=total_steps, disable=not self.is_main or self.args.no_progress, desc="train")
         self.setup_s = time.perf_counter() - self.started  # the data's check, the loaders, the model
@@ -130,6 +144,9 @@ class Meter:
         """The step's batch is on the device: the host's wait for it ends, and the device's starving (a mark on its
         stream, after the copy)."""
         self.waited = time.perf_counter() - self.waiting
+        if self.steps == self.warmup - 1 and self.counts_flops():  # the last warm-up step's FLOPs are counted
+            self.flop_counter = FlopCounterMode(display=False)
+            self.flop_counter.__enter__()
         if self.steps == 0 and self.warmup > 0:  # timed apart from its batch ready to its end, outside the window
             self.first_started = self.window.sync()
         self.ready = self.window.mark()
@@ -138,6 +155,9 @@ class Meter:
         """The step is done: its end marked, its loss kept (on the device)."""
         self.window.step(self.waited, self.ready, self.window.mark(), epoch_start=self.new_epoch)
         self.new_epoch = False
+        if self.flop_counter is not None and self.flops is None:
+            self.flop_counter.__exit__(None, None, None)
+            self.flops = split_flops(self.flop_counter)
         self.losses.append(loss.detach())
         self.steps += 1
         if self.steps == 1 and self.warmup > 0:
@@ -187,6 +207,11 @@ class Meter:
                     f"val acc {val_acc:.3f} reached --target-accuracy {target}: stopped after {self.steps} steps"
                 )
 
+    def counts_flops(self):
+        """The FLOPs are counted in the last warm-up step (none: not counted), by a mode that sees this thread's
+        operations: DataParallel's replicas run in threads of their own."""
+        return self.warmup > 0 and (self.fields.get("dp_devices") or 1) == 1
+
     def devices(self):
         """The GPUs whose memory this process measures: its own, or DataParallel's (dp_devices)."""
         if self.device.type != "cuda":
@@ -200,10 +225,11 @@ class Meter:
         seconds, step_ms, starved_s = self.timed
         args, info, device, world_size, batch_size = self.args, self.info, self.device, self.world_size, self.batch_size
         memory = [peak_memory_mib(d) for d in self.devices()] or [(None, None)]
+        flops = [self.flops]
         if torch.distributed.is_available() and torch.distributed.is_initialized():  # every process's, on all
             gathered = [None] * world_size
-            torch.distributed.all_gather_object(gathered, memory)
-            memory = [m for rank in gathered for m in rank]
+            torch.distributed.all_gather_object(gathered, (memory, self.flops))
+            memory, flops = [m for rank in gathered for m in rank[0]], [rank[1] for rank in gathered]
         allocated = [m[0] for m in memory if m[0] is not None]
         reserved = [m[1] for m in memory if m[1] is not None]
         images_timed = len(step_ms) * batch_size * world_size
@@ -255,8 +281,9 @@ class Meter:
             peak_mem_allocated_sum_mib=sum(allocated) if allocated else None,
             amp_dtype=None,
             memory_format="contiguous",
-            tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
-            tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
+            optimizer=args.optimizer,
+            matmul_precision=precisions(device)[0],
+            conv_precision=precisions(device)[1],
             cpu_model_cores=self.window.cpu_s[0] / seconds if self.window.cpu_s else None,
             cpu_loader_cores=self.window.cpu_s[1] / seconds if self.window.cpu_s else None,
         )
@@ -265,6 +292,7 @@ class Meter:
             metrics["bf16_native"] = checks.native_bf16(device)
         if "compile_mode" in self.fields:
             metrics["compile_s"] = self.first_step_s if compiling else None
+        metrics.update(flop_rates(metrics, flops, len(step_ms) / seconds))
         metrics.update(
             seed=args.seed,
             argv=sys.argv,
@@ -300,6 +328,8 @@ class Meter:
                 f"  cores   the model {metrics['cpu_model_cores']:.2f}, the loader {metrics['cpu_loader_cores']:.2f}"
                 f" (CPU seconds per second in the window; {os.cpu_count()} here)"
             )
+        if metrics["flop_per_step"]:
+            print(f"  flops   {flop_words(metrics)}")
         if compiling:
             warm = "warm" if self.fields.get("compile_cache_warm") else "cold"
             print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache)")
@@ -325,11 +355,14 @@ def settings(metrics, info):
     ]
     if info.dataset == "synthetic":
         said = ["no loader: one synthetic batch, already on the device"]
+    fused = " (fused step)" if metrics.get("fused_step") else ""
+    said.append({"sgd": "SGD", "adamw": "AdamW"}[metrics["optimizer"]] + fused)
     gpus = metrics.get("dp_devices")
     if gpus is not None:
         said.append(f"DataParallel over {gpus} GPUs" if gpus > 1 else "DataParallel with one device: a passthrough")
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        said.append(f"DDP: {metrics['world_size']} processes over {torch.distributed.get_backend()}")
+        way = f"FSDP over {plural(metrics['fsdp_units'], 'unit')}" if metrics.get("fsdp_units") else "DDP"
+        said.append(f"{way}: {metrics['world_size']} processes over {torch.distributed.get_backend()}")
     if metrics.get("sync_bn"):
         said.append("SyncBatchNorm")
     dtype = metrics.get("amp_dtype")
@@ -342,9 +375,71 @@ def settings(metrics, info):
         said.append("channels_last")
     if metrics.get("compile_mode"):
         said.append(f"torch.compile mode {metrics['compile_mode']}")
+    reduced = {kind: metrics[f"{kind}_precision"] for kind in ("matmul", "conv")}
+    if metrics["device"] == "cpu" and set(reduced.values()) != {"fp32"}:
+        said.append(f"fp32 matmuls in {reduced['matmul']}, convolutions in {reduced['conv']} (oneDNN)")
+    if metrics["device"] == "cuda":
+        said.append(f"fp32 matmuls in {reduced['matmul']}, convolutions in {reduced['conv']}")
     if metrics.get("checkpoint_segments"):
         said.append(f"activation checkpointing over {metrics['checkpoint_segments']} segments")
     return said
+
+
+def precisions(device):
+    """(matmuls, convolutions): the precision fp32 matrix multiplies and convolutions run at inside, as this run set
+    it: fp32, tf32 (NVIDIA Tensor Cores; cuDNN's convolutions by default) or bf16 (oneDNN, on a CPU)."""
+    if device.type == "cuda":
+        backends = torch.backends
+        return tuple("tf32" if on else "fp32" for on in (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32))
+    mkldnn = torch.backends.mkldnn
+    if hasattr(mkldnn, "matmul"):  # torch >= 2.9 names oneDNN's precision
+        return tuple(
+            p if p in ("bf16", "tf32") else "fp32" for p in (mkldnn.matmul.fp32_precision, mkldnn.conv.fp32_precision)
+        )
+    return ("bf16" if torch.get_float32_matmul_precision() == "medium" else "fp32"), "fp32"
+
+
+def split_flops(counter):
+    """(convolutions', the rest's) FLOPs that a FlopCounterMode counted."""
+    counts = counter.get_flop_counts().get("Global", {})
+    conv = sum(n for op, n in counts.items() if "convolution" in str(op))
+    return conv, counter.get_total_flops() - conv
+
+
+def peak_tflops(device_name, precision):
+    """The GPU's datasheet peak for this precision (TFLOP/s, dense), or None where it is not in PEAK_TFLOPS."""
+    for pattern, peaks in PEAK_TFLOPS.items():
+        if re.search(pattern, device_name or ""):
+            return peaks.get(precision)
+    return None
+
+
+def flop_rates(metrics, flops, steps_per_s):
+    """The FLOPs of one training step over every process, the achieved TFLOP/s, and where the GPU's peaks are known
+    the MFU: the achieved rate against the rate at which each operation would run at the peak of its own precision
+    (the autocast dtype; else TF32 or fp32 as the run set matmuls and convolutions)."""
+    rates = dict(flop_per_step=None, achieved_tflop_per_s=None, peak_tflop_per_s=None, mfu_pct=None)
+    if any(f is None for f in flops):
+        return rates
+    conv, rest = sum(f[0] for f in flops), sum(f[1] for f in flops)
+    rates.update(flop_per_step=conv + rest, achieved_tflop_per_s=(conv + rest) * steps_per_s / 1e12)
+    if metrics["device"] != "cuda" or not conv + rest:
+        return rates
+    amp = metrics.get("amp_dtype")
+    peaks = [peak_tflops(metrics["device_name"], amp or metrics[f"{kind}_precision"]) for kind in ("conv", "matmul")]
+    if None in peaks:
+        return rates
+    ideal_s = conv / peaks[0] + rest / peaks[1]  # seconds per 1e12 steps at the peaks
+    peak = (conv + rest) / ideal_s
+    return {**rates, "peak_tflop_per_s": peak, "mfu_pct": 100 * rates["achieved_tflop_per_s"] / peak}
+
+
+def flop_words(metrics):
+    """The FLOPs line: per step, the achieved rate, and the MFU where the GPU's peak is known."""
+    said = f"{metrics['flop_per_step'] / 1e9:.1f} GFLOP per step, {metrics['achieved_tflop_per_s']:.3g} TFLOP/s"
+    if metrics["mfu_pct"] is not None:
+        return f"{said}: MFU {metrics['mfu_pct']:.1f}% of this GPU's {metrics['peak_tflop_per_s']:.0f} TFLOP/s peak"
+    return said + (" (MFU: no datasheet peak for this GPU)" if metrics["device"] == "cuda" else "")
 
 
 def memory_words(metrics, cuda):

@@ -48,7 +48,8 @@ parser.add_argument(
 parser.add_argument("--batch-size", type=int, default=128, help="global batch: images per step over all processes")
 parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
 parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (overrides --epochs)")
-parser.add_argument("--lr", type=float, default=0.1, help="peak learning rate (SGD; up over 20%% of steps, then down)")
+parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"], help="sgd (CNNs) or adamw (transformers)")
+parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 0.1 for SGD, 0.001 for AdamW)")
 parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="data loading processes")
 parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda if present")
 parser.add_argument("--seed", type=int, default=0, help="seed of the weights, the data order and the sample")
@@ -93,6 +94,13 @@ def build_model(name, num_classes, image_size):
 def replace(model, name, module):
     parent, _, child = name.rpartition(".")
     setattr(model.get_submodule(parent), child, module)
+
+
+def make_optimizer(name, parameters, lr, **options):
+    """SGD with Nesterov momentum, as CNNs are trained, or AdamW with decoupled weight decay, as transformers are."""
+    if name == "adamw":
+        return torch.optim.AdamW(parameters, lr=lr or 1e-3, weight_decay=0.05, **options)
+    return torch.optim.SGD(parameters, lr=lr or 0.1, momentum=0.9, nesterov=True, weight_decay=5e-4, **options)
 
 
 @torch.no_grad()
@@ -159,7 +167,8 @@ def main():
         train_set, val_set, info, batch_size, device, args.workers, args.seed, sampler, rank, world_size, eval_samples
     )
 
-    # the model, the loss, the optimizer, and the learning rate: up for 20% of the steps, then down to 0
+    # the model, the loss, the optimizer (--optimizer), and the learning rate: up for 20% of the steps (the warm-up),
+    # then down to 0
     # new # compile: the first step compiles the model: a warm-up step, its time compile_s (the cache of kernels
     # from an earlier run looked at first); a toy compile checks the toolchain
     cache_warm = None if args.no_compile else checks.compile_cache_warm()
@@ -184,7 +193,7 @@ def main():
     compiled = model if args.no_compile else torch.compile(model, mode=args.compile_mode)
 
     criterion = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    optimizer = make_optimizer(args.optimizer, model.parameters(), args.lr)
     total_steps = args.steps or args.epochs * len(train_loader)
     peak = max(1, total_steps // 5)
     scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -8,6 +8,7 @@ Every row a bench compares with the baseline lands in one group, by its speed an
 - costs: slower, or no difference in speed for more memory;
 - no difference: neither speed nor memory moved beyond the band;
 - not settled: its interval holds both a gain and a loss; how many rounds at this noise would settle it is said;
+- does not apply here: the technique's own record says it changed nothing (tf32 without TF32 or native bf16);
 - no verdict: every run failed, or its loss diverged.
 
 The best measured is the fastest row that pays. Ceilings are limits, never options: they say how fast the model
@@ -33,9 +34,11 @@ PARTS = {"no-ddp": "ddp", "no-amp": "amp", "no-channels-last": "channels_last", 
 
 
 def group(row):
-    """pays, trades, costs, same, unsettled or failed: what the row's answers say to do."""
+    """pays, trades, costs, same, unsettled, n/a or failed: what the row's answers say to do."""
     if not row.get("runs_ok") or row.get("runs_diverged"):
         return "failed"
+    if summarize.not_applied(row):
+        return "n/a"
     speed, memory = row.get("speed_answer"), row.get("memory_answer")
     if speed == "faster":
         return "pays"
@@ -193,6 +196,10 @@ def items(train):
         said.append(("No difference", "; ".join(item(r) for r in groups["same"])))
     if groups.get("unsettled"):
         said.append(("Not settled", "; ".join(unsettled_item(r) for r in groups["unsettled"])))
+    if groups.get("n/a"):
+        said.append(
+            ("Does not apply here", "; ".join(f"{r.variant}: {summarize.not_applied(r)}" for r in groups["n/a"]))
+        )
     if groups.get("failed"):
         said.append(
             ("No verdict", f"{', '.join(r.variant for r in groups['failed'])} (failed or diverged: see its row)")

@@ -23,6 +23,7 @@ from bench import check_folder, data, execute, write_whole
 from bench.plan import TORCHRUN, Run
 
 MODEL = "examples/smallnet.py:build"
+VIT = "examples/vit_small.py:vit_small"  # the CPU's vit workload: a small ViT
 DATA = dict(train=60, val=10, size=32, photo=False)  # data/check: 700 images, generated in a few seconds
 FLAGS = ["--batch-size", "8", "--steps", "20", "--warmup-steps", "3", "--workers", "1", "--no-progress"]
 # seconds a path takes, for the estimate printed before the first run: on a CPU as measured on a 2-core AMD EPYC
@@ -74,6 +75,20 @@ def paths(gpus, model=MODEL):
         Probe(f"train_all.py: DDP + AMP + channels_last + compile, {max(gpus, 1)} process{'es' * (gpus > 1)}",
              [*TORCHRUN[:-1], str(max(gpus, 1)), "train_all.py", *device], expect=dict(world_size=max(gpus, 1)),
              compiled=True, processes=max(gpus, 1)),
+        Probe("train_fsdp.py: FSDP2 over gloo, 2 CPU processes", [*TORCHRUN[:-1], "2", "train_fsdp.py", "--device",
+             "cpu"], expect=dict(world_size=2), processes=2),
+        Probe(f"train_fsdp.py: FSDP2 over NCCL, {max(gpus, 2)} processes",
+             [*TORCHRUN[:-1], str(max(gpus, 2)), "train_fsdp.py", *device], "gpus",
+             expect=dict(world_size=max(gpus, 2)), processes=max(gpus, 2)),
+        Probe("train_fused.py: fused SGD step", ["train_fused.py", *device], expect=dict(fused_step=True)),
+        Probe("train_fused.py: fused AdamW step", ["train_fused.py", "--optimizer", "adamw", *device],
+             expect=dict(fused_step=True, optimizer="adamw")),
+        Probe("train_tf32.py: TF32 matmuls and convolutions", ["train_tf32.py", *device], "cuda",
+             expect=dict(matmul_precision="tf32", conv_precision="tf32")),
+        Probe("train_tf32.py: bf16 inside oneDNN (fp32 where the CPU has no native bf16)",
+             ["train_tf32.py", "--device", "cpu"]),
+        Probe("train.py: a ViT (examples/vit_small.py), AdamW", ["train.py", "--model", VIT, "--optimizer", "adamw",
+             *device], expect=dict(optimizer="adamw")),
         Probe(f"train.py --loader dali: DALI, {dali} decoding", ["train.py", "--loader", "dali", *device],
              expect=dict(loader="dali")),
         Probe("train.py --data synthetic: the ceiling", ["train.py", "--data", "{synthetic}", *device],
@@ -88,7 +103,7 @@ def paths(gpus, model=MODEL):
         Probe("NVML: GPU memory of the run's processes", ["train.py", *device], "cuda", kind="nvml"),
     ]  # fmt: skip
     for path in every:
-        if path.kind != "loader":
+        if path.kind != "loader" and "--model" not in path.cmd:
             path.cmd += ["--model", model]
         path.cmd += FLAGS if path.kind != "loader" else ["--batch-size", "8", "--steps", "20", "--warmup-steps", "3"]
     return every

@@ -129,7 +129,11 @@ def budget_flag(text):
 def parse_args(argv=None):
     """The flags; those whose default depends on the machine and the workload stay None (see plan.DEFAULTS)."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--workload", choices=[*data.WORKLOADS, "all"], help="generated data (CPU: small; GPU: all)")
+    p.add_argument(
+        "--workload",
+        choices=[*data.WORKLOADS, "vit", "all"],
+        help="generated data (CPU: small; GPU: all); vit: a vision transformer on small (CPU) or imagenet (GPU)",
+    )
     p.add_argument("--data", help="a data folder of your own for every run, instead of a workload")
     p.add_argument("--out", default="results", help="folder for the tables, plots and logs")
     p.add_argument(
@@ -138,7 +142,10 @@ def parse_args(argv=None):
         " passthrough there); all:no-compile and the like: train_all.py with blocks switched off"
         f" (switches {', '.join(plan.SWITCHES)})",
     )
-    p.add_argument("--loaders", default=",".join(plan.LOADERS), help="loader-only benchmarks, or 'none'")
+    p.add_argument(
+        "--loaders",
+        help=f"loader-only benchmarks, or 'none' (default: {','.join(plan.LOADERS)}; vit: none, its data's)",
+    )
     p.add_argument(
         "--model",
         help="model of every run: torchvision's or FILE.py:FACTORY (CPU: shufflenet_v2_x0_5; GPU: resnet18, resnet50)",
@@ -219,7 +226,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.default_variants = args.variants is None  # every variant; dp is left out where there is no GPU (plan.py)
     args.variants = list(plan.TRAIN) if args.variants is None else [v for v in args.variants.split(",") if v]
-    args.loaders = [v for v in args.loaders.split(",") if v and v != "none"]
+    args.default_loaders = args.loaders is None  # both; none for vit, whose data is another workload's (plan.py)
+    args.loaders = [v for v in (args.loaders or ",".join(plan.LOADERS)).split(",") if v and v != "none"]
     for name in args.variants:
         if name not in plan.TRAIN and not plan.combination(name):  # a bad combination is its own error
             fail(

@@ -21,6 +21,9 @@ TECHNIQUES = {  # a technique: (its base, its script)
     "compile": ("train.py", "train_compile.py"),
     "checkpoint": ("train.py", "train_checkpoint.py"),
     "all": ("train.py", "train_all.py"),
+    "fsdp": ("train.py", "train_fsdp.py"),
+    "fused": ("train.py", "train_fused.py"),
+    "tf32": ("train.py", "train_tf32.py"),
     "dali": ("loader.py", "loader_dali.py"),
 }
 ROWS = {"amp-synthetic": "amp", "loader_dali": "dali"}  # bench rows that measure a technique under another name

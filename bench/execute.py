@@ -56,6 +56,7 @@ class Mode:
     def prepare(self):
         """Before the first run, fresh or resumed: make what the runs need (the generated data, the folder)."""
         for workload, work in self.works.items():
+            workload = work.get("data_workload", workload)
             if workload in data.WORKLOADS and not Path(work["data"]).exists():
                 data.ensure(workload)
         self.folder().mkdir(parents=True, exist_ok=True)

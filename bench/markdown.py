@@ -40,6 +40,8 @@ def interval_cell(row):
 def answer_cell(row):
     if row.get("dataset") == "synthetic":  # a speed limit to read the real rows against, not an option
         return "limit (no loading)" if row.get("kind") == "train" else ""
+    if summarize.not_applied(row):
+        return "does not apply here"
     answer = row.get("speed_answer")
     if answer is None or pd.isna(answer):
         return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
@@ -82,6 +84,8 @@ def label(row):
             return f"{row.variant} (1 GPU: overhead only)"
     if row.variant == "dp" and row.get("device") == "cpu":
         return "dp (no GPU: a passthrough)"
+    if summarize.not_applied(row):
+        return f"{row.variant} (does not apply here)"
     return row.variant
 
 

@@ -36,6 +36,8 @@ TRAIN = {
     "amp-synthetic": ["train_amp.py", "--data", "{synthetic}"],
     "baseline": ["train.py"],
     "amp": ["train_amp.py"],
+    "tf32": ["train_tf32.py"],
+    "fused": ["train_fused.py"],
     "channels_last": ["train_channels_last.py"],
     "compile": ["train_compile.py"],
     "all": [*TORCHRUN, "train_all.py"],
@@ -43,10 +45,11 @@ TRAIN = {
     "checkpoint": ["train_checkpoint.py"],
     "dp": ["train_dp.py"],
     "ddp": [*TORCHRUN, "train_ddp.py"],
+    "fsdp": [*TORCHRUN, "train_fsdp.py"],
 }
 LOADERS = {"loader": "loader.py", "loader_dali": "loader_dali.py"}
-MULTI_GPU = {"dp", "ddp"}  # their speed-up needs 2 GPUs or more; with fewer, their rows show the overhead only
-DISTRIBUTED = {"ddp", "all"}  # run by torchrun, one process per GPU (2 on a CPU)
+MULTI_GPU = {"dp", "ddp", "fsdp"}  # their speed-up needs 2 GPUs or more; with fewer, their rows show the overhead only
+DISTRIBUTED = {"ddp", "fsdp", "all"}  # run by torchrun, one process per GPU (2 on a CPU)
 COMPILED = {"compile", "all"}  # one compile cache per variant and bench: the first repeat compiles cold, the rest warm
 # a combination: train_all.py with some of its blocks switched off, a row of its own named all:SWITCH[:SWITCH...],
 # e.g. all:no-ddp:no-compile (AMP + channels_last in one process, the usual single-GPU recipe)
@@ -94,8 +97,20 @@ def uses_amp(variant):
     return family(variant) in ("amp", "amp-synthetic", "all") and "no-amp" not in combination(variant)
 
 
-# the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only)
+# the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only). vit: a vision
+# transformer trained as transformers are (AdamW, warmed up), on the 224 px photos on a GPU, the 32 px images on a CPU
 DEFAULTS = {
+    ("gpu", "vit"): dict(
+        model="vit_b_16", optimizer="adamw", batch_size=128, steps="auto", warmup_steps=20, eval_samples=1000
+    ),
+    ("cpu", "vit"): dict(
+        model="examples/vit_small.py:vit_small",
+        optimizer="adamw",
+        batch_size=64,
+        steps=20,
+        warmup_steps=3,
+        eval_samples=500,
+    ),
     ("gpu", "small"): dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=30, eval_samples=2000),
     ("gpu", "imagenet"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=1000),
     ("gpu", "custom"): dict(model="resnet50", batch_size=256, steps="auto", warmup_steps=20, eval_samples=1000),
@@ -103,6 +118,11 @@ DEFAULTS = {
     ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=20, warmup_steps=3, eval_samples=100),
     ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=30, warmup_steps=5, eval_samples=500),
 }
+DATA_OF = dict(vit=dict(gpu="imagenet", cpu="small"))  # a workload that trains on another's generated data
+# the rows a workload runs by default (its variants asked for by name run on any workload): a CNN's the techniques of
+# convolutional training, a transformer's those of transformers (channels_last and DALI change nothing there)
+TRANSFORMER_ONLY = {"fsdp", "fused", "tf32"}
+CNN_ONLY = {"channels_last", "dali", "dp"}
 LOADER_ONLY_STEPS = 200  # batches a loader row times where steps are auto and no training row calibrates them
 WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
 STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
@@ -123,10 +143,23 @@ COST_S = dict(
 # a row's window against the fastest row's (a GPU: the mixed-precision ceiling's, which calibrates the steps; a CPU:
 # the baseline's, at its fixed steps). GPU, assumed: full precision 2x mixed (TF32 against bf16), checkpointing's
 # recompute 1.3x more. CPU, as measured there: checkpoint 1.3x, the synthetic ceiling 0.75x, and bf16 where the
-# CPU does not compute it natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x)
+# CPU does not compute it natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x); the small ViT on a 2-core Xeon
+# with AVX-512-BF16: bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window
 SLOWER = dict(
-    gpu=dict(synthetic=2, baseline=2, channels_last=2, compile=1.6, dali=2, checkpoint=2.6, dp=2, ddp=2),
-    cpu=dict(checkpoint=1.3, synthetic=0.75, dali=0.75),
+    gpu=dict(
+        synthetic=2,
+        baseline=2,
+        channels_last=2,
+        compile=1.6,
+        dali=2,
+        checkpoint=2.6,
+        dp=2,
+        ddp=2,
+        fsdp=2,
+        fused=2,
+        tf32=1.3,
+    ),
+    cpu=dict(checkpoint=1.3, synthetic=0.75, dali=0.75, tf32=1.6, fsdp=1.2),
 )
 EMULATED_BF16 = 6.0
 
@@ -154,11 +187,11 @@ def asked_variants(args, gpu_count):
 
 
 def ordered(variants, gpu_count):
-    """variants in TRAIN's order; with 2 GPUs or more DP and DDP answer a question of their own, right after all."""
+    """variants in TRAIN's order; with 2 GPUs or more DP, DDP and FSDP answer a question of their own, after all."""
     order = list(TRAIN)
     if gpu_count >= 2:
         order = [v for v in order if v not in MULTI_GPU]
-        order[order.index("all") + 1 : order.index("all") + 1] = ["dp", "ddp"]
+        order[order.index("all") + 1 : order.index("all") + 1] = [v for v in TRAIN if v in MULTI_GPU]
     return sorted(variants, key=lambda v: (order.index(family(v)), v != family(v), variants.index(v)))
 
 
@@ -233,9 +266,24 @@ def workloads(args, gpu_count):
     """The workloads of this bench: --data DIR is one of the user's own ("custom")."""
     if args.data is not None:
         return ["custom"]
-    if args.workload == "all" or (args.workload is None and gpu_count):
-        return list(data.WORKLOADS)  # a GPU's default: both
+    if args.workload == "all":
+        return [*data.WORKLOADS, "vit"]
+    if args.workload is None and gpu_count:  # a GPU's default: a CNN on photos and a transformer, in 25 minutes
+        return ["imagenet", "vit"]
     return [args.workload or "small"]
+
+
+def data_workload(workload, gpu):
+    """The generated data a workload trains on: its own, or (vit) another's."""
+    return DATA_OF.get(workload, {}).get("gpu" if gpu else "cpu", workload)
+
+
+def default_rows(workload, variants, default):
+    """The rows a workload runs: with the default variants, those of its kind of model (see TRANSFORMER_ONLY)."""
+    if not default:
+        return variants
+    out = CNN_ONLY if workload == "vit" else TRANSFORMER_ONLY
+    return [v for v in variants if family(v) not in out]
 
 
 def work(args, gpu_count, workload):
@@ -249,13 +297,14 @@ def work(args, gpu_count, workload):
     return chosen
 
 
-def folder(args, workload, generate=True):
+def folder(args, workload, generate=True, gpu=False):
     """The data folder of a workload: the user's, or the generated one (made when missing, unless only planning)."""
     if workload == "custom":
         path = Path(args.data).resolve()
         if not path.exists():
             raise BenchError(f"data folder {args.data} does not exist")
         return str(path)
+    workload = data_workload(workload, gpu)
     return data.ensure(workload) if generate else str(ROOT / "data" / workload)
 
 
@@ -351,6 +400,7 @@ def training_run(
     if "--data" not in cmd:
         cmd += ["--data", path]
     cmd += ["--model", chosen["model"], "--batch-size", chosen["batch_size"]]
+    cmd += ["--optimizer", chosen["optimizer"]] if chosen.get("optimizer") else []
     cmd += ["--steps", chosen["steps"]] if chosen["steps"] is not None else []  # None: the script's --epochs
     cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
     cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress", "--no-data-check"]  # checked once
@@ -393,14 +443,14 @@ def round_runs(repeat, works, variants, loaders, context):
     for workload, chosen in works.items():
         path, info = chosen["data"], dict(image_size=chosen["image_size"], classes=range(chosen["classes"]))
         prefix = f"{workload}-" if len(works) > 1 else ""
-        order = ordered(variants, c["gpu_count"])
+        order = [v for v in ordered(variants, c["gpu_count"]) if v in chosen.get("variants", variants)]
         if repeat > 1:
             random.Random(f"{chosen.get('seed', 0)}-{repeat}").shuffle(order)
         for variant in order:
             where = (path, info, chosen, c["gpu_count"], c["nproc"], c["workers"], c["cores"], workload, prefix)
             run = training_run(variant, repeat, *where, c["log"])
             runs.append(slurm.on_nodes(run, c["nodes"]) if c.get("nodes") and distributed(variant) else run)
-        for variant in loaders:
+        for variant in loaders if workload not in DATA_OF or not c.get("default_loaders") else []:
             where = (path, chosen, c["gpu_count"], c["workers"], c["cores"], workload, prefix)
             runs.append(loader_run(variant, repeat, *where))
     gpu = bool(c["gpu_count"])
@@ -428,8 +478,8 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
     for workload in names:
         chosen = work(args, gpu_count, workload)
         chosen.update(seed=args.seed, loader_steps=args.loader_steps)
-        path = folder(args, workload, generate=not dry_run)
-        info = describe(path, workload)
+        path = folder(args, workload, generate=not dry_run, gpu=gpu)
+        info = describe(path, data_workload(workload, gpu))
         if chosen["batch_size"] > info.get("train_size", math.inf):
             raise BenchError(f"--batch-size {chosen['batch_size']} is larger than the training set of {path} "
                              f"({info['train_size']} images)")  # fmt: skip
@@ -446,9 +496,12 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
         works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
         works[workload]["train_size"] = info.get("train_size")  # --max-batch sizes its runs by the epoch
         works[workload]["steps_auto"] = auto
+        works[workload]["variants"] = default_rows(workload, variants, getattr(args, "default_variants", False))
+        works[workload]["data_workload"] = data_workload(workload, gpu)
     context = dict(gpu_count=gpu_count, nproc=nproc, workers=args.workers, cores=cores, log=log and str(log),
                    bf16_native=bf16_native, window_s=window, variants=variants, loaders=args.loaders,
-                   nodes=getattr(args, "nodes", None) or 0)  # fmt: skip
+                   nodes=getattr(args, "nodes", None) or 0,
+                   default_loaders=getattr(args, "default_loaders", False))  # fmt: skip
     for repeat in range(1, first_rounds(args.repeats) + 1):
         runs += round_runs(repeat, works, variants, args.loaders, context)
     overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations

@@ -23,7 +23,7 @@ columns (RENAMED); runs.csv is upgraded in place, its old form kept beside it.
 import re
 from typing import NamedTuple
 
-VERSION = 2
+VERSION = 3
 
 TABLE = """
 schema_version          -     runner  -       -          version of this schema the row was written with
@@ -98,8 +98,20 @@ bf16_native             -     train   first   only=train_amp.py+train_all.py  th
                                                            emulated, often slower than full precision
 memory_format           -     train   first   -          contiguous (NCHW), or channels_last (NHWC:
                                                            train_channels_last.py, train_all.py)
-tf32_matmul             -     train   -       -          torch.backends.cuda.matmul.allow_tf32 (GPU runs)
-tf32_cudnn              -     train   -       -          torch.backends.cudnn.allow_tf32 (GPU runs)
+optimizer               -     train   first   -          sgd or adamw (--optimizer)
+fused_step              -     train   first   only=train_fused.py  the optimizer's step is one fused kernel (fused=True)
+matmul_precision        -     train   first   -          what fp32 matrix multiplies ran at inside: fp32, tf32
+                                                           (NVIDIA Tensor Cores) or bf16 (oneDNN, a CPU): train_tf32.py
+conv_precision          -     train   first   -          ... and fp32 convolutions: cuDNN runs them in tf32 by default
+flop_per_step           FLOP  train   first   -          floating-point operations of one training step over every
+                                                           process, counted in the last warm-up step (FlopCounterMode;
+                                                           checkpointing's recompute included); null without a warm-up
+achieved_tflop_per_s    TFLOP/s  train  median  -        flop_per_step x timed steps / the window's time
+peak_tflop_per_s        TFLOP/s  train  first   -        the GPU's datasheet peak (dense) for the run's precisions,
+                                                           each operation at its own (meter.PEAK_TFLOPS); else null
+mfu_pct                 %     train   median  -          achieved_tflop_per_s / peak_tflop_per_s (model FLOPs
+                                                           utilization); null where the peak is not known: never guessed
+fsdp_units              -     train   first   only=train_fsdp.py  modules fully_shard'ed: the blocks and the root
 cpu_model_cores         cores train   median  -          CPU seconds per second of the window of the training process
                                                            (rank 0), its loader's threads left out (Linux /proc)
 cpu_loader_cores        cores train   median  -          ... and of its loader: its worker processes (DataLoader) and
@@ -270,6 +282,10 @@ RENAMED = {
 }
 
 
+# the columns an older version wrote that this one no longer does, {version: (name, ...)}: dropped on reading
+DROPPED = {2: ("tf32_matmul", "tf32_cudnn")}  # now matmul_precision and conv_precision, in every run
+
+
 class VersionError(ValueError):
     """A file written by a newer version of this schema than the code knows."""
 
@@ -296,6 +312,7 @@ def upgrade(frame):
             if before in frame:
                 frame[after] = frame[after].combine_first(frame[before]) if after in frame else frame[before]
                 frame = frame.drop(columns=before)
+        frame = frame.drop(columns=[name for name in DROPPED.get(old, ()) if name in frame])
     return frame.assign(schema_version=VERSION)
 
 

@@ -162,6 +162,8 @@ def verdict(row, base):
         )
         said = f": {', '.join(parts)}" if parts else ""
         return f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{busy(row)}"
+    if not_applied(row):
+        return f"{name}: does not apply here: {not_applied(row)}, as the baseline ({speed(row, 'speed')}).{busy(row)}"
     head = f"{name}: {speed(row, 'speed')}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
@@ -184,6 +186,16 @@ def against_ceiling(row):
     if pd.isna(low):
         return "one", pct, low, high
     return ("above" if low > 100 else "at" if high >= 100 else "below"), pct, low, high
+
+
+def not_applied(row):
+    """Why a row's technique did nothing here, where its own record says so, else '': tf32 on a device with neither
+    TF32 nor native bf16 left its matmuls in fp32 (train_tf32.py said so), so the run was the baseline's."""
+    if row.get("variant") == "tf32" and row.get("matmul_precision") == "fp32":
+        return (
+            f"this {'GPU' if row.get('device') == 'cuda' else 'CPU'} has neither TF32 nor native bf16, so it ran fp32"
+        )
+    return ""
 
 
 def emulated_bf16(row):

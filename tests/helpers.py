@@ -29,6 +29,9 @@ SCRIPTS = {
     "compile": ("train_compile.py",),
     "checkpoint": ("train_checkpoint.py",),
     "all": ("train_all.py",),
+    "fsdp": ("train_fsdp.py",),
+    "fused": ("train_fused.py",),
+    "tf32": ("train_tf32.py",),
     "dali": ("train.py", "--loader", "dali"),
 }
 LOADERS = ("loader.py", "loader_dali.py")

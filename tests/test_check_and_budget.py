@@ -33,7 +33,7 @@ def test_make_check_passes_on_this_machine(tmp_path):
     assert len(works) == 13 and len(not_here) == 6, table
     assert all("loss " in r or "delivered" in r for r in works)
     assert all("NCCL" in r or "fp16" in r or "reduce-overhead" in r or "snapshot" in r or "NVML" in r for r in not_here)
-    assert "check: 13 of 13 paths work here" in out
+    assert "check: 18 of 18 paths work here" in out
 
 
 @pytest.mark.slow
@@ -118,7 +118,7 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
     assert "bf16 emulated (no AVX-512-BF16 or AMX)" in text
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a))
     check.main(args, info, "b2")  # no SystemExit: every path works
-    assert "check: 13 of 13 paths work here" in capsys.readouterr().out
+    assert "check: 18 of 18 paths work here" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the plan: order, estimate, budget
@@ -127,10 +127,10 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
 def test_rows_run_in_the_order_a_user_needs_them():
     every = list(plan.TRAIN)
     one = plan.ordered(every, 1)
-    assert one[:3] == ["synthetic", "amp-synthetic", "baseline"] and one[-2:] == ["dp", "ddp"]
+    assert one[:3] == ["synthetic", "amp-synthetic", "baseline"] and one[-3:] == ["dp", "ddp", "fsdp"]
     assert one.index("amp") < one.index("channels_last") < one.index("compile") < one.index("all") < one.index("dali")
     two = plan.ordered(every, 2)
-    assert two[two.index("all") + 1 : two.index("all") + 3] == ["dp", "ddp"] and two[-1] == "checkpoint"
+    assert two[two.index("all") + 1 : two.index("all") + 4] == ["dp", "ddp", "fsdp"] and two[-1] == "checkpoint"
     assert plan.ordered(["ddp", "baseline", "amp"], 0) == ["baseline", "amp", "ddp"]
 
 

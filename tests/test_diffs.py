@@ -22,6 +22,9 @@ VARIANTS = [
     ("train_compile.py", "train.py"),
     ("train_checkpoint.py", "train.py"),
     ("train_all.py", "train.py"),
+    ("train_fsdp.py", "train.py"),
+    ("train_fused.py", "train.py"),
+    ("train_tf32.py", "train.py"),
     ("loader_dali.py", "loader.py"),
 ]
 MARK = diffs.MARK

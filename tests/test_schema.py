@@ -10,7 +10,7 @@ from bench import BenchError, baseline, record, schema
 from helpers import ROOT, run, train
 
 SCRIPTS = ["train.py", "train_dp.py", "train_ddp.py", "train_amp.py", "train_channels_last.py", "train_compile.py"]
-SCRIPTS += ["train_checkpoint.py", "train_all.py"]
+SCRIPTS += ["train_checkpoint.py", "train_all.py", "train_fsdp.py", "train_fused.py", "train_tf32.py"]
 
 
 @pytest.mark.parametrize("script", [s if s == "train.py" else pytest.param(s, marks=pytest.mark.slow) for s in SCRIPTS])
@@ -81,7 +81,7 @@ def test_an_older_runs_csv_is_upgraded_in_place(tmp_path):
     v1_runs(path)
     before = path.read_bytes()
     message = record.prepare_runs_file(path)
-    assert "schema version 2" in message and (tmp_path / "runs.csv.v1").read_bytes() == before
+    assert "schema version 3" in message and (tmp_path / "runs.csv.v1").read_bytes() == before
     runs = record.read_runs(path)
     assert list(pd.read_csv(path).columns) == record.RUN_COLUMNS
     assert list(runs["samples_per_s"]) == [300.0, 1600.0]  # the loaders' images_per_s, under training's name

@@ -27,7 +27,7 @@ def test_an_edit_goes_into_every_copy(copies):
     old = "def replace(model, name, module):\n"
     new = "def replace(model, name, module):  # shortened\n"
     changed = sync.apply(old, new, sync.family(root=copies))
-    assert len(changed) == 8
+    assert len(changed) == len(sync.family(root=copies)) > 8
     for path in changed:
         assert path.read_text().count(new) == 1 and old not in path.read_text()
 

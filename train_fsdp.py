@@ -1,0 +1,248 @@
+"""train.py + FSDP2: each process holds a shard of the parameters, of their gradients and of the optimizer's state.
+
+fully_shard() (torch.distributed.fsdp) splits every block's parameters over the processes, then
+the root's: before a block runs forward or backward its parameters are gathered from all, and freed
+after; the gradients are reduce-scattered, so each process keeps and updates only its shard. Memory
+per process falls with the process count, for the gathers' communication. Launched by torchrun as
+train_ddp.py is (the same data sharding, the same exact distributed evaluation); NCCL between GPUs,
+gloo between CPU processes. Without torchrun it trains one process, unsharded, and says so.
+
+    torchrun --standalone --nproc-per-node 8 train_fsdp.py --model vit_b_16 --optimizer adamw --data ~/imagenet
+    torchrun --standalone --nproc-per-node 2 train_fsdp.py --device cpu          # 2 CPU processes (gloo)
+    sbatch slurm/train_ddp.sbatch train_fsdp.py                                  # Slurm: srun torchrun ...
+"""
+
+import argparse
+import importlib
+import math
+import os
+
+import torch
+from torch import nn
+
+import checks
+from meter import Meter
+
+# new # the processes, their mesh, each one's shard of the data (as train_ddp.py), and FSDP2's fully_shard
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.utils.data import DistributedSampler
+
+# new # fully_shard is in torch.distributed.fsdp from torch 2.6 on; 2.4 and 2.5 kept it in _composable
+try:
+    from torch.distributed.fsdp import fully_shard
+except ImportError:
+    from torch.distributed._composable.fsdp import fully_shard
+
+# -----------------------------------------------------------------------------
+# arguments: the same in every train*.py; a variant's own flags come last
+
+parser = argparse.ArgumentParser(
+    description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+)
+parser.add_argument(
+    "--data", default="data/small", help="image folder (train/, val/), CIFAR-10 root, or synthetic[:PX[:N]]"
+)
+parser.add_argument(
+    "--model",
+    default="resnet18",
+    help="a torchvision classification model, or your own: FILE.py:FACTORY, module:FACTORY",
+)
+parser.add_argument("--batch-size", type=int, default=128, help="global batch: images per step over all processes")
+parser.add_argument("--epochs", type=int, default=2, help="passes over the training set")
+parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (overrides --epochs)")
+parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"], help="sgd (CNNs) or adamw (transformers)")
+parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 0.1 for SGD, 0.001 for AdamW)")
+parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="data loading processes")
+parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda if present")
+parser.add_argument("--seed", type=int, default=0, help="seed of the weights, the data order and the sample")
+parser.add_argument(
+    "--eval-samples",
+    type=checks.count_or_all,
+    default=None,
+    help="validation images evaluated, a fixed sample, or all (default: all, or 1000 for a --steps run)",
+)
+parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py) or dali (loader_dali.py)")
+parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
+parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
+parser.error = checks.die  # a bad flag ends like any other bad input: one line, exit code 2
+Meter.add_arguments(parser)  # the measuring's own flags: --warmup-steps, --metrics-out, --no-progress, ...
+parser.add_argument("--backend", choices=["nccl", "gloo"], help="default: nccl on GPUs, gloo on CPUs")  # new #
+
+# -----------------------------------------------------------------------------
+# helpers
+
+
+def build_model(name, num_classes, image_size):
+    """A torchvision model by name, or your own from FILE.py:FACTORY. For small images (<= 64 px) a torchvision
+    model's stem keeps their resolution: the first conv becomes 3x3 stride 1 and a max-pool right after it goes,
+    as in CIFAR ResNets. A model of your own is used as given."""
+    model = checks.make_model(name, num_classes)
+    if image_size <= 64 and ":" not in name:
+        stem = [n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.MaxPool2d))][:2]
+        conv = model.get_submodule(stem[0])
+        replace(model, stem[0], nn.Conv2d(conv.in_channels, conv.out_channels, 3, 1, 1, bias=conv.bias is not None))
+        if isinstance(model.get_submodule(stem[1]), nn.MaxPool2d):
+            replace(model, stem[1], nn.Identity())
+    return checks.try_model(model, name, num_classes, image_size)  # one tiny forward pass: it takes these images
+
+
+def replace(model, name, module):
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent), child, module)
+
+
+def make_optimizer(name, parameters, lr, **options):
+    """SGD with Nesterov momentum, as CNNs are trained, or AdamW with decoupled weight decay, as transformers are."""
+    if name == "adamw":
+        return torch.optim.AdamW(parameters, lr=lr or 1e-3, weight_decay=0.05, **options)
+    return torch.optim.SGD(parameters, lr=lr or 0.1, momentum=0.9, nesterov=True, weight_decay=5e-4, **options)
+
+
+# new # a block: a module with modules inside (a residual block, a conv-norm-activation), not a single layer
+def is_block(module):
+    return next(module.children(), None) is not None
+
+
+# new # the units to shard, each gathered whole in its turn (train_checkpoint.py's stages): the shallowest
+# nn.Sequential containers of blocks, as ResNet's layer1-4; where there is one only (MobileNet's features, ViT's
+# encoder.layers), each block in it
+def blocks(model):
+    holds_blocks = lambda m: isinstance(m, nn.Sequential) and any(map(is_block, m.children()))  # noqa: E731
+    for depth in range(3):
+        found = [n for n, m in model.named_modules() if n and n.count(".") == depth and holds_blocks(m)]
+        if len(found) == 1:
+            children = model.get_submodule(found[0]).named_children()
+            return [f"{found[0]}.{name}" for name, block in children if is_block(block)]
+        if found:
+            return found
+    return []
+
+
+@torch.no_grad()
+def evaluate(model, val_loader, device):
+    """Return (accuracy, images counted) over the validation set."""
+    model.eval()
+    # new # FSDP gathers each block's parameters from every process in its forward: all must run as many batches
+    batches = torch.tensor(len(val_loader), device=device)
+    if dist.is_initialized():
+        dist.all_reduce(batches, op=dist.ReduceOp.MAX)
+
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    total = torch.zeros((), dtype=torch.int64, device=device)
+    for images, labels in val_loader:
+        images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        with torch.autocast(device.type, enabled=False):  # full precision; train_amp.py evaluates as it trains
+            outputs = model(images)
+        correct += (outputs.argmax(1) == labels).sum()
+        total += labels.numel()
+    # new # a process with fewer batches than the others runs its last one again, uncounted
+    for _ in range(int(batches) - len(val_loader)):
+        model(images)
+
+    # new # each process saw a different part of the validation set: add them up
+    if dist.is_initialized():
+        dist.all_reduce(correct)
+        dist.all_reduce(total)
+    return correct.item() / total.item(), total.item()
+
+
+# -----------------------------------------------------------------------------
+
+
+def main():
+    args = parser.parse_args()
+    rank, local_rank, world_size = 0, 0, 1  # one process; train_ddp.py reads torchrun's
+    # new # under torchrun, the environment says which process this is (one process alone: nothing to shard)
+    distributed = "RANK" in os.environ
+    if distributed:
+        rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+        world_size = int(os.environ["WORLD_SIZE"])
+
+    device = checks.pick_device(args.device, local_rank)  # the GPU if there is one (unless --device cpu), else cpu
+    device = checks.ddp_device(device, local_rank, args.backend)  # GPU N for local rank N  # new #
+    checks.check_arguments(args)  # the flags in their ranges, the model and the loader known
+    # new # join the other processes: NCCL between GPUs, gloo between CPUs (what cannot work: checks.py)
+    checks.check_ddp(args.batch_size, world_size, False, args.backend, device)
+    backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
+    if distributed:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
+
+    meter = Meter(args, device, rank, world_size)  # the run's clock starts; only rank 0 reports
+    torch.manual_seed(args.seed + rank)
+    torch.backends.cudnn.benchmark = True
+
+    # the data: loader.py finds the images and batches them (loader_dali.py with --loader dali: the same functions)
+    loader = importlib.import_module("loader_dali" if args.loader == "dali" else "loader")
+    train_set, val_set, info = loader.open_data(args.data, args.download, check_data=not args.no_data_check)
+    batch_size = args.batch_size // world_size  # new #
+    sampler = None  # every image, reshuffled each epoch; train_ddp.py gives each process its own shard
+    # new # under torchrun each process reads its own shard of the images, a new shuffle of it every epoch
+    # (sampler.set_epoch below; DALI's reader shards and shuffles by itself); one process alone reads as train.py
+    if distributed:
+        sampler = DistributedSampler(train_set, world_size, rank, seed=args.seed, drop_last=True)
+    eval_samples = args.eval_samples or (1000 if args.steps else "all")  # a short run evaluates a fixed sample
+    train_loader, val_loader = loader.build_loaders(
+        train_set, val_set, info, batch_size, device, args.workers, args.seed, sampler, rank, world_size, eval_samples
+    )
+
+    # the model, the loss, the optimizer (--optimizer), and the learning rate: up for 20% of the steps (the warm-up),
+    # then down to 0
+    model = build_model(args.model, info.num_classes, info.image_size).to(device)
+    # new # shard over the processes each block (the stages of a CNN, the encoder blocks of a ViT), then the root:
+    # the optimizer, made next, then holds and updates only this process's shard of the parameters
+    if distributed:  # under torchrun, also as one process: then its row shows what FSDP costs
+        mesh = init_device_mesh(device.type, (world_size,))
+        units = blocks(model)
+        for name in units:
+            fully_shard(model.get_submodule(name), mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        checks.say_root_only(args.model, units, rank == 0)
+        meter.record(fsdp_units=len(units) + 1)
+    else:
+        checks.say_unsharded(rank == 0)
+
+    criterion = nn.CrossEntropyLoss()
+    optimizer = make_optimizer(args.optimizer, model.parameters(), args.lr)
+    total_steps = args.steps or args.epochs * len(train_loader)
+    peak = max(1, total_steps // 5)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / peak, (total_steps - step) / max(1, total_steps - peak))
+    )
+
+    # training, an evaluation after each epoch
+    epochs = range(math.ceil(total_steps / len(train_loader)))
+    meter.start(info, batch_size, total_steps)  # every check passed: the warm-up steps, then the timed window
+    epochs = meter.until_target(epochs)  # with --target-accuracy, training ends at the first epoch to reach it
+    step = 0
+    for epoch in epochs:
+        if distributed:  # new #
+            sampler.set_epoch(epoch)  # new #
+        model.train()
+        for images, labels in train_loader:
+            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            meter.batch()  # the batch is on the device: the wait for it ends
+            with torch.autocast(device.type, enabled=False):  # full precision; train_amp.py turns autocast on
+                loss = criterion(model(images), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            meter.step(loss)  # the step's time, and its loss (left on the device: reading it would wait)
+            step += 1
+            if step == total_steps:
+                break
+        meter.pause()  # evaluation is not timed
+        val_acc, val_samples = evaluate(model, val_loader, device)
+        meter.evaluated(val_acc, val_samples)  # the epoch's loss and accuracy, printed and kept as curves
+    meter.finish()  # the speed, the memory and the result: printed, and written to --metrics-out
+    # new # leave the process group cleanly
+    if distributed:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    with checks.one_line_out_of_memory():  # a batch too large for the memory ends like bad input: one line
+        main()
