@@ -4,7 +4,7 @@ report.html shows alike."""
 import pandas as pd
 
 from bench import answer, plan, summarize
-from bench.summarize import busy_note, diverged_note, settled_note, torch_blind
+from bench.summarize import busy_note, diverged_note, num, settled_note, torch_blind
 
 
 def fmt(value, pattern="{:,.0f}"):
@@ -146,6 +146,11 @@ def train_columns(train):
         columns += [("cores: model / loader", cores_cell)]
     if "compile_s" in train and train["compile_s"].notna().any():
         columns += [("compile s, cold / median", compile_cell)]
+    if "achieved_tflop_per_s" in train and train["achieved_tflop_per_s"].notna().any():
+        columns += [("GFLOP per step", lambda r: fmt(num(r, "flop_per_step") / 1e9, "{:,.1f}"))]
+        columns += [("TFLOP/s", lambda r: fmt(r.get("achieved_tflop_per_s"), "{:.3g}"))]
+    if "mfu_pct" in train and train["mfu_pct"].notna().any():
+        columns += [("MFU", lambda r: fmt(r.get("mfu_pct"), "{:.1f}%"))]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
 
 
@@ -167,6 +172,7 @@ MAIN = [
     "host memory MiB (PSS)",
     "NVML MiB (process tree)",
     "memory vs baseline",
+    "MFU",
 ]
 
 

@@ -211,6 +211,15 @@ memory_vs_baseline      x     summary -       -          the geometric mean over
 memory_vs_baseline_low  x     summary -       -          its 95% confidence interval starts here
 memory_vs_baseline_high x     summary -       -          ... and ends here
 memory_answer           -     summary -       -          more, less, same or unsettled, as speed_answer
+peer                    -     summary -       -          the row this one also answers against (fsdp: ddp, the same
+                                                           processes and global batch); null for the others
+speedup_vs_peer         x     summary -       -          the geometric mean over the rounds of rate / the peer's rate
+speedup_vs_peer_low     x     summary -       -          its 95% confidence interval starts here
+speedup_vs_peer_high    x     summary -       -          ... and ends here
+memory_vs_peer          x     summary -       -          ... of memory_source / the peer's: at equal processes, the
+                                                           ratio of the memory per process
+memory_vs_peer_low      x     summary -       -          its 95% confidence interval starts here
+memory_vs_peer_high     x     summary -       -          ... and ends here
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
                                                            (bench/summarize.py)
 """

@@ -109,6 +109,8 @@ def paired(runs, column, reference):
 
 # ----------------------------------------------------------------------------- the verdicts
 
+# a row that answers a question against another row as well as the baseline: FSDP against DDP, at the same processes
+PEERS = {"fsdp": "ddp"}
 WAIT_BOUND = 0.2  # a run that waits for data this share of its window or more is limited by its input pipeline
 WAIT_LITTLE = 0.05  # below this share, a faster input pipeline has little to win
 WAIT_CHANGE = 0.05  # a change in the data wait smaller than this (absolute) is "stayed"
@@ -161,14 +163,51 @@ def verdict(row, base):
             [f"waiting for data {row.data_wait_frac:.0%} of the time"] if pd.notna(row.get("data_wait_frac")) else []
         )
         said = f": {', '.join(parts)}" if parts else ""
-        return f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{busy(row)}"
+        return (
+            f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{mfu_words(row)}"
+            f"{busy(row)}"
+        )
     if not_applied(row):
         return f"{name}: does not apply here: {not_applied(row)}, as the baseline ({speed(row, 'speed')}).{busy(row)}"
     head = f"{name}: {speed(row, 'speed')}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
     said = reasons(row, base)
-    return f"{head}{': ' + '; '.join(said) if said else ''}.{busy(row)}"
+    return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{busy(row)}"
+
+
+def mfu_words(row):
+    """' It reaches 41% of this GPU's datasheet peak for its precision (MFU).', or '' where the peak is not known."""
+    mfu = num(row, "mfu_pct")
+    if pd.isna(mfu):
+        return ""
+    peak = num(row, "peak_tflop_per_s")
+    return f" It reaches {mfu:.0f}% of this GPU's datasheet peak for its precision ({peak:.0f} TFLOP/s: MFU)."
+
+
+def peer_words(row):
+    """' Against ddp (the same 2 processes and global batch): 0.84x the speed (...), 0.95x the memory per process
+    (...).', or '' for a row without a peer."""
+    peer = row.get("peer")
+    if not isinstance(peer, str) or pd.isna(num(row, "speedup_vs_peer")):
+        return ""
+    said = f" Against {peer} (the same {num(row, 'world_size'):.0f} processes and global batch): "
+    said += ratio_words(row, "speedup_vs_peer", "the speed")
+    if pd.notna(num(row, "memory_vs_peer")):
+        said += ", " + ratio_words(row, "memory_vs_peer", "the memory per process")
+    return said + "."
+
+
+def ratio_words(row, column, what):
+    """'0.84x the speed, slower (0.80x to 0.88x)' by the interval (as the speed-up's answer), '(one round)' without."""
+    value, low, high = num(row, column), num(row, f"{column}_low"), num(row, f"{column}_high")
+    if pd.isna(low):
+        return f"{value:.2f}x {what} (one round)"
+    answer = classify(low, high)
+    if "speed" not in what:
+        answer = dict(faster="more", slower="less").get(answer, answer)
+    said = dict(same="no measurable difference", unsettled="not settled").get(answer, answer)
+    return f"{value:.2f}x {what}, {said} ({low:.2f}x to {high:.2f}x)"
 
 
 def plural(count, word):
@@ -430,6 +469,16 @@ def summarize(runs):
                     answer = classify(low, high)
                     answer = dict(faster="more", slower="less").get(answer, answer)
                     summary.loc[i, "memory_answer"] = None if variant == reference else answer
+            for i in summary.index[mine]:  # a row that answers a question against another row, too (PEERS)
+                peer = PEERS.get(summary.at[i, "variant"])
+                if peer not in set(summary.loc[mine, "variant"]):
+                    continue
+                summary.loc[i, "peer"] = peer
+                rates = paired(ok, "samples_per_s", peer).get(summary.at[i, "variant"], [])
+                summary.loc[i, ["speedup_vs_peer", "speedup_vs_peer_low", "speedup_vs_peer_high"]] = interval(rates)
+                if isinstance(source, str):
+                    memory = paired(ok, source, peer).get(summary.at[i, "variant"], [])
+                    summary.loc[i, ["memory_vs_peer", "memory_vs_peer_low", "memory_vs_peer_high"]] = interval(memory)
             blind = mine & summary.apply(torch_blind, axis=1)  # figures that leave DALI's batches out: not compared
             for column, ratio in schema.RATIOS.items():
                 summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
