@@ -9,7 +9,7 @@ gloo between CPU processes. Without torchrun it trains one process, unsharded, a
 
     torchrun --standalone --nproc-per-node 8 train_fsdp.py --model vit_b_16 --optimizer adamw --data ~/imagenet
     torchrun --standalone --nproc-per-node 2 train_fsdp.py --device cpu          # 2 CPU processes (gloo)
-    sbatch slurm/train_ddp.sbatch train_fsdp.py                                  # Slurm: srun torchrun ...
+    SCRIPT=train_fsdp.py sbatch slurm/train_ddp.sbatch                          # Slurm: srun torchrun ...
 """
 
 import argparse
@@ -194,6 +194,8 @@ def main():
     # new # shard over the processes each block (the stages of a CNN, the encoder blocks of a ViT), then the root:
     # the optimizer, made next, then holds and updates only this process's shard of the parameters
     if distributed:  # under torchrun, also as one process: then its row shows what FSDP costs
+        for tensor in model.state_dict().values():  # every process starts from rank 0's weights (DDP does this too)
+            dist.broadcast(tensor, src=0)
         mesh = init_device_mesh(device.type, (world_size,))
         units = blocks(model)
         for name in units:

@@ -69,7 +69,7 @@ def variants_of(asked):
         return ["ddp", "all"]
     chosen = [v for v in asked if plan.distributed(v)]
     if not chosen:
-        raise BenchError("--scaling runs the DDP rows (ddp, all): --variants names none of them")
+        raise BenchError("--scaling runs the distributed rows (ddp, fsdp, all): --variants names none of them")
     return chosen
 
 

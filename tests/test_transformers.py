@@ -1,0 +1,224 @@
+"""What transformers are trained with: a small ViT that learns, the optimizer flag, FSDP2 against DDP, the fused step,
+reduced-precision fp32 math, FLOPs and MFU in every run, and the bench's vit workload."""
+
+import json
+
+import pytest
+import torch
+from test_answer import scaled, told
+from test_verdicts import STEADY, verdicts
+
+import checks
+import meter
+from bench import cli, markdown, plan
+from helpers import SMALL_MODEL, check_clean_failure, run, train
+
+VIT = "examples/vit_small.py:vit_small"
+SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for
+SHORT = ("--steps", "6", "--warmup-steps", "2", "--batch-size", "8", "--workers", "0", "--eval-samples", "16")
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
+
+
+# ----------------------------------------------------------------------------- FLOPs and MFU (meter.py)
+
+
+def test_every_run_counts_its_flops_outside_the_window_and_none_without_a_warm_up(tiny_data, tmp_path):
+    result, m = train("train.py", tiny_data, tmp_path / "m.json", "--model", SMALL_MODEL, *SHORT)
+    assert result.returncode == 0, result.stderr
+    assert m["flop_per_step"] > 0 and m["optimizer"] == "sgd"
+    rate = m["flop_per_step"] * m["steps_timed"] / m["window_s"] / 1e12
+    assert m["achieved_tflop_per_s"] == pytest.approx(rate, rel=1e-6)
+    assert m["mfu_pct"] is None and m["peak_tflop_per_s"] is None  # a CPU: no peak, never guessed
+    assert (m["matmul_precision"], m["conv_precision"]) == ("fp32", "fp32")
+    assert "GFLOP per step" in result.stdout
+    result, m = train("train.py", tiny_data, tmp_path / "n.json", "--model", SMALL_MODEL, *SHORT, "--warmup-steps", "0")
+    assert result.returncode == 0 and m["flop_per_step"] is None and m["achieved_tflop_per_s"] is None
+
+
+def gpu_run(name, amp=None, matmul="fp32", conv="tf32"):
+    return dict(device="cuda", device_name=name, amp_dtype=amp, matmul_precision=matmul, conv_precision=conv)
+
+
+def test_mfu_is_against_the_datasheet_peak_of_each_operations_precision_and_only_where_known():
+    flops = [(2e12, 6e12)]  # one process: 2 TFLOP in convolutions, 6 in the rest, a step
+    h100 = meter.flop_rates(gpu_run("NVIDIA H100 80GB HBM3", amp="bf16"), flops, steps_per_s=50)
+    assert h100["achieved_tflop_per_s"] == pytest.approx(400) and h100["peak_tflop_per_s"] == pytest.approx(989.4)
+    assert h100["mfu_pct"] == pytest.approx(100 * 400 / 989.4)
+    mixed = meter.flop_rates(gpu_run("NVIDIA A100-SXM4-80GB"), flops, steps_per_s=1)  # TF32 convs, fp32 matmuls
+    assert mixed["peak_tflop_per_s"] == pytest.approx(8 / (2 / 156 + 6 / 19.5))
+    two = meter.flop_rates(gpu_run("NVIDIA H100 PCIe", matmul="tf32"), flops * 2, steps_per_s=1)  # 2 processes
+    assert two["flop_per_step"] == 16e12 and two["peak_tflop_per_s"] == pytest.approx(378.0)
+    for unknown in ("NVIDIA H200 NVL", "NVIDIA L40S", "Tesla V100-SXM2-16GB", "NVIDIA GeForce RTX 4090"):
+        rates = meter.flop_rates(gpu_run(unknown), flops, steps_per_s=1)
+        assert rates["mfu_pct"] is None and rates["achieved_tflop_per_s"] == pytest.approx(8), unknown
+    cpu = meter.flop_rates(dict(device="cpu", device_name="Xeon", amp_dtype=None), flops, steps_per_s=1)
+    assert cpu["mfu_pct"] is None and cpu["flop_per_step"] == 8e12
+    assert meter.flop_rates(gpu_run("NVIDIA H200"), [(1, 1), None], 1)["flop_per_step"] is None  # a rank without
+
+
+def test_the_precision_recorded_is_what_torch_was_set_to():
+    before = torch.get_float32_matmul_precision()
+    try:
+        assert meter.precisions(torch.device("cpu")) == ("fp32", "fp32")
+        torch.set_float32_matmul_precision("medium")
+        assert meter.precisions(torch.device("cpu"))[0] == "bf16"
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+# ----------------------------------------------------------------------------- the variants' own checks
+
+
+def test_a_device_without_tf32_or_native_bf16_says_so_and_stays_fp32(monkeypatch, capsys):
+    monkeypatch.setattr(checks, "native_bf16", lambda device: False)
+    assert checks.reduced_precision(torch.device("cpu"), is_main=True) is None
+    assert "matmuls and convolutions stay in fp32" in capsys.readouterr().err
+    monkeypatch.setattr(checks, "native_bf16", lambda device: True)
+    assert checks.reduced_precision(torch.device("cpu"), is_main=True) == "bf16"
+
+
+def test_no_fused_step_is_one_line(monkeypatch, capsys):
+    def refuses(*args, fused=None, **kwargs):
+        raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
+
+    monkeypatch.setattr(torch.optim, "AdamW", refuses)
+    with pytest.raises(SystemExit) as done:
+        checks.check_fused("adamw", torch.device("cpu"))
+    said = capsys.readouterr().err.strip()
+    assert done.value.code == 2 and len(said.splitlines()) == 1
+    assert f"torch {torch.__version__} has no fused refuses step on the cpu" in said and "supported devices" in said
+    checks.check_fused("sgd", torch.device("cpu"))  # this torch has one: no error
+
+
+def test_the_tf32_and_fused_scripts_record_what_they_changed(tmp_path):
+    native = checks.native_bf16(torch.device("cpu"))
+    result, m = train("train_tf32.py", SYNTHETIC[1], tmp_path / "t.json", "--model", SMALL_MODEL, *SHORT)
+    assert result.returncode == 0, result.stderr
+    assert m["matmul_precision"] == ("bf16" if native else "fp32") and m["variant"] == "tf32"
+    assert ("does not apply here" in result.stderr) != bool(native) or "stay in fp32" in result.stderr
+    result, m = train("train_fused.py", SYNTHETIC[1], tmp_path / "f.json", "--model", VIT, "--optimizer", "adamw",
+                      *SHORT)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert m["fused_step"] is True and m["optimizer"] == "adamw" and "AdamW (fused step)" in result.stdout
+
+
+def test_a_bad_optimizer_is_one_line(tiny_data, tmp_path):
+    result, _ = train("train.py", tiny_data, tmp_path / "m.json", "--optimizer", "adam")
+    check_clean_failure(result, tmp_path / "m.json")
+    assert "--optimizer: invalid choice: 'adam'" in result.stderr
+
+
+# ----------------------------------------------------------------------------- the ViT: it learns, every variant runs
+
+
+@pytest.mark.slow
+def test_the_small_vit_learns_with_adamw(small_data, tmp_path):
+    result, m = train("train.py", small_data, tmp_path / "m.json", "--model", VIT, "--optimizer", "adamw",
+                      "--epochs", "3", "--batch-size", "32")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert m["val_acc"] > 0.4, m["val_curve"]  # chance: 0.1
+    assert m["flop_per_step"] > 1e9 and m["optimizer"] == "adamw"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script,field,value", [("train_checkpoint.py", "checkpoint_segments", 6),
+                                                ("train_channels_last.py", "memory_format", "channels_last"),
+                                                ("train_amp.py", "amp_dtype", "bf16")])  # fmt: skip
+def test_the_variants_run_on_the_vit(script, field, value, tmp_path):
+    """checkpoint wraps the 6 encoder blocks; channels_last runs (a ViT has one convolution, its patches)."""
+    result, m = train(script, SYNTHETIC[1], tmp_path / "m.json", "--model", VIT, "--optimizer", "adamw", *SHORT)
+    assert result.returncode == 0, result.stderr
+    assert m[field] == value
+
+
+# ----------------------------------------------------------------------------- FSDP2 (train_fsdp.py)
+
+
+def fsdp(tmp_path, name, *args, nproc=2, script="train_fsdp.py"):
+    metrics = tmp_path / f"{name}.json"
+    cmd = [*TORCHRUN, nproc, script, "--device", "cpu", "--metrics-out", metrics, "--no-progress", *args]
+    return run(*cmd, timeout=300), metrics
+
+
+@pytest.mark.slow
+def test_fsdp_trains_as_ddp_does_and_evaluates_uneven_shards_exactly(tmp_path):
+    """The same steps as DDP at 2 processes: the same losses (sharding changes where the math runs, not the math; each
+    process seeds its own weights, so both start from rank 0's);
+    5 validation images over 2 processes of 2-image batches: 2 batches on one, 1 on the other, each counted once."""
+    flags = ("--data", "synthetic:32:10", "--model", VIT, "--optimizer", "adamw", "--steps", "6", "--warmup-steps", "2",
+             "--batch-size", "4", "--workers", "0", "--eval-samples", "5")  # fmt: skip
+    done, path = fsdp(tmp_path, "fsdp", *flags)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "FSDP over 7 units: 2 processes over gloo" in done.stdout  # 6 encoder blocks, then the root
+    sharded = json.loads(path.read_text())
+    done, path = fsdp(tmp_path, "ddp", *flags, script="train_ddp.py")
+    assert done.returncode == 0, done.stderr[-2000:]
+    replicated = json.loads(path.read_text())
+    assert sharded["variant"] == "fsdp" and sharded["world_size"] == 2 and sharded["fsdp_units"] == 7
+    assert sharded["val_samples"] == replicated["val_samples"] == 5
+    losses = ("train_loss_first", "train_loss_final")  # rank 0's weights in both
+    assert [sharded[k] for k in losses] == pytest.approx([replicated[k] for k in losses], rel=1e-3)
+    assert sharded["val_acc"] == replicated["val_acc"]
+    assert sharded["flop_per_step"] == pytest.approx(replicated["flop_per_step"], rel=0.01)
+
+
+@pytest.mark.slow
+def test_fsdp_bad_input_and_what_it_says(tiny_data, tmp_path):
+    done, path = fsdp(tmp_path, "odd", "--data", tiny_data, "--batch-size", "5", "--steps", "3")
+    assert done.returncode != 0 and "--batch-size 5 does not split evenly over 2 processes" in done.stderr
+    assert not path.exists()
+    done, path = fsdp(tmp_path, "root", "--data", tiny_data, "--model", "alexnet", "--steps", "3", "--warmup-steps",
+                      "1", "--batch-size", "4", "--workers", "0", "--eval-samples", "4", nproc=1)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "has no blocks to shard one by one: the root alone is sharded" in done.stderr
+    alone = train("train_fsdp.py", tiny_data, tmp_path / "m.json", "--steps", "3", "--warmup-steps", "1")[0]
+    assert alone.returncode == 0 and "not launched by torchrun: one process, unsharded" in alone.stderr
+
+
+# ----------------------------------------------------------------------------- the summary: FSDP against DDP, tf32
+
+
+def test_fsdp_is_answered_against_ddp_at_the_same_processes():
+    said, summary = verdicts(
+        {
+            "baseline": STEADY,
+            "ddp": scaled(1.2, memory=2000, world_size=2),
+            "fsdp": scaled(1.0, memory=1600, world_size=2),
+        }
+    )
+    assert summary.loc["fsdp", "peer"] == "ddp" and pd_isna(summary.loc["ddp", "peer"])
+    assert summary.loc["fsdp", "speedup_vs_peer"] == pytest.approx(1 / 1.2)
+    assert summary.loc["fsdp", "memory_vs_peer"] == pytest.approx(0.8)
+    assert "Against ddp (the same 2 processes and global batch): 0.83x the speed, slower (" in said["fsdp"]
+    assert "0.80x the memory per process, less (" in said["fsdp"]
+
+
+def pd_isna(value):
+    return value is None or value != value
+
+
+def test_tf32_that_changed_nothing_does_not_apply_here():
+    said, summary = told({"baseline": STEADY, "tf32": scaled(1.0, matmul_precision="fp32", device="cpu")})
+    assert said["Does not apply here"] == "tf32: this CPU has neither TF32 nor native bf16, so it ran fp32"
+    row = summary.reset_index().iloc[1]
+    assert markdown.label(row) == "tf32 (does not apply here)" and markdown.answer_cell(row) == "does not apply here"
+    applied, _ = told({"baseline": STEADY, "tf32": scaled(0.6, matmul_precision="bf16", device="cpu")})
+    assert "Does not apply here" not in applied and applied["Costs"].startswith("tf32 0.60x")
+
+
+# ----------------------------------------------------------------------------- the bench's vit workload
+
+
+def test_the_vit_workload_runs_the_transformer_techniques_and_a_gpu_plan_keeps_its_25_minutes(tmp_path):
+    args = cli.parse_args(["--workload", "vit", "--dry-run", "--out", str(tmp_path)])
+    runs, works, _ = plan.make_plan(args, 0, 2, dry_run=True)
+    rows = {r.variant for r in runs}
+    assert rows == {"synthetic", "amp-synthetic", "baseline", "amp", "tf32", "fused", "compile", "all", "checkpoint",
+                    "ddp", "fsdp"}  # fmt: skip
+    assert all("--optimizer" in r.cmd and VIT in r.cmd for r in runs) and works["vit"]["data"].endswith("small")
+    small, _, _ = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 0, 2, dry_run=True)
+    assert not {r.variant for r in small} & plan.TRANSFORMER_ONLY  # a CNN's default bench is as it was
+    gpu, works, fit = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 1, 16, dry_run=True)
+    assert list(works) == ["imagenet", "vit"] and works["vit"]["model"] == "vit_b_16"
+    assert fit["rounds"] >= 2 and fit["total_s"] <= 25 * 60 and not fit["left_out"]
+    assert {r.variant for r in gpu if r.workload == "vit"} >= {"fsdp", "fused", "tf32", "ddp"}
