@@ -77,6 +77,8 @@ def paths(gpus, model=MODEL):
              compiled=True, processes=max(gpus, 1)),
         Probe("train_fsdp.py: FSDP2 over gloo, 2 CPU processes", [*TORCHRUN[:-1], "2", "train_fsdp.py", "--device",
              "cpu"], expect=dict(world_size=2), processes=2),
+        Probe("train_fsdp.py: FSDP2 over NCCL, 1 process", [*TORCHRUN[:-1], "1", "train_fsdp.py", *device], "cuda",
+             expect=dict(world_size=1)),
         Probe(f"train_fsdp.py: FSDP2 over NCCL, {max(gpus, 2)} processes",
              [*TORCHRUN[:-1], str(max(gpus, 2)), "train_fsdp.py", *device], "gpus",
              expect=dict(world_size=max(gpus, 2)), processes=max(gpus, 2)),

@@ -59,6 +59,7 @@ NUMBERS = [
     ("--data", "synthetic:0", "PX pixels 1 to 8192"),
     ("--data", "synthetic:100000", "PX pixels 1 to 8192"),
     ("--data", "synthetic:32:1", "N classes 2 to 100000"),
+    ("--optimizer", "adam", "invalid choice: 'adam'"),
 ]
 
 
@@ -78,9 +79,9 @@ def test_numbers_out_of_range_in_the_base(tiny_data, tmp_path, flag, value, word
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name in SCRIPTS if name != "train"])
 def test_numbers_out_of_range_in_every_variant(tiny_data, tmp_path, name):
-    for flag, value, words in NUMBERS[0], NUMBERS[5], NUMBERS[6]:
+    for flag, value, words in NUMBERS[0], NUMBERS[5], NUMBERS[6], NUMBERS[-1]:
         error = fail(SCRIPTS[name], tiny_data, tmp_path / "m.json", flag, value)
-        assert f"{flag} {value}" in error and words in error
+        assert (f"{flag} {value}" in error or f"argument {flag}: invalid" in error) and words in error
 
 
 LOADER_NUMBERS = [
