@@ -205,6 +205,7 @@ def main():
         meter.record(fsdp_units=len(units) + 1)
     else:
         checks.say_unsharded(rank == 0)
+        meter.record(fsdp_units=0)
 
     criterion = nn.CrossEntropyLoss()
     optimizer = make_optimizer(args.optimizer, model.parameters(), args.lr)

@@ -111,7 +111,8 @@ peak_tflop_per_s        TFLOP/s  train  first   -        the GPU's datasheet pea
                                                            each operation at its own (meter.PEAK_TFLOPS); else null
 mfu_pct                 %     train   median  -          achieved_tflop_per_s / peak_tflop_per_s (model FLOPs
                                                            utilization); null where the peak is not known: never guessed
-fsdp_units              -     train   first   only=train_fsdp.py  modules fully_shard'ed: the blocks and the root
+fsdp_units              -     train   first   only=train_fsdp.py  modules fully_shard'ed: the blocks and the root (0:
+                                                           one process without torchrun, unsharded)
 cpu_model_cores         cores train   median  -          CPU seconds per second of the window of the training process
                                                            (rank 0), its loader's threads left out (Linux /proc)
 cpu_loader_cores        cores train   median  -          ... and of its loader: its worker processes (DataLoader) and

@@ -27,12 +27,13 @@ def test_make_check_passes_on_this_machine(tmp_path):
     assert out.startswith("CPU: ") and "features " in out and "GPU: none that torch can see" in out
     table = (tmp_path / "check" / "check.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
-    assert len(rows) == len(check.paths(0)) == 19
+    assert len(rows) == len(check.paths(0)) == 27
     works = [r for r in rows if "| works |" in r]
     not_here = [r for r in rows if "| does not apply | needs" in r]
-    assert len(works) == 13 and len(not_here) == 6, table
+    assert len(works) == 18 and len(not_here) == 9, table
     assert all("loss " in r or "delivered" in r for r in works)
-    assert all("NCCL" in r or "fp16" in r or "reduce-overhead" in r or "snapshot" in r or "NVML" in r for r in not_here)
+    cuda = ("NCCL", "fp16", "reduce-overhead", "snapshot", "NVML", "TF32")
+    assert all(any(word in r for word in cuda) for r in not_here)
     assert "check: 18 of 18 paths work here" in out
 
 
@@ -42,15 +43,15 @@ def test_the_check_on_a_gpu_machine_runs_every_cuda_path():
     result = run("-m", "bench", "--check", "--dry-run", "--gpus", 2)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "check: 19 of 19 paths apply here, about" in out and "assumed" in out
+    assert "check: 27 of 27 paths apply here, about" in out and "assumed" in out
     commands = [line for line in out.splitlines() if line.startswith("/") or line.startswith(sys.executable)]
-    assert len(commands) == 19 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
+    assert len(commands) == 27 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c and "--device cuda" in c for c in commands)
     assert any("--nproc-per-node 2 train_ddp.py" in c and "--device cuda" in c for c in commands)
     assert any("--amp-dtype fp16" in c for c in commands) and any("reduce-overhead" in c for c in commands)
     assert any("--memory-snapshot" in c for c in commands)
     one = run("-m", "bench", "--check", "--dry-run", "--gpus", 1).stdout
-    assert "check: 18 of 19 paths apply here" in one
+    assert "check: 25 of 27 paths apply here" in one  # 1 GPU: not NCCL over 2 processes (DDP, FSDP)
 
 
 def row(**fields):
@@ -106,7 +107,7 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
         processes = int(run.cmd[run.cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in run.cmd else 1
         return dict(row(), status="failed" if failed else "ok", error="boom" if failed else None, wall_s=1.0,
                     loader="dali", world_size=processes, amp_dtype="bf16", host_syncs_per_step=0,
-                    memory_format="channels_last", compile_mode="default",
+                    memory_format="channels_last", compile_mode="default", fused_step=True, optimizer="adamw",
                     dataset="synthetic" if "synthetic:32:10" in run.cmd else "generated")  # fmt: skip
 
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a, failing=["train_checkpoint.py"]))

@@ -14,7 +14,7 @@ NAMES_THE_METER = re.compile(r"\bmeter\b", re.IGNORECASE)
 
 # imports the stripped script from the folder it lies in, counts its optimizer steps and its evaluations, runs it
 RUNNER = """
-import importlib.util, json, sys
+import importlib.util, json, sys, weakref
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -24,7 +24,15 @@ spec = importlib.util.spec_from_file_location("stripped", path)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 counts = dict(steps=0, evaluations=[])
-register_optimizer_step_post_hook(lambda *args: counts.update(steps=counts["steps"] + 1))
+stepped = weakref.WeakKeyDictionary()  # steps per optimizer: the training one's are counted (checks.py tries one apart)
+
+
+def count(optimizer, *args):
+    stepped[optimizer] = stepped.get(optimizer, 0) + 1
+    counts["steps"] = max(counts["steps"], stepped[optimizer])
+
+
+register_optimizer_step_post_hook(count)
 evaluate = module.evaluate
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 from test_answer import scaled, told
+from test_stats import described  # noqa: F401 (a fixture: the plan without a look at the data folder)
 from test_verdicts import STEADY, verdicts
 
 import checks
@@ -209,6 +210,7 @@ def test_tf32_that_changed_nothing_does_not_apply_here():
 # ----------------------------------------------------------------------------- the bench's vit workload
 
 
+@pytest.mark.usefixtures("described")
 def test_the_vit_workload_runs_the_transformer_techniques_and_a_gpu_plan_keeps_its_25_minutes(tmp_path):
     args = cli.parse_args(["--workload", "vit", "--dry-run", "--out", str(tmp_path)])
     runs, works, _ = plan.make_plan(args, 0, 2, dry_run=True)

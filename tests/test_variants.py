@@ -52,7 +52,7 @@ def test_the_loaders_cores_are_its_workers_and_none_on_synthetic_data(tiny_data,
     result, m = train("train.py", "synthetic:32:10", tmp_path / "s.json", "--steps", 8, "--warmup-steps", 1)
     assert result.returncode == 0, result.stderr
     assert m["cpu_loader_cores"] == 0 and m["cpu_model_cores"] > 0
-    assert summary_line(result, "setup") == "setup   no loader: one synthetic batch, already on the device"
+    assert summary_line(result, "setup") == "setup   no loader: one synthetic batch, already on the device; SGD"
 
 
 @pytest.mark.slow

@@ -60,7 +60,8 @@ def test_the_gpu_plan_prints_from_any_machine():
     header, *lines = plan.strip().splitlines()
     commands = [line for line in lines if not line.startswith(("estimate: ", "  "))]
     assert "imagenet: resnet50" in header and "(224 px, 10 classes)" in header and "steps auto" in header
-    assert len(commands) == len(plan_module.TRAIN) + len(plan_module.LOADERS)
+    cnn = [v for v in plan_module.TRAIN if v not in plan_module.TRANSFORMER_ONLY]  # a CNN's rows: fsdp, ... on vit's
+    assert len(commands) == len(cnn) + len(plan_module.LOADERS)
     assert all("--device cuda" in c for c in commands if "--bench" not in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c for c in commands)
     assert any("--nproc-per-node 1 train_all.py" in c for c in commands)
@@ -68,9 +69,9 @@ def test_the_gpu_plan_prints_from_any_machine():
     assert all("--eval-samples 1000" in c for c in commands if "train" in c)
     four = dry_run("--workload", "imagenet", "--gpus", 4, "--repeats", 1)
     assert "--nproc-per-node 4 train_ddp.py" in four
-    both = dry_run("--gpus", 1, "--repeats", 2)  # a GPU's default: both workloads, 3 repeats interleaved
-    assert both.count("# small: resnet18") == 1 and both.count("# imagenet: resnet50") == 1
-    assert both.count("train_dp.py") == 4
+    both = dry_run("--gpus", 1, "--repeats", 2)  # a GPU's default: imagenet and vit, 2 repeats interleaved
+    assert both.count("# imagenet: resnet50") == 1 and both.count("# vit: vit_b_16") == 1 and "# small" not in both
+    assert both.count("train_dp.py") == 2 and both.count("train_fsdp.py") == 2  # dp on the CNN, fsdp on the ViT
 
 
 @pytest.mark.slow
