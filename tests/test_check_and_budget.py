@@ -27,14 +27,14 @@ def test_make_check_passes_on_this_machine(tmp_path):
     assert out.startswith("CPU: ") and "features " in out and "GPU: none that torch can see" in out
     table = (tmp_path / "check" / "check.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
-    assert len(rows) == len(check.paths(0)) == 27
+    assert len(rows) == len(check.paths(0)) == 25
     works = [r for r in rows if "| works |" in r]
     not_here = [r for r in rows if "| does not apply | needs" in r]
-    assert len(works) == 18 and len(not_here) == 9, table
+    assert len(works) == 16 and len(not_here) == 9, table
     assert all("loss " in r or "delivered" in r for r in works)
     cuda = ("NCCL", "fp16", "reduce-overhead", "snapshot", "NVML", "TF32")
     assert all(any(word in r for word in cuda) for r in not_here)
-    assert "check: 18 of 18 paths work here" in out
+    assert "check: 16 of 16 paths work here" in out
 
 
 @pytest.mark.slow
@@ -43,15 +43,15 @@ def test_the_check_on_a_gpu_machine_runs_every_cuda_path():
     result = run("-m", "bench", "--check", "--dry-run", "--gpus", 2)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "check: 27 of 27 paths apply here, about" in out and "assumed" in out
+    assert "check: 25 of 25 paths apply here, about" in out and "assumed" in out
     commands = [line for line in out.splitlines() if line.startswith("/") or line.startswith(sys.executable)]
-    assert len(commands) == 27 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
+    assert len(commands) == 25 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c and "--device cuda" in c for c in commands)
     assert any("--nproc-per-node 2 train_ddp.py" in c and "--device cuda" in c for c in commands)
     assert any("--amp-dtype fp16" in c for c in commands) and any("reduce-overhead" in c for c in commands)
     assert any("--memory-snapshot" in c for c in commands)
     one = run("-m", "bench", "--check", "--dry-run", "--gpus", 1).stdout
-    assert "check: 25 of 27 paths apply here" in one  # 1 GPU: not NCCL over 2 processes (DDP, FSDP)
+    assert "check: 23 of 25 paths apply here" in one  # 1 GPU: not NCCL over 2 processes (DDP, FSDP)
 
 
 def row(**fields):
@@ -119,7 +119,7 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
     assert "bf16 emulated (no AVX-512-BF16 or AMX)" in text
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a))
     check.main(args, info, "b2")  # no SystemExit: every path works
-    assert "check: 18 of 18 paths work here" in capsys.readouterr().out
+    assert "check: 16 of 16 paths work here" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the plan: order, estimate, budget
