@@ -241,6 +241,7 @@ class Meter:
         if args.loader != "torchvision":
             variant = args.loader if variant == "baseline" else f"{variant}+{args.loader}"
         compiling = self.fields.get("compile_mode") is not None
+        matmul_precision, conv_precision = precisions(device)
         metrics = dict(
             script=script,
             variant=variant,
@@ -282,8 +283,8 @@ class Meter:
             amp_dtype=None,
             memory_format="contiguous",
             optimizer=args.optimizer,
-            matmul_precision=precisions(device)[0],
-            conv_precision=precisions(device)[1],
+            matmul_precision=matmul_precision,
+            conv_precision=conv_precision,
             cpu_model_cores=self.window.cpu_s[0] / seconds if self.window.cpu_s else None,
             cpu_loader_cores=self.window.cpu_s[1] / seconds if self.window.cpu_s else None,
         )
@@ -375,11 +376,9 @@ def settings(metrics, info):
         said.append("channels_last")
     if metrics.get("compile_mode"):
         said.append(f"torch.compile mode {metrics['compile_mode']}")
-    reduced = {kind: metrics[f"{kind}_precision"] for kind in ("matmul", "conv")}
-    if metrics["device"] == "cpu" and set(reduced.values()) != {"fp32"}:
-        said.append(f"fp32 matmuls in {reduced['matmul']}, convolutions in {reduced['conv']} (oneDNN)")
-    if metrics["device"] == "cuda":
-        said.append(f"fp32 matmuls in {reduced['matmul']}, convolutions in {reduced['conv']}")
+    matmul, conv, cpu = metrics["matmul_precision"], metrics["conv_precision"], metrics["device"] == "cpu"
+    if not cpu or {matmul, conv} != {"fp32"}:  # a GPU's always: cuDNN runs fp32 convolutions in TF32 by default
+        said.append(f"fp32 matmuls in {matmul}, convolutions in {conv}" + (" (oneDNN)" if cpu else ""))
     if metrics.get("checkpoint_segments"):
         said.append(f"activation checkpointing over {metrics['checkpoint_segments']} segments")
     return said
