@@ -41,6 +41,8 @@ from checks import die
 
 CURVE_STEPS = 10  # the training loss curve has a point per this many steps: their mean
 SNAPSHOT_STEPS = 3  # --memory-snapshot records this many steps after the warm-up
+PROFILE_WARMUP, PROFILE_ACTIVE = 1, 3  # --profile: after the window, the profiler's warm-up step, then those it records
+PROFILE_CAP_MIB = 256  # a trace larger than this (as written, compressed or not) is not kept: said once
 # Peak dense TFLOP/s of the GPUs whose datasheets say them, by torch's name of the GPU and the precision the math ran
 # in (NVIDIA's Tensor Core figures are given "with sparsity": halved here, as the datasheets' footnotes say). MFU is
 # left empty for every other GPU and for CPUs: never guessed.
@@ -72,6 +74,11 @@ class Meter:
             default=None,
             help="CUDA: the allocator's history over 3 steps, for pytorch.org/memory_viz",
         )
+        parser.add_argument(
+            "--profile",
+            default=None,
+            help="torch.profiler over 4 steps after the timed window: a trace for ui.perfetto.dev (FILE.json.gz)",
+        )
 
     def __init__(self, args, device, rank=0, world_size=1):
         self.started = time.perf_counter()  # the run's phases are timed too (setup_s, warmup_s, eval_s)
@@ -86,6 +93,13 @@ class Meter:
             checks.writable(args.memory_snapshot, "the memory snapshot")
         if args.memory_snapshot and device.type != "cuda":
             die(f"--memory-snapshot records the CUDA allocator's history: this run is on the {device.type}")
+        if args.profile and self.is_main:
+            checks.writable(args.profile, "the trace")
+        if args.profile and args.target_accuracy is not None:
+            die("--profile records steps after the timed window, --target-accuracy ends training where it is reached:"
+                " give one of them")  # fmt: skip
+        self.profile = Profile(args.profile, device) if args.profile and self.is_main else None
+        self.tail = PROFILE_WARMUP + PROFILE_ACTIVE if args.profile else 0  # steps after the window (every rank)
         self.curves = Curves(args.tensorboard if self.is_main else None)  # the loss and accuracy curves
         self.fields = {}  # a technique's own, from meter.record()
         self.warmup = args.warmup_steps + (SNAPSHOT_STEPS if args.memory_snapshot else 0)
@@ -100,8 +114,9 @@ class Meter:
     def start(self, info, batch_size, total_steps):
         """Every check of the input is done: the setup's time ends, the warm-up begins."""
         self.info, self.batch_size, self.total_steps = info, batch_size, total_steps
-        if self.warmup >= total_steps:
+        if self.warmup + self.tail >= total_steps:
             recorded = f" (+ {SNAPSHOT_STEPS} recorded by --memory-snapshot)" if self.args.memory_snapshot else ""
+            recorded += f" (+ {self.tail} after the window for --profile)" if self.tail else ""
             die(f"--warmup-steps {self.args.warmup_steps}{recorded} leaves none of the {total_steps} steps to time")
         if "amp_dtype" in self.fields:  # bf16 that the device only emulates is slow: said once, after every check
             checks.warn_emulated_bf16(self.fields["amp_dtype"], self.device, self.is_main)
@@ -139,6 +154,10 @@ class Meter:
             for device in self.devices():
                 torch.cuda.reset_peak_memory_stats(device)
             self.window.open()
+        if self.tail and step == self.total_steps - self.tail:  # --profile: the window closes, the profiler starts
+            self.timed = self.window.close()
+            if self.profile is not None:
+                self.profile.start()
 
     def batch(self):
         """The step's batch is on the device: the host's wait for it ends, and the device's starving (a mark on its
@@ -159,6 +178,8 @@ class Meter:
             self.flop_counter.__exit__(None, None, None)
             self.flops = split_flops(self.flop_counter)
         self.losses.append(loss.detach())
+        if self.profile is not None:
+            self.profile.step()
         self.steps += 1
         if self.steps == 1 and self.warmup > 0:
             self.first_step_s = self.window.sync() - self.first_started
@@ -170,8 +191,10 @@ class Meter:
 
     def pause(self):
         """Evaluation is not timed: the window pauses for it, or closes after the last step."""
+        if self.profile is not None:  # its steps end here (an evaluation is not a training step)
+            self.profile.stop()
         if self.steps == self.total_steps:
-            self.timed = self.window.close()
+            self.timed = self.timed or self.window.close()
             self.progress.close()  # training is done: the bar says so, not evaluation's time as its own
         self.window.pause()
         self.evaluating = time.perf_counter()
@@ -294,6 +317,7 @@ class Meter:
         if "compile_mode" in self.fields:
             metrics["compile_s"] = self.first_step_s if compiling else None
         metrics.update(flop_rates(metrics, flops, len(step_ms) / seconds))
+        metrics.update(Profile.fields(self.profile))  # empty without --profile
         metrics.update(
             seed=args.seed,
             argv=sys.argv,
@@ -302,6 +326,7 @@ class Meter:
             cuda_version=torch.version.cuda if cuda else None,
             cudnn_version=torch.backends.cudnn.version() if cuda else None,
             dali_version=info.dali_version,
+            timed_spans=self.window.spans,
             loss_curve=self.curves.loss(),
             val_curve=self.curves.val,
         )
@@ -331,6 +356,8 @@ class Meter:
             )
         if metrics["flop_per_step"]:
             print(f"  flops   {flop_words(metrics)}")
+        if self.profile is not None:
+            print(f"  profile {self.profile.words()}")
         if compiling:
             warm = "warm" if self.fields.get("compile_cache_warm") else "cold"
             print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache)")
@@ -571,6 +598,7 @@ class Window:
         self.cuda = device.type == "cuda"
         self.steps, self.wait_s, self.epoch_starts, self.paused_s, self.pauses = [], 0.0, 0, 0.0, 0
         self.opened = self.closed = self.paused = self.last = None
+        self.spans = []  # [start, end] of each stretch of the window, by the wall clock: the bench's energy reads them
         self.cpu_s, self.cpu_from = [0.0, 0.0], None  # CPU seconds in the window: the model's, the loader's
 
     def count_cpu(self, going_on):
@@ -598,6 +626,7 @@ class Window:
 
     def open(self):
         self.opened, self.last = self.sync(), self.mark()
+        self.spans.append([time.time(), None])
         self.count_cpu(going_on=True)
 
     def step(self, waited, ready, done, epoch_start):
@@ -611,19 +640,141 @@ class Window:
     def pause(self):
         if self.opened is not None and self.closed is None:
             self.paused = self.sync()
+            self.spans[-1][1] = time.time()
             self.count_cpu(going_on=False)
 
     def resume(self):
         if self.paused is not None and self.closed is None:
             self.paused_s, self.pauses = self.paused_s + self.sync() - self.paused, self.pauses + 1
             self.paused, self.last = None, self.mark()
+            self.spans.append([time.time(), None])
             self.count_cpu(going_on=True)
 
     def close(self):
         """Close the window; return (its seconds less the pauses, each step's milliseconds, seconds starved)."""
         self.closed = self.sync()
+        if self.spans and self.spans[-1][1] is None:
+            self.spans[-1][1] = time.time()
         self.count_cpu(going_on=False)
         ms = (lambda a, b: a.elapsed_time(b)) if self.cuda else (lambda a, b: (b - a) * 1e3)
         step_ms = [ms(last, done) for last, _, done in self.steps]
         starved_s = sum(ms(last, ready) for last, ready, _ in self.steps) / 1e3
         return self.closed - self.opened - self.paused_s, step_ms, starved_s
+
+
+class Profile:
+    """--profile: torch.profiler over the steps after the timed window (PROFILE_WARMUP of its own warm-up, then
+    PROFILE_ACTIVE recorded), CPU and CUDA activities; the trace written where --profile says (compressed when the
+    name ends in .gz: ui.perfetto.dev and chrome://tracing open it), on a GPU each step an NVTX range for Nsight
+    Systems too; the operators that took most of a step, self time per step, kept in the metrics (profile_ops). An
+    evaluation among those steps ends the recording there: it is not a training step."""
+
+    def __init__(self, path, device):
+        self.path, self.cuda = path, device.type == "cuda"
+        self.profiler, self.steps, self.recorded, self.ops, self.note, self.kept = None, 0, 0, [], None, False
+
+    def start(self):
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        activities += [torch.profiler.ProfilerActivity.CUDA] if self.cuda else []
+        self.profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(wait=0, warmup=PROFILE_WARMUP, active=PROFILE_ACTIVE, repeat=1),
+            on_trace_ready=self.ready,
+        )
+        self.profiler.start()
+        self.nvtx_push()
+
+    def nvtx_push(self):
+        if self.cuda:
+            torch.cuda.nvtx.range_push(f"step {self.steps + 1} after the window (--profile)")
+
+    def step(self):
+        """A training step ended: the profiler's schedule moves on (and the trace is written after the last)."""
+        if self.profiler is None:
+            return
+        if self.cuda:
+            torch.cuda.nvtx.range_pop()
+        self.steps += 1
+        self.profiler.step()
+        if self.steps == PROFILE_WARMUP + PROFILE_ACTIVE:
+            self.finish()
+        else:
+            self.nvtx_push()
+
+    def stop(self):
+        """Training stops for an evaluation (or has ended): what is recorded so far is the trace."""
+        if self.profiler is not None:
+            if self.cuda:
+                torch.cuda.nvtx.range_pop()
+            if self.steps <= PROFILE_WARMUP:
+                self.note = "an evaluation came before any step was recorded: the last epoch is too short"
+            self.finish()
+
+    def finish(self):
+        profiler, self.profiler = self.profiler, None
+        profiler.stop()
+
+    def ready(self, profiler):
+        """The recorded steps are done: the top operators read, the trace written (unless over the cap)."""
+        self.recorded = self.steps - PROFILE_WARMUP
+        if self.recorded < 1:
+            self.note = "an evaluation came before any step was recorded: the last epoch is too short"
+            return
+        self.ops = top_operators(profiler.key_averages(), self.recorded)
+        if self.recorded < PROFILE_ACTIVE:
+            self.note = f"an evaluation came after {plural(self.recorded, 'recorded step')}: the trace ends there"
+        tmp = os.path.join(os.path.dirname(self.path) or ".", ".tmp-" + os.path.basename(self.path))
+        try:
+            profiler.export_chrome_trace(tmp)
+            size = os.path.getsize(tmp)
+            if size > PROFILE_CAP_MIB * 2**20:
+                os.remove(tmp)
+                self.note = (
+                    f"the trace was {size / 2**20:,.0f} MiB, over the cap of {PROFILE_CAP_MIB} MiB: not kept (its top"
+                    " operators are in the metrics)"
+                )
+                print(f"warning: --profile: {self.note}", file=sys.stderr)
+                return
+            os.replace(tmp, self.path)
+            self.kept = True
+        except OSError as e:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            self.note = f"the trace could not be written to {self.path}: {e.strerror or e}"
+            print(f"warning: --profile: {self.note}", file=sys.stderr)
+
+    def fields(self):
+        """The record's profile fields (all empty for a run without --profile: Profile.fields(None))."""
+        if self is None:
+            return dict(profile_trace=None, profile_steps=None, profile_note=None, profile_ops=None)
+        trace = self.path if self.kept else None
+        return dict(profile_trace=trace, profile_steps=self.recorded, profile_note=self.note, profile_ops=self.ops)
+
+    def words(self):
+        kept = f"trace {self.path}" if self.kept else "no trace kept"
+        top = ", ".join(f"{op['name']} {op['ms_per_step']:.1f} ms" for op in self.ops[:3])
+        note = f" ({self.note})" if self.note else ""
+        return f"{plural(self.recorded, 'step')} after the window, {kept}{note}; most self time: {top}"
+
+
+def top_operators(averages, steps):
+    """[{name, on, ms_per_step, calls_per_step}] of every operator's self time on the CPU (on: cpu) and every GPU
+    kernel's (on: gpu) per recorded step, the most first. The profiler's ProfilerStep ranges are one entry: their self
+    time is the time between operators (Python, the loop)."""
+    cpu, gpu = {}, {}
+    for event in averages:
+        name = "(between operators)" if event.key.startswith("ProfilerStep") else event.key
+        kernel = str(getattr(event, "device_type", "")).endswith(("CUDA", "PrivateUse1"))  # a kernel on the GPU
+        us = getattr(event, "self_device_time_total", None)
+        if us is None:  # torch before 2.4 names it cuda
+            us = getattr(event, "self_cuda_time_total", 0)
+        table, us = (gpu, us) if kernel else (cpu, event.self_cpu_time_total)
+        if us > 0:
+            total, calls = table.get(name, (0.0, 0))
+            table[name] = (total + us, calls + event.count)
+    steps = max(steps, 1)
+    ops = []
+    for on, table in ("cpu", cpu), ("gpu", gpu):
+        for name, (us, calls) in sorted(table.items(), key=lambda item: -item[1][0]):
+            ops.append(dict(name=name, on=on, ms_per_step=us / 1e3 / steps, calls_per_step=calls / steps))
+    return ops

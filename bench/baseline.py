@@ -20,6 +20,7 @@ from bench.machine import ROOT
 BASELINE_DIR = ROOT / "baseline"
 OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
 OUTPUTS += ["curves.json", "curves.png"]  # the learning curves: the logs they come from stay behind
+OUTPUTS += ["profiles.json"]  # --profile: each run's operators (its trace stays behind with the logs)
 MODE_OUTPUTS = ["accuracy.csv", "accuracy.md", "accuracy_curves.png", "max_batch.csv", "max_batch.md", "max_batch.png"]
 MODE_OUTPUTS += ["scaling.csv", "scaling.md", "scaling.png"]
 

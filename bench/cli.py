@@ -61,6 +61,7 @@ OUTPUTS = [
     "time.png",
     "curves.json",
     "curves.png",
+    "profiles.json",
     "max_batch.csv",
     "max_batch.md",
     "max_batch.png",
@@ -176,6 +177,12 @@ def parse_args(argv=None):
         "--tensorboard",
         action="store_true",
         help="each training run also writes its curves for TensorBoard, under logs/BENCH/tensorboard/RUN",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="round 1's training runs also record 4 steps after their timed window with torch.profiler: a trace beside"
+        " each run's log (logs/BENCH/RUN.pt.trace.json.gz), and each technique's changed operators in the report",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan's command lines and stop")
     p.add_argument("--gpus", type=int, help="with --dry-run: plan for a machine with this many GPUs")
@@ -311,6 +318,8 @@ def parse_args(argv=None):
         fail("--allow-changed goes with --resume")
     if args.tensorboard and args.mode not in ("run", "resume"):
         fail(f"--tensorboard goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
+    if args.profile and args.mode not in ("run", "resume"):
+        fail(f"--profile goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
     if args.tensorboard and importlib.util.find_spec("tensorboard") is None:
         fail(f"--tensorboard needs the tensorboard package: {sys.executable} -m pip install tensorboard")
     args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)

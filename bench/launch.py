@@ -76,15 +76,18 @@ def check_metrics(metrics, kind):
     return None
 
 
-def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None):
+def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None, profile=False):
     """Run `run` to the end or its time limit and return its row for runs.csv; None if `stop` was set.
     tensorboard: a training run writes its curves to log_dir/tensorboard/<run> too. memory_limit_mib: the address
     space of each of its processes (RLIMIT_AS, inherited by the processes it starts): a CPU's stand-in for a GPU's
-    memory (python -m bench --max-batch)."""
+    memory (python -m bench --max-batch). profile: a training run records the steps after its window
+    (--profile), its trace beside its log (log_dir/<run>.pt.trace.json.gz)."""
     metrics_path, log_path = log_dir / f"{run.name}.json", log_dir / f"{run.name}.log"
     cmd = [*slurm.launched(run), "--metrics-out", str(metrics_path)]
     if tensorboard and run.kind == "train":
         cmd += ["--tensorboard", str(log_dir / "tensorboard" / run.name)]
+    if profile and run.kind == "train":
+        cmd += ["--profile", str(log_dir / f"{run.name}.pt.trace.json.gz")]
     row = dict(schema_version=schema.VERSION, run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat)
     row["command"] = shlex.join(cmd)
     row["threads"] = run.env.get("OMP_NUM_THREADS")  # set by the plan: the same cores for every row
@@ -127,6 +130,8 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
             error = f"no readable metrics: {e}"
     if error is None:
         row.update({k: v for k, v in metrics.items() if k not in schema.JSON_ONLY | {"variant"}})
+        if run.kind == "train":  # the counters of this machine: a run through srun may run on others
+            row.update(sampler.energy_fields(metrics) if not run.nodes else {"energy_source": "not measured: srun"})
         phases = [metrics.get(k) for k in ("setup_s", "warmup_s", "window_s", "eval_s")]
         if all(isinstance(p, (int, float)) for p in phases):  # training runs: where the rest of the time went
             row["other_s"] = row["wall_s"] - sum(phases)

@@ -151,6 +151,10 @@ def train_columns(train):
         columns += [("TFLOP/s", lambda r: fmt(r.get("achieved_tflop_per_s"), "{:.3g}"))]
     if "mfu_pct" in train and train["mfu_pct"].notna().any():
         columns += [("MFU", lambda r: fmt(r.get("mfu_pct"), "{:.1f}%"))]
+    if "energy_per_1k_samples_j" in train and train["energy_per_1k_samples_j"].notna().any():
+        columns += [("J per 1k samples", lambda r: fmt(num(r, "energy_per_1k_samples_j"), "{:,.1f}"))]
+        columns += [("energy vs baseline", lambda r: fmt(num(r, "energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"))]
+        columns += [("mean W", lambda r: fmt(num(r, "avg_power_w"), "{:,.0f}"))]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
 
 
@@ -173,6 +177,7 @@ MAIN = [
     "NVML MiB (process tree)",
     "memory vs baseline",
     "MFU",
+    "J per 1k samples",
 ]
 
 

@@ -286,6 +286,9 @@ def default_rows(workload, variants, default):
     return [v for v in variants if family(v) not in out]
 
 
+PROFILE_STEPS = 4  # --profile: the steps a run records after its window (meter.PROFILE_WARMUP + PROFILE_ACTIVE)
+
+
 def work(args, gpu_count, workload):
     """The flags of a workload's runs: the user's where given, this machine's defaults elsewhere."""
     defaults = DEFAULTS[("gpu" if gpu_count else "cpu", workload)]
@@ -293,6 +296,12 @@ def work(args, gpu_count, workload):
     chosen = {name: defaults[name] if value is None else value for name, value in chosen.items()}
     if chosen["steps"] != "auto" and chosen["warmup_steps"] >= chosen["steps"]:
         raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps to time")
+    tail = PROFILE_STEPS if getattr(args, "profile", False) else 0
+    if tail and chosen["steps"] != "auto" and chosen["warmup_steps"] + tail >= chosen["steps"]:
+        raise BenchError(
+            f"--profile records {tail} steps after the window: --warmup-steps {chosen['warmup_steps']} and --steps"
+            f" {chosen['steps']} leave none to time"
+        )
     chosen["timeout"] = args.timeout or TIMEOUT["gpu" if gpu_count else "cpu"]
     return chosen
 

@@ -15,7 +15,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from bench import answer, diffs, markdown, write_whole
+from bench import answer, diffs, markdown, profiles, write_whole
 from bench.machine import ROOT
 from bench.machine import where as machine_where
 
@@ -86,8 +86,9 @@ def diff_lines(name):
     return out
 
 
-def technique_rows(summary, name):
-    """What a technique measured: one row per bench row of it (each workload; amp also on synthetic data)."""
+def technique_rows(summary, name, profiled):
+    """What a technique measured: one row per bench row of it (each workload; amp also on synthetic data), with the
+    operators whose time changed most against the baseline where the bench profiled both (--profile)."""
     rows = []
     for _, r in summary.iterrows():
         if diffs.technique(r.variant) != name:
@@ -102,15 +103,20 @@ def technique_rows(summary, name):
                 answer_class=ANSWER_CLASS.get(r.get("speed_answer"), ""),
                 memory=markdown.fmt(memory, "{:.2f}x"),
                 verdict=r.get("verdict") if present(r.get("verdict")) else "",
+                ops=[
+                    dict(op, before=f"{op['before_ms']:,.2f}", after=f"{op['after_ms']:,.2f}")
+                    for op in profiles.changes(profiled, r.workload, r.variant)
+                ],  # fmt: skip
+                trace=profiled.get(r.workload, {}).get(r.variant, {}).get("trace"),
             )
         )
     return rows
 
 
-def techniques(summary):
+def techniques(summary, profiled):
     found = []
     for name, (base, script) in diffs.TECHNIQUES.items():
-        rows = technique_rows(summary, name)
+        rows = technique_rows(summary, name, profiled)
         if rows:
             found.append(
                 dict(name=name, base=base, script=script, cost=diffs.cost(name), rows=rows, diff=diff_lines(name))
@@ -150,8 +156,8 @@ def plots(folder):
     ]
 
 
-def render(summary, runs, machine, headings, stamp, notes, folder):
-    """The report's HTML for a summary whose plots are in folder."""
+def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None):
+    """The report's HTML for a summary whose plots are in folder; profiled: bench/profiles.py's gather()."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = environment.from_string(TEMPLATE.read_text())
     where = next(iter(headings.values()), "") if len(headings) == 1 else machine_where(machine)
@@ -166,15 +172,15 @@ def render(summary, runs, machine, headings, stamp, notes, folder):
         phone_hidden=PHONE_HIDDEN,
         notes=[note for note in notes if note],
         plots=plots(folder),
-        techniques=techniques(summary),
+        techniques=techniques(summary, profiled or {}),
         commit=str(commits.iloc[-1])[:12] if len(commits) else "",
         pygments_css=markupsafe.Markup(HtmlFormatter().get_style_defs("pre.diff")),
     )
 
 
-def write(folder, summary, runs, machine, headings, stamp, notes):
+def write(folder, summary, runs, machine, headings, stamp, notes, profiled=None):
     """folder/report.html; returns its path."""
-    html = render(summary, runs, machine, headings, stamp, notes, folder)
+    html = render(summary, runs, machine, headings, stamp, notes, folder, profiled)
     path = folder / "report.html"
     write_whole(path, lambda tmp: Path(tmp).write_text(html))
     return path

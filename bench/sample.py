@@ -41,6 +41,8 @@ import time
 
 import psutil
 
+from bench import energy
+
 try:
     import pynvml
 except ImportError:  # a CPU-only environment without nvidia-ml-py
@@ -242,6 +244,7 @@ class Sampler(threading.Thread):
         except Unavailable as e:
             self.devices, self.nvml_error = [], str(e) if gpu else None
         self.load = Load(self.devices)
+        self.energy = energy.Recorder(self.devices, gpu)  # the counter, read at each sample: energy_fields()
         self.peak_rss, self.peak_host, self.peak_tree_gpu, self.peak_device_rise = 0, 0, 0, 0
         self.last_full_read, self.full_interval = 0.0, interval
         self.samples, self.cpu_s = 0, 0.0
@@ -292,6 +295,7 @@ class Sampler(threading.Thread):
             except Unavailable as e:
                 self.rise_error = str(e)
         self.load.sample(pids)
+        self.energy.sample()
         self.samples += 1
 
     def run(self):
@@ -306,6 +310,7 @@ class Sampler(threading.Thread):
         self.done.set()
         if self.ident is not None:  # started (a test may sample by hand)
             self.join()
+        self.energy.sample()  # the counter after the run: the window's end lies between two readings
         gpu, method = None, None
         if self.nvml_error or (self.tree_error and self.rise_error):
             method = f"unavailable: {self.nvml_error or self.tree_error + '; ' + self.rise_error}"[:200]
@@ -325,3 +330,8 @@ class Sampler(threading.Thread):
             sampler_cpu_s=self.cpu_s,
         )
         return {**row, **self.load.result()}
+
+    def energy_fields(self, metrics):
+        """The energy of the run's timed window (its metrics' timed_spans) and per 1,000 samples it trained."""
+        samples = (metrics.get("steps_timed") or 0) * (metrics.get("global_batch_size") or 0)
+        return self.energy.fields(metrics.get("timed_spans"), samples)

@@ -133,6 +133,14 @@ torchvision_version     -     train   -       -          torchvision
 cuda_version            -     train   -       -          the CUDA torch was built with (GPU runs)
 cudnn_version           -     train   -       -          cuDNN (GPU runs)
 dali_version            -     script  -       -          NVIDIA DALI, when loader_dali.py read the data
+profile_trace           -     train   -       -          --profile: the trace of the steps after the window (Perfetto,
+                                                           chrome://tracing), or empty where it was not kept
+profile_steps           -     train   -       -          --profile: the steps the trace recorded (after its warm-up)
+profile_note            -     train   -       -          --profile: why the trace is short or was not kept
+profile_ops             -     train   -       json       --profile: the operators (on: cpu) and GPU kernels (on: gpu)
+                                                           with the most self time: name, ms_per_step, calls_per_step
+timed_spans             -     train   -       json       [start, end] of each stretch of the timed window (Unix time,
+                                                           evaluation pauses between): the bench's energy is read there
 loss_curve              -     train   -       json       the training loss: [step, mean of the CURVE_STEPS (10) steps up
                                                            to it] for each 10 steps, and the last few (process 0's)
 val_curve               -     train   -       json       one point per evaluation (each epoch's end): epoch, step,
@@ -154,6 +162,14 @@ gpu_sharing             -     runner  -       -          alone, shared (other pr
 gpu_util_pct            %     runner  -       -          median GPU utilisation while the run ran (NVML)
 gpu_sm_clock_mhz        MHz   runner  median  -          median SM clock while the run ran (NVML)
 gpu_throttle            -     runner  -       -          clock throttle reasons NVML reported while the run ran
+energy_j                J     runner  median  -          energy over the timed window (its evaluation pauses left out),
+                                                           from energy_source's counter; empty where none is readable
+energy_per_1k_samples_j  J    runner  median  ratio      energy_j per 1,000 samples trained in the window
+avg_power_w             W     runner  median  -          energy_j / the window's time
+power_limit_w           W     runner  first   -          the GPUs' enforced power limit (NVML), or the packages' long
+                                                           term limit (RAPL), where given
+energy_source           -     runner  first   -          the counter read: NVML total energy of the run's GPUs, or RAPL
+                                                           (the whole CPU package); `unavailable: why` where none
 busy                    -     runner  -       -          something competed with the run: see busy_reason
 busy_reason             -     runner  -       -          what competed: other processes' CPU, steal time, other GPU work
 changed_since_start     -     runner  -       -          what changed since the bench started, for a run resumed

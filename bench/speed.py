@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import baseline, execute, markdown, plan, plots, record, schema, slurm, summarize, write_whole
+from bench import baseline, execute, markdown, plan, plots, profiles, record, schema, slurm, summarize, write_whole
 from bench import report as html_report
 from bench.machine import where as machine_where
 from bench.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
@@ -54,7 +54,8 @@ def write_outputs(out, bench_id, machine):
     if learned:
         plots.plot_curves(learned, out / "curves.png", headings)
     notes = [summarize.settled_note(summary), *notes, summarize.diverged_note(summary), summarize.busy_note(summary)]
-    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes)
+    profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's changed operators
+    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiled)
     return summary
 
 
@@ -145,7 +146,7 @@ class Bench(execute.Mode):
             print(f"the curves, as they come: tensorboard --logdir {self.logs / 'tensorboard'}", flush=True)
 
     def do(self, run, job):
-        row = job.launch(run, tensorboard=self.args.tensorboard)
+        row = job.launch(run, tensorboard=self.args.tensorboard, profile=self.args.profile and run.repeat == 1)
         if row is not None:
             row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
         return row

@@ -162,6 +162,8 @@ def verdict(row, base):
         parts += (
             [f"waiting for data {row.data_wait_frac:.0%} of the time"] if pd.notna(row.get("data_wait_frac")) else []
         )
+        if pd.notna(num(row, "energy_per_1k_samples_j")):
+            parts += [f"{num(row, 'energy_per_1k_samples_j'):,.1f} J per 1,000 samples ({row.energy_source})"]
         said = f": {', '.join(parts)}" if parts else ""
         return (
             f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{mfu_words(row)}"
@@ -172,6 +174,8 @@ def verdict(row, base):
     head = f"{name}: {speed(row, 'speed')}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
+    if pd.notna(num(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
+        head += f" and {num(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
     said = reasons(row, base)
     return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{busy(row)}"
 

@@ -33,7 +33,17 @@ def test_the_variants_list_is_every_train_script():
     assert SCRIPTS and set(SCRIPTS) == {p.name for p in ROOT.glob("train*.py")}
 
 
-UNITS = {"MiB": "_mib", "s": "_s", "ms": "_ms", "1/s": "_per_s", "%": "_pct", "MHz": "_mhz", "GB": "_gb"}
+UNITS = {
+    "MiB": "_mib",
+    "s": "_s",
+    "ms": "_ms",
+    "1/s": "_per_s",
+    "%": "_pct",
+    "MHz": "_mhz",
+    "GB": "_gb",
+    "J": "_j",
+    "W": "_w",
+}
 
 
 def test_every_unit_is_in_the_name():
