@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench import sample
 
-POWERCAP = Path(os.environ.get("BENCH_POWERCAP", "/sys/class/powercap"))  # another root: tests, a fake counter
+POWERCAP = Path("/sys/class/powercap")  # BENCH_POWERCAP=DIR reads another tree (a fake counter: the tests)
 
 
 class Unreadable(Exception):
@@ -58,7 +58,7 @@ class Packages:
     """The CPU packages' energy (powercap's RAPL zones), in joules since the first reading, wraps undone."""
 
     def __init__(self, root=None):
-        root = Path(root or POWERCAP)
+        root = Path(root or os.environ.get("BENCH_POWERCAP") or POWERCAP)
         zones = sorted(z for z in root.glob("*-rapl:*") if z.name.count(":") == 1)  # packages, not their parts
         if not zones:
             raise Unreadable(f"no RAPL package counter in {root} (many virtual machines expose none)")

@@ -102,6 +102,7 @@ def technique_rows(summary, name, profiled):
                 answer=markdown.answer_cell(r),
                 answer_class=ANSWER_CLASS.get(r.get("speed_answer"), ""),
                 memory=markdown.fmt(memory, "{:.2f}x"),
+                energy=markdown.fmt(r.get("energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"),
                 verdict=r.get("verdict") if present(r.get("verdict")) else "",
                 ops=[
                     dict(op, before=f"{op['before_ms']:,.2f}", after=f"{op['after_ms']:,.2f}")

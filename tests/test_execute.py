@@ -41,7 +41,7 @@ class FakeLaunch:
         self.clock, self.interrupt_at, self.launched, self.run_s = clock, interrupt_at, [], run_s
         self.failing = failing  # runs that fail, by name
 
-    def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None):
+    def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None, profile=False):
         self.launched.append(run.name)
         if len(self.launched) == self.interrupt_at:
             signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C: the executor's handler sets its stop

@@ -197,8 +197,11 @@ def rapl(root, zones=1, top=10**12):
 
 
 def set_uj(root, *values):
+    """The counters now: each file replaced whole, as sysfs reads are (never an empty file half-written)."""
     for n, value in enumerate(values):
-        (root / f"intel-rapl:{n}" / "energy_uj").write_text(f"{value}\n")
+        tmp = root / f"intel-rapl:{n}" / ".energy_uj"
+        tmp.write_text(f"{value}\n")
+        tmp.replace(root / f"intel-rapl:{n}" / "energy_uj")
 
 
 def test_the_package_counters_are_summed_and_their_wraps_undone(tmp_path):
@@ -302,7 +305,9 @@ def test_a_profiled_bench_with_a_power_counter_reports_operators_and_energy(tiny
         thread.join()
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     runs = pd.read_csv(out / "runs.csv")
-    assert (runs["avg_power_w"].between(19.0, 21.0)).all(), runs[["avg_power_w", "energy_source"]]
+    # each window is a fraction of a second, the counter moves every 10 ms: each run within 15%, all of them within 5%
+    assert (runs["avg_power_w"].between(17.0, 23.0)).all(), runs[["avg_power_w", "energy_source"]]
+    assert 19.0 < runs["energy_j"].sum() / (runs["energy_j"] / runs["avg_power_w"]).sum() < 21.0
     assert runs["energy_source"].str.startswith("RAPL package-0").all()
     samples = runs["steps_timed"] * runs["global_batch_size"]
     assert (runs["energy_per_1k_samples_j"] - 1e3 * runs["energy_j"] / samples).abs().max() < 1e-6

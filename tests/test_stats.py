@@ -119,7 +119,7 @@ class FakeLaunch:
     def monotonic(self):
         return self.clock
 
-    def __call__(self, run, logs, timeout, stop, tensorboard=False):
+    def __call__(self, run, logs, timeout, stop, tensorboard=False, profile=False):
         self.launched.append(run.name)
         self.clock += self.wall_s
         sign = 1 if run.variant == "baseline" else -1
@@ -141,7 +141,9 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     monkeypatch.setattr(plan, "round_runs", round_runs)
     variants = list(effects)
     runs = [run for r in range(1, summarize.MIN_ROUNDS + 1) for run in round_runs(r, None, variants, [], None)]
-    args = types.SimpleNamespace(out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False)
+    args = types.SimpleNamespace(
+        out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False, profile=False
+    )
     works = dict(small=dict(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
     bench = speed.Bench(args, MACHINE, "b1", runs, works, dict(auto=True, context=context))

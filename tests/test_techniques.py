@@ -104,7 +104,7 @@ def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path, mon
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # conftest's shared cache: not this test's
     monkeypatch.delenv("USER", raising=False)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    small = ("--model", "examples/smallnet.py:build")  # a small graph: a cold compile in seconds, not a minute
+    small = ("--model", "tests/tinynet.py:build")  # a tiny graph: a cold compile in seconds, not a minute
     cold_result, cold = train("train_compile.py", tiny_data, tmp_path / "cold.json", *TIMED, *small)
     assert cold_result.returncode == 0, cold_result.stderr[-3000:]
     assert cold["variant"] == "compile" and cold["compile_mode"] == "default"

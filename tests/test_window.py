@@ -24,6 +24,9 @@ class Clock:
     def perf_counter(self):
         return self.now
 
+    def time(self):  # the wall clock, of the timed spans (the bench reads its energy there): the same clock, moved
+        return 1.7e9 + self.now
+
     def advance(self, seconds):
         self.now += seconds
 
@@ -40,7 +43,7 @@ def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, co
     """The loop of train.py against the meter: (the metrics written, the meter)."""
     args = types.SimpleNamespace(warmup_steps=warmup, metrics_out=str(tmp_path / "m.json"), no_progress=True,
                                  target_accuracy=target, tensorboard=None, memory_snapshot=None, loader="torchvision",
-                                 model="m", workers=0, seed=0, eval_samples=None, optimizer="sgd")  # fmt: skip
+                                 model="m", workers=0, seed=0, eval_samples=None, optimizer="sgd", profile=None)  # fmt: skip
     info = types.SimpleNamespace(dataset="generated", image_size=16, num_classes=10, loader="torch", train_size=32,
                                  val_size=40, dali_version=None)  # fmt: skip
     m = meter.Meter(args, torch.device("cpu"))
@@ -72,6 +75,9 @@ def test_the_window_times_the_steps_after_the_warm_up_and_leaves_evaluation_out(
     assert metrics["starved_frac"] == pytest.approx(0.5 / 1.5)  # on a CPU: the same wait, seen from the step
     assert metrics["compute_samples_per_s"] == pytest.approx(steps * 8 / (steps * 1.0))
     assert metrics["epoch_starts_timed"] == 1 and metrics["eval_pauses"] == 1  # epoch 2 began inside the window
+    spans = metrics["timed_spans"]  # the window's two stretches, the evaluation between them left out
+    assert len(spans) == 2 and sum(b - a for a, b in spans) == pytest.approx(metrics["window_s"])
+    assert spans[1][0] - spans[0][1] == pytest.approx(7.0)
     assert metrics["eval_s"] == pytest.approx(2 * 7.0) and metrics["setup_s"] == pytest.approx(3.0)
     assert metrics["first_step_s"] == pytest.approx(30.0)  # the first step alone (a compile), outside the window
     assert metrics["warmup_s"] == pytest.approx(0.5 + 30.0 + 0.5 + 1.0)
