@@ -42,8 +42,9 @@ def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, co
          target=None, accuracies=(0.5, 0.9)):  # fmt: skip
     """The loop of train.py against the meter: (the metrics written, the meter)."""
     args = types.SimpleNamespace(warmup_steps=warmup, metrics_out=str(tmp_path / "m.json"), no_progress=True,
-                                 target_accuracy=target, tensorboard=None, memory_snapshot=None, loader="torchvision",
-                                 model="m", workers=0, seed=0, eval_samples=None, optimizer="sgd", profile=None)  # fmt: skip
+                                 target_accuracy=target, tensorboard=None, memory_snapshot=None, profile=None,
+                                 loader="torchvision", model="m", workers=0, seed=0, eval_samples=None,
+                                 optimizer="sgd")  # fmt: skip
     info = types.SimpleNamespace(dataset="generated", image_size=16, num_classes=10, loader="torch", train_size=32,
                                  val_size=40, dali_version=None)  # fmt: skip
     m = meter.Meter(args, torch.device("cpu"))
