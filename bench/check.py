@@ -13,6 +13,8 @@ images. The compiled paths keep their kernels in OUT/check/compile-cache: the fi
 cold, a later one reuses them.
 """
 
+import gzip
+import json
 import math
 import pickle
 import sys
@@ -101,6 +103,9 @@ def paths(gpus, model=MODEL):
         Probe("train.py --memory-snapshot: the allocator's history", ["train.py", "--memory-snapshot", "{snapshot}",
              *device], "cuda", kind="snapshot"),
         Probe("NVML: GPU memory of the run's processes", ["train.py", *device], "cuda", kind="nvml"),
+        Probe("NVML: the GPU's energy over the timed window", ["train.py", *device], "cuda", kind="energy"),
+        Probe(f"train.py --profile: torch.profiler after the window ({'CUDA kernels' if gpus else 'CPU'})",
+             ["train.py", "--profile", "{trace}", *device], kind="profile"),
     ]  # fmt: skip
     for path in every:
         if path.kind != "loader" and "--model" not in path.cmd:
@@ -111,8 +116,13 @@ def paths(gpus, model=MODEL):
 
 def command(path, where, snapshot):
     """The path's command line, on the check's data (where) or on synthetic data of its shape."""
-    cmd = [part.format(synthetic="synthetic:32:10", snapshot=snapshot) for part in path.cmd]
+    cmd = [part.format(synthetic="synthetic:32:10", snapshot=snapshot, trace=trace_of(snapshot)) for part in path.cmd]
     return [sys.executable, *cmd, *([] if "--data" in cmd else ["--data", str(where)])]
+
+
+def trace_of(snapshot):
+    """Where the --profile path writes its trace: beside the snapshot, in the check's folder."""
+    return str(Path(snapshot).with_name("trace.pt.trace.json.gz"))
 
 
 def applies(path, gpus):
@@ -181,6 +191,25 @@ def verdict(path, row, snapshot):
         if not segments:
             return "fails", f"the snapshot {snapshot} holds no memory segment"
         detail = f"{len(segments)} segments, {sum(s['total_size'] for s in segments) / 2**20:,.0f} MiB; {snapshot}"
+    if path.kind == "profile":
+        trace = trace_of(snapshot)
+        try:
+            events = json.loads(gzip.decompress(Path(trace).read_bytes()))["traceEvents"]
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as e:
+            return "fails", f"the trace {trace} does not load: {e}"
+        steps = sum(str(e.get("name", "")).startswith("ProfilerStep") for e in events)
+        kernels = sum(e.get("cat") == "kernel" for e in events)
+        if row.get("profile_steps") != 3 or not steps:
+            return "fails", f"the trace holds {steps} steps, its metrics say {row.get('profile_steps')} recorded"
+        if row.get("device") == "cuda" and not kernels:
+            return "fails", f"the trace {trace} holds no CUDA kernel"
+        detail = f"{len(events):,} events, {steps} steps" + (f", {kernels:,} kernels" if kernels else "") + f"; {trace}"
+    if path.kind == "energy":
+        if row.get("energy_j") is None:
+            return "fails", f"no energy read: {row.get('energy_source')}"
+        detail = (
+            f"{row['avg_power_w']:,.0f} W over the window, {row['energy_per_1k_samples_j']:,.1f} J per 1,000 samples"
+        )
     if path.kind == "nvml":
         if row.get("nvml_peak_mib") is None:
             return "fails", f"no GPU memory read: {row.get('nvml_method')}"

@@ -1,9 +1,12 @@
 """python -m bench --check (does every path work here?), and a plan that fits its budget: priority order,
 estimates, whole rounds, --chunk and --resume, the data checked once per bench, where a run's time goes."""
 
+import gzip
+import json
 import pickle
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -27,14 +30,15 @@ def test_make_check_passes_on_this_machine(tmp_path):
     assert out.startswith("CPU: ") and "features " in out and "GPU: none that torch can see" in out
     table = (tmp_path / "check" / "check.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
-    assert len(rows) == len(check.paths(0)) == 25
+    assert len(rows) == len(check.paths(0)) == 27
     works = [r for r in rows if "| works |" in r]
     not_here = [r for r in rows if "| does not apply | needs" in r]
-    assert len(works) == 16 and len(not_here) == 9, table
+    assert len(works) == 17 and len(not_here) == 10, table
     assert all("loss " in r or "delivered" in r for r in works)
     cuda = ("NCCL", "fp16", "reduce-overhead", "snapshot", "NVML", "TF32")
     assert all(any(word in r for word in cuda) for r in not_here)
-    assert "check: 16 of 16 paths work here" in out
+    assert "check: 17 of 17 paths work here" in out
+    assert "| train.py --profile: torch.profiler after the window (CPU) | works | " in table
 
 
 @pytest.mark.slow
@@ -43,15 +47,15 @@ def test_the_check_on_a_gpu_machine_runs_every_cuda_path():
     result = run("-m", "bench", "--check", "--dry-run", "--gpus", 2)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "check: 25 of 25 paths apply here, about" in out and "assumed" in out
+    assert "check: 27 of 27 paths apply here, about" in out and "assumed" in out
     commands = [line for line in out.splitlines() if line.startswith("/") or line.startswith(sys.executable)]
-    assert len(commands) == 25 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
+    assert len(commands) == 27 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c and "--device cuda" in c for c in commands)
     assert any("--nproc-per-node 2 train_ddp.py" in c and "--device cuda" in c for c in commands)
     assert any("--amp-dtype fp16" in c for c in commands) and any("reduce-overhead" in c for c in commands)
     assert any("--memory-snapshot" in c for c in commands)
     one = run("-m", "bench", "--check", "--dry-run", "--gpus", 1).stdout
-    assert "check: 23 of 25 paths apply here" in one  # 1 GPU: not NCCL over 2 processes (DDP, FSDP)
+    assert "check: 25 of 27 paths apply here" in one  # 1 GPU: not NCCL over 2 processes (DDP, FSDP)
 
 
 def row(**fields):
@@ -96,6 +100,26 @@ def test_the_snapshot_and_nvml_paths_check_what_they_wrote_and_read(tmp_path):
     assert works == ("works", "1,500 MiB (process tree), GPU sharing: alone")
 
 
+def test_the_profile_and_energy_paths_check_what_they_wrote_and_read(tmp_path):
+    profile = check.Probe("profile", ["train.py"], kind="profile")
+    snapshot = tmp_path / "snapshot.pickle"
+    assert "does not load" in check.verdict(profile, row(profile_steps=3), snapshot)[1]  # not written
+    events = [{"ph": "X", "name": "ProfilerStep#1", "ts": 0, "dur": 1}, {"ph": "X", "cat": "kernel", "name": "k"}]
+    Path(check.trace_of(snapshot)).write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    assert check.verdict(profile, row(profile_steps=3, device="cuda"), snapshot)[1].startswith("2 events, 1 steps, 1")
+    assert "its metrics say 1 recorded" in check.verdict(profile, row(profile_steps=1), snapshot)[1]
+    events.pop()
+    Path(check.trace_of(snapshot)).write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    assert check.verdict(profile, row(profile_steps=3, device="cuda"), snapshot)[1].endswith("holds no CUDA kernel")
+    energy = check.Probe("energy", ["train.py"], kind="energy")
+    assert check.verdict(energy, row(energy_j=None, energy_source="unavailable: x"), None) == (
+        "fails",
+        "no energy read: unavailable: x",
+    )
+    works = check.verdict(energy, row(energy_j=90.0, avg_power_w=450.0, energy_per_1k_samples_j=12.5), None)
+    assert works == ("works", "450 W over the window, 12.5 J per 1,000 samples")
+
+
 def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(check.data, "ensure", lambda *args, **kwargs: str(tmp_path / "data"))
     info = dict(gpu_count=0, cpu_model="X", cpu_cores=2, cpu_isa="avx2", cpu_bf16_native=False, machine_class="cpu-x")
@@ -104,11 +128,15 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
 
     def launch(run, folder, timeout, stop, failing=(), **options):
         failed = any(f in run.cmd for f in failing)
+        if "--profile" in run.cmd:  # a trace as torch.profiler writes one
+            trace = {"traceEvents": [{"ph": "X", "name": f"ProfilerStep#{i}", "ts": i, "dur": 1} for i in (1, 2, 3)]}
+            Path(run.cmd[run.cmd.index("--profile") + 1]).write_bytes(gzip.compress(json.dumps(trace).encode()))
         processes = int(run.cmd[run.cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in run.cmd else 1
         return dict(row(), status="failed" if failed else "ok", error="boom" if failed else None, wall_s=1.0,
                     loader="dali", world_size=processes, amp_dtype="bf16", host_syncs_per_step=0,
                     memory_format="channels_last", compile_mode="default", fused_step=True, optimizer="adamw",
-                    dataset="synthetic" if "synthetic:32:10" in run.cmd else "generated")  # fmt: skip
+                    dataset="synthetic" if "synthetic:32:10" in run.cmd else "generated", profile_steps=3,
+                    device="cpu")  # fmt: skip
 
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a, failing=["train_checkpoint.py"]))
     with pytest.raises(SystemExit) as done:
@@ -119,7 +147,7 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
     assert "bf16 emulated (no AVX-512-BF16 or AMX)" in text
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a))
     check.main(args, info, "b2")  # no SystemExit: every path works
-    assert "check: 16 of 16 paths work here" in capsys.readouterr().out
+    assert "check: 17 of 17 paths work here" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the plan: order, estimate, budget
