@@ -49,6 +49,9 @@ PART_S = 570  # a device command may run 600 s: 30 to spare for the start and th
 GRACE_S = 20  # after SIGTERM, before SIGKILL
 WORK = Path("/tmp/firstgpu")
 LEFT_OUT = {"compile-cache", "data", "tensorboard"}  # folders not packed: large, and rebuilt by any run
+TRACE = (
+    ".pt.trace.json.gz"  # --profile's traces are not packed either (megabytes each): their operators are in the metrics
+)
 
 
 @dataclass
@@ -64,7 +67,8 @@ class Step:
 STEPS = [
     Step("environment", 1, 90, ["-m", "bench.firstgpu", "--environment", "{work}/environment.json"]),
     Step("check", 1, 300, ["-m", "bench", "--check", "--out", "{work}/check"], least_s=120),
-    # one round of the GPU plan's small workload, rows left out from the end to fit what is left of the part
+    # one round of the GPU plan's small workload, rows left out from the end to fit what is left of the part; each
+    # training run profiled after its window (its kernels, the traces in the logs) and its energy read (NVML)
     Step(
         "bench-small",
         1,
@@ -78,6 +82,7 @@ STEPS = [
             "1",
             "--loaders",
             "loader",
+            "--profile",
             "--budget",
             "{minutes}",
             "--out",
@@ -252,7 +257,11 @@ def run_part(part, out, dali_site, steps=None):
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(work / "steps.md", out / f"part-{part}.md")
     with tarfile.open(out / f"part-{part}.tar.gz", "w:gz") as tar:
-        tar.add(work, arcname=f"part-{part}", filter=lambda info: None if Path(info.name).name in LEFT_OUT else info)
+        tar.add(
+            work,
+            arcname=f"part-{part}",
+            filter=lambda info: None if Path(info.name).name in LEFT_OUT or info.name.endswith(TRACE) else info,
+        )
     print(f"part {part}: {out}/part-{part}.tar.gz and part-{part}.md", flush=True)
     return rows
 

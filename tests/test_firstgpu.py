@@ -48,7 +48,8 @@ def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
     monkeypatch.setattr(firstgpu, "PART_S", 8)
     monkeypatch.setattr(firstgpu, "GRACE_S", 2)
     writes = "import pathlib, sys; w = pathlib.Path(sys.argv[1]); (w / 'compile-cache').mkdir();"
-    writes += " (w / 'compile-cache' / 'k').write_text('x'); (w / 'made.txt').write_text('hello'); print('wrote it')"
+    writes += " (w / 'compile-cache' / 'k').write_text('x'); (w / 'made.txt').write_text('hello'); print('wrote it');"
+    writes += " (w / 'run-1.pt.trace.json.gz').write_bytes(b'trace')"  # --profile's: not packed either
     steps = [
         firstgpu.Step("writes", 1, 30, ["-c", writes, "{work}"], least_s=0),
         firstgpu.Step("hangs", 1, 3, ["-c", "import time; print('waiting', flush=True); time.sleep(60)"], least_s=0),
@@ -62,7 +63,7 @@ def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
         names = tar.getnames()
         assert tar.extractfile("part-1/made.txt").read() == b"hello"
     assert "part-1/steps.md" in names and "part-1/02-hangs.log" in names
-    assert not [n for n in names if "compile-cache" in n]
+    assert not [n for n in names if "compile-cache" in n or "trace" in n]
     md = (tmp_path / "out" / "part-1.md").read_text()
     assert "| hangs | stopped at its limit of 3 s |" in md and "| too-long | skipped | 0 |" in md
 
