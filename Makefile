@@ -73,7 +73,7 @@ slurm:
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq slurm-wlm munge >/dev/null; }
 
-# every test (CI runs this); test-fast leaves out the slow ones (torchrun, whole benches, memory limits, Slurm)
+# every test (CI runs this); test-fast leaves out the slow ones (torchrun, whole benches, limits, Slurm)
 test: $(SETUP) lint browser slurm
 	@$(PY) -m pytest --durations=25 $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; exit $$rc

@@ -14,6 +14,8 @@ enough steps for that row's timed window to last WINDOW_S seconds. The plan
 is stored with the bench (plan.json in its log folder) so that `--resume` can finish it.
 """
 
+import contextlib
+import io
 import json
 import math
 import random
@@ -319,21 +321,26 @@ def folder(args, workload, generate=True, gpu=False):
 
 def describe(path, workload):
     """What loader.py finds in the data folder (checked here once, not in every run): image_size, classes, ...
-    A generated workload not made yet is described from its parameters."""
+    A generated workload not made yet is described from its parameters. loader.open_data() runs in this process
+    (torch is imported once, where a process of its own would import it again): its one-line error is the bench's."""
     spec = data.HARD if workload == "hard" else data.WORKLOADS.get(workload)
     if not Path(path).exists() and spec is not None:
         size = spec["size"]
         return dict(image_size=size if size <= 64 else 224, classes=data.CLASSES, dataset="generated")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "info.json"
-        probe = subprocess.run(
-            [sys.executable, "loader.py", "--data", path, "--workers", "0", "--metrics-out", str(out)],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
-        if probe.returncode != 0:
-            lines = probe.stderr.strip().splitlines() or ["no output"]
-            raise BenchError(f"the data cannot be used: {lines[-1].split('error: ', 1)[-1]}")
-        return json.loads(out.read_text())
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import loader  # noqa: PLC0415 (torch and torchvision: only when a folder is read)
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            info = loader.open_data(str(path))[2]
+    except SystemExit:  # checks.die(): one line on stderr
+        lines = said.getvalue().strip().splitlines() or ["no output"]
+        raise BenchError(f"the data cannot be used: {lines[-1].split('error: ', 1)[-1]}") from None
+    except Exception as e:  # noqa: BLE001 (a dataset library's own error, as a run of loader.py would end with it)
+        raise BenchError(f"the data cannot be used: {type(e).__name__}: {e}") from None
+    return json.loads(json.dumps(info._asdict()))  # as the runs' metrics give it: plain JSON
 
 
 def check_model(model, info):

@@ -142,7 +142,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-@pytest.mark.parametrize("name", fast_first(["train", "ddp"]))  # the base's guard; and DDP's processes
+@pytest.mark.slow  # a memory limit: a process of its own
+@pytest.mark.parametrize("name", ["train", "ddp"])  # the base's guard; and DDP's processes
 def test_a_thread_that_cannot_start_is_out_of_memory(name, tiny_data, tmp_path):
     """Under a memory limit (--max-batch on a CPU) a loader's thread can fail to start before any tensor does:
     the same one line as any out-of-memory, so the search reads it as a batch that does not fit."""

@@ -28,6 +28,7 @@ def test_the_dry_run_names_each_parts_steps_in_order():
     assert firstgpu.PART_S + 30 <= 600  # a device command runs 10 minutes at most: the start and the packing beside
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", [s for s in firstgpu.STEPS if s.cmd[:2] == ["-m", "bench"]], ids=lambda s: s.name)
 def test_every_bench_command_is_one_the_bench_takes(step, tmp_path):
     """Each bench step's flags parse, and its plan is made on a GPU machine (--dry-run --gpus 1): no typo waits for
@@ -41,6 +42,7 @@ def test_every_bench_command_is_one_the_bench_takes(step, tmp_path):
         assert "--device cuda" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
     """Made-up steps: one that writes (a compile cache too, left out of the pack), one that hangs (stopped at its
     limit), one that would need more than is left (skipped): every step has its row, and one file comes back."""

@@ -47,6 +47,7 @@ def test_a_run_without_profile_records_none(script, tiny_data, tmp_path):
     assert len(m["timed_spans"]) == 1 and m["timed_spans"][0][0] < m["timed_spans"][0][1]
 
 
+@pytest.mark.slow
 def test_an_evaluation_among_the_profiled_steps_ends_the_trace(script, tiny_data, tmp_path):
     """Tiny data: 7 steps an epoch at batch 16. With 9 steps the window closes after step 5, the profiler warms up
     in step 6 and records step 7; the epoch's evaluation comes next and is not a training step: the trace ends."""
@@ -70,12 +71,19 @@ def test_an_evaluation_among_the_profiled_steps_ends_the_trace(script, tiny_data
     ],
     ids=["no-folder", "a-folder", "under-a-file"],
 )
-def test_a_trace_that_cannot_be_written_is_one_line_before_training(every_script, tiny_data, tmp_path, where, words):
+def test_a_trace_that_cannot_be_written_is_one_line_before_training(script, tiny_data, tmp_path, where, words):
     (tmp_path / "file.txt").write_text("x")
     metrics = tmp_path / "m.json"
     path = where.format(tmp=tmp_path)
-    result, _ = train(every_script[0], tiny_data, metrics, *every_script[1:], *PROFILED, "--profile", path)
+    result, _ = train(script[0], tiny_data, metrics, *script[1:], *PROFILED, "--profile", path)
     check_clean_failure(result, metrics, words.format(tmp=tmp_path))
+
+
+def test_every_script_takes_profile_and_checks_its_path_first(every_script, tiny_data, tmp_path):
+    """--profile is the meter's flag (Meter.add_arguments): every script has it, and refuses a path it cannot write."""
+    metrics = tmp_path / "m.json"
+    result, _ = train(every_script[0], tiny_data, metrics, *every_script[1:], "--profile", tmp_path / "no" / "t.gz")
+    check_clean_failure(result, metrics, f"cannot write the trace to {tmp_path / 'no' / 't.gz'}")
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,8 @@ def test_loader_metrics_path_that_is_a_folder(tiny_data, tmp_path, loader, bench
     assert f"cannot write metrics to {tmp_path}: it is a folder" in result.stderr
 
 
-@pytest.mark.parametrize("name", fast_first(["train", "dali"]))  # the one writer (checks.write_whole), two loaders
+@pytest.mark.slow  # a limit on file size: a process of its own
+@pytest.mark.parametrize("name", ["train", "dali"])  # the one writer (checks.write_whole), two loaders
 def test_a_full_disk_at_the_end_of_training(name, tiny_data, tmp_path):
     """The metrics file outgrows what may be written: one line, no metrics and no .tmp left. The writer is the base's
     (every variant's unmarked lines are the base's: tests/test_diffs.py)."""
@@ -179,7 +180,8 @@ def test_the_compiled_scripts_write_their_metrics_as_the_base_does():
     assert 'checks.write_whole(args.metrics_out, "metrics", ' in (ROOT / "meter.py").read_text()
 
 
-@pytest.mark.parametrize("loader", fast_first(LOADERS))
+@pytest.mark.slow  # a limit on file size: a process of its own
+@pytest.mark.parametrize("loader", LOADERS)
 def test_a_full_disk_at_the_end_of_a_loader_bench(tiny_data, tmp_path, loader):
     metrics = tmp_path / "loader.json"
     cmd = (loader, "--data", tiny_data, "--bench", "--steps", 2, "--batch-size", 8, "--workers", 0)
