@@ -203,7 +203,7 @@ def verdict(path, row, snapshot):
             return "fails", f"the trace holds {steps} steps, its metrics say {row.get('profile_steps')} recorded"
         if row.get("device") == "cuda" and not kernels:
             return "fails", f"the trace {trace} holds no CUDA kernel"
-        detail = f"{len(events):,} events, {steps} steps" + (f", {kernels:,} kernels" if kernels else "") + f"; {trace}"
+        detail += f"; a trace of {len(events):,} events, {steps} steps" + (f", {kernels:,} kernels" if kernels else "")
     if path.kind == "energy":
         if row.get("energy_j") is None:
             return "fails", f"no energy read: {row.get('energy_source')}"
