@@ -107,6 +107,7 @@ def section(summary, title):
         lines += answer.answer(train)
         lines += table(train, train_columns(train))
         lines += ["", blind_note(train)] if blind_note(train) else []
+        lines += ["", energy_note(train)] if energy_note(train) else []
         lines += ["", "Verdicts (from the fields above, by the rules of bench/summarize.py):", ""]
         lines += [f"- {v}" for v in train["verdict"].dropna()]
     if not loaders.empty:
@@ -183,6 +184,14 @@ MAIN = [
 
 def main_columns(train):
     return [(header, cell) for header, cell in train_columns(train) if header in MAIN]
+
+
+def energy_note(train):
+    """Where the energy column's figures came from (energy_source of the rows that have one), or None."""
+    if "energy_per_1k_samples_j" not in train or train["energy_per_1k_samples_j"].isna().all():
+        return None
+    sources = sorted(set(train.loc[train["energy_per_1k_samples_j"].notna(), "energy_source"].dropna()))
+    return f"Energy (J per 1k samples) over each run's timed window, from {'; '.join(sources)}."
 
 
 def blind_note(train):

@@ -137,7 +137,7 @@ def sections(summary, headings):
             headers, rows = markdown.cells(train, markdown.main_columns(train))
             section.update(main=dict(headers=headers, rows=rows), answer=answer.items(train))
             section["answer_title"] = answer.title(train)
-            section["train_note"] = markdown.blind_note(train)
+            section["train_note"] = " ".join(filter(None, [markdown.blind_note(train), markdown.energy_note(train)]))
         if not loaders.empty:
             headers, rows = markdown.cells(loaders, markdown.LOADER_COLUMNS)
             section.update(loaders=dict(headers=headers, rows=rows), loader_verdicts=list(loaders["verdict"].dropna()))

@@ -329,8 +329,9 @@ def test_a_profiled_bench_with_a_power_counter_reports_operators_and_energy(tiny
     summary = (out / "summary.md").read_text()
     assert "J per 1k samples" in summary and "the energy per sample" in summary
     assert "J per 1,000 samples (RAPL package-0" in summary
+    assert "Energy (J per 1k samples) over each run's timed window, from RAPL package-0" in summary
     html = (out / "report.html").read_text()
-    assert "The operators whose time changed most" in html
+    assert "The operators whose time changed most" in html and "from RAPL package-0 (powercap" in html
     section = html.split('id="technique-amp"')[1].split("</section>")[0]
     assert "<td>cpu</td>" in section and ("faster" in section or "slower" in section)
     saved = json.loads((out / "profiles.json").read_text())["workloads"]["custom"]
