@@ -12,7 +12,7 @@ import pytest
 
 import meter
 from bench import energy, plan, profiles, sample
-from helpers import check_clean_failure, run, train
+from helpers import TORCHRUN, check_clean_failure, run, train
 
 PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
 
@@ -60,6 +60,15 @@ def test_an_evaluation_among_the_profiled_steps_ends_the_trace(script, tiny_data
     recorded, begun = [e for e in steps if e["name"].startswith("ProfilerStep")]  # and the one the evaluation ended
     assert begun["ts"] >= recorded["ts"] + recorded["dur"] and begun["dur"] < recorded["dur"] / 10
     assert m["eval_pauses"] == 0 and m["steps_timed"] == 4  # the window closed before: its evaluation is not in it
+
+
+@pytest.mark.slow
+def test_under_torchrun_process_0_profiles_and_the_all_reduce_is_among_its_operators(tiny_data, tmp_path):
+    trace = tmp_path / "ddp.pt.trace.json.gz"
+    result, m = train("train_ddp.py", tiny_data, tmp_path / "m.json", *PROFILED, "--profile", trace, launcher=TORCHRUN)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert m["world_size"] == 2 and m["profile_steps"] == 3 and [p.name for p in tmp_path.glob("*.gz")] == [trace.name]
+    assert {"c10d::allreduce_", "DistributedDataParallel.forward"} <= {op["name"] for op in m["profile_ops"]}
 
 
 @pytest.mark.parametrize(
