@@ -42,6 +42,7 @@ from checks import die
 CURVE_STEPS = 10  # the training loss curve has a point per this many steps: their mean
 SNAPSHOT_STEPS = 3  # --memory-snapshot records this many steps after the warm-up
 PROFILE_WARMUP, PROFILE_ACTIVE = 1, 3  # --profile: after the window, the profiler's warm-up step, then those it records
+NO_PROFILE = dict(profile_trace=None, profile_steps=None, profile_note=None, profile_ops=None)  # a run without it
 PROFILE_CAP_MIB = 256  # a trace larger than this (as written, compressed or not) is not kept: said once
 # Peak dense TFLOP/s of the GPUs whose datasheets say them, by torch's name of the GPU and the precision the math ran
 # in (NVIDIA's Tensor Core figures are given "with sparsity": halved here, as the datasheets' footnotes say). MFU is
@@ -317,7 +318,7 @@ class Meter:
         if "compile_mode" in self.fields:
             metrics["compile_s"] = self.first_step_s if compiling else None
         metrics.update(flop_rates(metrics, flops, len(step_ms) / seconds))
-        metrics.update(Profile.fields(self.profile))  # empty without --profile
+        metrics.update(self.profile.fields() if self.profile is not None else NO_PROFILE)
         metrics.update(
             seed=args.seed,
             argv=sys.argv,
@@ -717,8 +718,7 @@ class Profile:
     def ready(self, profiler):
         """The recorded steps are done: the top operators read, the trace written (unless over the cap)."""
         self.recorded = self.steps - PROFILE_WARMUP
-        if self.recorded < 1:
-            self.note = "an evaluation came before any step was recorded: the last epoch is too short"
+        if self.recorded < 1:  # stopped by an evaluation in the profiler's warm-up step: stop() said so
             return
         self.ops = top_operators(profiler.key_averages(), self.recorded)
         if self.recorded < PROFILE_ACTIVE:
@@ -744,9 +744,7 @@ class Profile:
             print(f"warning: --profile: {self.note}", file=sys.stderr)
 
     def fields(self):
-        """The record's profile fields (all empty for a run without --profile: Profile.fields(None))."""
-        if self is None:
-            return dict(profile_trace=None, profile_steps=None, profile_note=None, profile_ops=None)
+        """The record's profile fields (NO_PROFILE without --profile)."""
         trace = self.path if self.kept else None
         return dict(profile_trace=trace, profile_steps=self.recorded, profile_note=self.note, profile_ops=self.ops)
 

@@ -30,7 +30,9 @@ BenchError, printed once, as one line, by __main__.py.
 """
 
 import contextlib
+import json
 import os
+from pathlib import Path
 
 # module -> package: what every run needs (`python -m bench` names the missing ones before anything else)
 NEEDED = dict(torch="torch", torchvision="torchvision", numpy="numpy", PIL="pillow", tqdm="tqdm")
@@ -53,6 +55,37 @@ def write_whole(path, write):
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise BenchError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def run_metrics(out, bench_id, runs):
+    """(row, metrics) of the bench's ok training runs, in the order they ran, whose metrics (logs/BENCH/RUN.json)
+    read as a JSON object."""
+    logs = Path(out) / "logs" / str(bench_id)
+    for row in runs[(runs["kind"] == "train") & (runs["status"] == "ok")].itertuples():
+        try:
+            metrics = json.loads((logs / f"{row.run}.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(metrics, dict):
+            yield row, metrics
+
+
+def kept_for_bench(path, bench_id, key, found):
+    """What the runs' metrics gave (found), written to path under key with the bench's id; without any (a saved
+    baseline keeps the file, not the logs), what path holds for this bench. None if neither: a file of another bench
+    is removed."""
+    if found:
+        text = json.dumps({"bench_id": str(bench_id), key: found}) + "\n"
+        write_whole(path, lambda tmp: Path(tmp).write_text(text))
+        return found
+    try:
+        saved = json.loads(Path(path).read_text())
+        if saved["bench_id"] == str(bench_id):
+            return saved[key]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    Path(path).unlink(missing_ok=True)
+    return None
 
 
 def check_folder(path, flag):

@@ -329,7 +329,7 @@ def describe(path, workload):
         return dict(image_size=size if size <= 64 else 224, classes=data.CLASSES, dataset="generated")
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    import loader  # noqa: PLC0415 (torch and torchvision: only when a folder is read)
+    import loader  # torch and torchvision: imported only when a data folder is read
 
     said = io.StringIO()
     try:
@@ -338,7 +338,7 @@ def describe(path, workload):
     except SystemExit:  # checks.die(): one line on stderr
         lines = said.getvalue().strip().splitlines() or ["no output"]
         raise BenchError(f"the data cannot be used: {lines[-1].split('error: ', 1)[-1]}") from None
-    except Exception as e:  # noqa: BLE001 (a dataset library's own error, as a run of loader.py would end with it)
+    except Exception as e:  # a dataset library's own error, as a run of loader.py would end with it
         raise BenchError(f"the data cannot be used: {type(e).__name__}: {e}") from None
     return json.loads(json.dumps(info._asdict()))  # as the runs' metrics give it: plain JSON
 

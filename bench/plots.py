@@ -8,14 +8,13 @@ keeps it; the logs stay behind) and draws curves.png: training loss against step
 epoch, a line per variant (its first round), a row of two panels per workload (--to-accuracy: accuracy_curves.png).
 """
 
-import json
 import textwrap
 from pathlib import Path
 
 import matplotlib
 import pandas as pd
 
-from bench import summarize, write_whole
+from bench import kept_for_bench, run_metrics, summarize, write_whole
 from bench.markdown import label
 
 matplotlib.use("Agg")  # files only, no screen needed
@@ -182,32 +181,17 @@ def gather_curves(out, bench_id, runs):
     """{run: dict(variant, workload, repeat, loss, val)} of the bench's ok training runs, read from their metrics and
     written to out/curves.json; without logs (a saved baseline), what out/curves.json holds for the bench; None if
     there is none (stale files of another bench are removed)."""
-    found, logs = {}, Path(out) / "logs" / str(bench_id)
-    train = runs[(runs["kind"] == "train") & (runs["status"] == "ok")]
-    for row in train.itertuples():
-        try:
-            metrics = json.loads((logs / f"{row.run}.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(metrics, dict) and metrics.get("loss_curve"):
+    found = {}
+    for row, metrics in run_metrics(out, bench_id, runs):
+        if metrics.get("loss_curve"):
             val = metrics.get("val_curve") or []
             found[row.run] = dict(
                 variant=row.variant, workload=row.workload, repeat=int(row.repeat), loss=metrics["loss_curve"], val=val
             )
-    path = Path(out) / FILE
-    if found:
-        text = json.dumps(dict(bench_id=str(bench_id), runs=found)) + "\n"
-        write_whole(path, lambda tmp: Path(tmp).write_text(text))
-        return found
-    try:
-        saved = json.loads(path.read_text())
-        if saved["bench_id"] == str(bench_id):
-            return saved["runs"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    for stale in path, path.with_suffix(".png"):
-        stale.unlink(missing_ok=True)
-    return None
+    kept = kept_for_bench(Path(out) / FILE, bench_id, "runs", found)
+    if kept is None:
+        (Path(out) / FILE).with_suffix(".png").unlink(missing_ok=True)
+    return kept
 
 
 def first_rounds(curves, workload):

@@ -7,10 +7,9 @@ and the ones whose time changed most are kept: faster, slower, new (not in the b
 report shows them in each technique's section, beside its diff and its numbers.
 """
 
-import json
 from pathlib import Path
 
-from bench import write_whole
+from bench import kept_for_bench, run_metrics
 
 FILE = "profiles.json"
 SHOWN = 6  # operators shown per technique and workload
@@ -20,32 +19,15 @@ def gather(out, bench_id, runs):
     """{workload: {variant: dict(ops, steps, trace, note)}} of the bench's profiled ok training runs (round 1), read
     from their metrics and written to out/profiles.json; without logs (a saved baseline), what out/profiles.json
     holds for the bench; {} if there is none."""
-    found, logs = {}, Path(out) / "logs" / str(bench_id)
-    train = runs[(runs["kind"] == "train") & (runs["status"] == "ok")]
-    for row in train.itertuples():
-        try:
-            metrics = json.loads((logs / f"{row.run}.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(metrics, dict) and metrics.get("profile_ops"):
+    found = {}
+    for row, metrics in run_metrics(out, bench_id, runs):
+        if metrics.get("profile_ops"):
             kept = dict(
                 ops=metrics["profile_ops"], steps=metrics.get("profile_steps"), note=metrics.get("profile_note")
             )
             kept["trace"] = Path(metrics["profile_trace"]).name if metrics.get("profile_trace") else None
             found.setdefault(str(row.workload), {}).setdefault(row.variant, kept)
-    path = Path(out) / FILE
-    if found:
-        text = json.dumps(dict(bench_id=str(bench_id), workloads=found)) + "\n"
-        write_whole(path, lambda tmp: Path(tmp).write_text(text))
-        return found
-    try:
-        saved = json.loads(path.read_text())
-        if saved["bench_id"] == str(bench_id):
-            return saved["workloads"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    path.unlink(missing_ok=True)  # another bench's
-    return {}
+    return kept_for_bench(Path(out) / FILE, bench_id, "workloads", found) or {}
 
 
 def changes(profiled, workload, variant, reference="baseline", shown=SHOWN):
