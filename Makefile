@@ -36,10 +36,12 @@ plot: $(SETUP)
 	$(PY) -m bench --summarize $(ARGS)
 
 $(VENV)/.installed: requirements.txt
-	@echo "installing requirements.txt into $(VENV) (once; about two minutes)"
+	@echo "installing requirements.txt into $(VENV) (once; about two minutes, 7 GB of disk, 10 GB while installing)"
+	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge 10 ] || \
+	  echo "make: warning: $$free GB free on this disk; the install may stop with 'No space left on device'" >&2
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -qq --upgrade pip
-	$(VENV)/bin/pip install -qq -r requirements.txt
+	$(VENV)/bin/pip install -qq --no-cache-dir --upgrade pip
+	$(VENV)/bin/pip install -qq --no-cache-dir -r requirements.txt
 	touch $@
 
 # the generated data of a workload (small by default), made when missing or made with other parameters
