@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import check, execute, plan, record
-from helpers import ROOT, run
+from helpers import ROOT, TINY_MODEL, run
 
 sys.path.insert(0, str(ROOT))
 
@@ -26,7 +26,7 @@ def test_make_check_passes_on_this_machine(tmp_path):
     """Every path that applies on a CPU runs and learns; the CUDA ones say why they do not apply; exit 0. With the
     tests' smallest model (--model: the check's own, smallnet, compiles for a minute on 2 cores, this one in seconds;
     each path's own tests train the real models)."""
-    result = run("-m", "bench", "--check", "--model", "tests/tinynet.py:build", "--out", tmp_path, timeout=1500)
+    result = run("-m", "bench", "--check", "--model", TINY_MODEL, "--out", tmp_path, timeout=1500)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     assert out.startswith("CPU: ") and "features " in out and "GPU: none that torch can see" in out

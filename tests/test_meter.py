@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from helpers import ROOT, SCRIPTS, SMALL_MODEL, check_clean_failure, fast_first, run, train
+from helpers import ROOT, SCRIPTS, SMALL_MODEL, TINY_MODEL, check_clean_failure, fast_first, run, train
 
 TRAINING = sorted({command[0] for command in SCRIPTS.values()})
 NAMES_THE_METER = re.compile(r"\bmeter\b", re.IGNORECASE)
@@ -64,7 +64,7 @@ def test_without_the_meter_a_script_still_trains_and_evaluates(script, tiny_data
     (tmp_path / script).write_text("\n".join(kept) + "\n")
     (tmp_path / "cli.py").write_text(RUNNER)
     out = tmp_path / "counts.json"
-    flags = ["--data", tiny_data, "--model", f"{ROOT}/examples/smallnet.py:build", "--batch-size", 16, "--workers", 0]
+    flags = ["--data", tiny_data, "--model", TINY_MODEL, "--batch-size", 16, "--workers", 0]
     flags += ["--epochs", 2]
     result = run(tmp_path / "cli.py", tmp_path / script, out, *flags, "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

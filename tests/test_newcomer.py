@@ -13,7 +13,7 @@ from test_bad_input import fail
 
 from bench import diffs, plan
 from bench.machine import cpu_model
-from helpers import LOADERS, ROOT, SCRIPTS, fast_first, generate, run, train
+from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, fast_first, generate, run, train
 
 TRAIN_SCRIPTS = sorted({args[0] for args in SCRIPTS.values()})
 
@@ -136,7 +136,7 @@ def test_the_progress_bar_closes_before_the_last_evaluation(script, monkeypatch,
     evaluated = module.evaluate
     monkeypatch.setattr(importlib.import_module("meter"), "tqdm", Bar)
     monkeypatch.setattr(module, "evaluate", evaluate)
-    small = "examples/smallnet.py:build"  # a small graph: compiled in seconds
+    small = TINY_MODEL  # a tiny graph: compiled in seconds
     argv = [script, "--data", str(tiny_data), "--model", small, "--batch-size", "16", "--epochs", "2"]
     monkeypatch.setattr(sys, "argv", [*argv, "--warmup-steps", "1", "--workers", "0"])
     module.main()

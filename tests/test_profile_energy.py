@@ -12,7 +12,7 @@ import pytest
 
 import meter
 from bench import energy, plan, profiles, sample
-from helpers import TORCHRUN, check_clean_failure, run, train
+from helpers import TINY_MODEL, TORCHRUN, check_clean_failure, run, train
 
 PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
 
@@ -314,7 +314,7 @@ def test_a_profiled_bench_with_a_power_counter_reports_operators_and_energy(tiny
     thread.start()
     out = tmp_path / "results"
     flags = ["--variants", "baseline,amp", "--loaders", "none", "--repeats", 2, "--steps", 7, "--warmup-steps", 1]
-    flags += ["--batch-size", 16, "--workers", 1, "--model", "examples/smallnet.py:build", "--profile"]
+    flags += ["--batch-size", 16, "--workers", 1, "--model", TINY_MODEL, "--profile"]
     try:
         result = run("-m", "bench", "--data", tiny_data, "--out", out, *flags, env={"BENCH_POWERCAP": str(root)})
     finally:

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bench import BenchError, baseline, record, schema
-from helpers import ROOT, run, train
+from helpers import ROOT, TINY_MODEL, run, train
 
 SCRIPTS = ["train.py", "train_dp.py", "train_ddp.py", "train_amp.py", "train_channels_last.py", "train_compile.py"]
 SCRIPTS += ["train_checkpoint.py", "train_all.py", "train_fsdp.py", "train_fused.py", "train_tf32.py"]
@@ -15,7 +15,7 @@ SCRIPTS += ["train_checkpoint.py", "train_all.py", "train_fsdp.py", "train_fused
 
 @pytest.mark.parametrize("script", [s if s == "train.py" else pytest.param(s, marks=pytest.mark.slow) for s in SCRIPTS])
 def test_a_train_script_writes_exactly_the_schema_fields(tiny_data, tmp_path, script):
-    small = ("--model", "examples/smallnet.py:build")  # the fields are the model's alike; a small graph compiles fast
+    small = ("--model", TINY_MODEL)  # the fields are the model's alike; a tiny graph compiles fast
     result, m = train(script, tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 1, *small)
     assert result.returncode == 0, result.stderr
     assert set(m) == schema.written_by(script), set(m) ^ schema.written_by(script)

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from bench import cli, markdown, record, summarize
-from helpers import LOADERS, ROOT, SCRIPTS, check_clean_failure, fast_first, run, train
+from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, check_clean_failure, fast_first, run, train
 
 TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
 COMPILED = ("compile", "all")  # the scripts that run torch.compile
@@ -281,7 +281,7 @@ def test_a_full_disk_while_generating_leaves_nothing(tmp_path):
 def test_a_diverged_run_says_so(script, tiny_data, tmp_path):
     """The base, and the variants that change how the loss is computed (autocast; and the whole recipe)."""
     metrics = tmp_path / "m.json"
-    small = ("--model", "examples/smallnet.py:build")  # any model diverges so; a small graph compiles fast
+    small = ("--model", TINY_MODEL)  # any model diverges so; a tiny graph compiles fast
     result, written = train(script[0], tiny_data, metrics, *script[1:], *TIMED, "--lr", "1e30", "--steps", 6, *small)
     assert result.returncode == 0, result.stderr
     assert isinstance(written["diverged_step"], int) and 1 <= written["diverged_step"] <= 6
