@@ -1,9 +1,10 @@
-"""What a new user meets first: --help with its defaults, a short run that does not spend its time evaluating
+"""What a new user meets first: a warning before the install when the disk is nearly full, --help with its defaults, a short run that does not spend its time evaluating
 every validation image, a progress bar that ends with training, the CPU named by its model, where the DDP script's
 sampler comes from, data generation that shows its progress, and train_all.py's blocks switched off one by one
 (a combination the bench runs as a row of its own)."""
 
 import importlib
+import os
 import subprocess
 import sys
 
@@ -58,6 +59,28 @@ def test_a_cpu_run_names_the_cpu_model(tiny_data, tmp_path):
     result, m = train("train.py", tiny_data, tmp_path / "m.json", "--steps", 2, "--warmup-steps", 1)
     assert result.returncode == 0, result.stderr
     assert m["device"] == "cpu" and m["device_name"] == cpu_model() and m["device_name"] not in ("x86_64", "")
+
+
+@pytest.mark.parametrize("free_gb,warned", [(2, True), (40, False)])
+def test_the_install_warns_before_it_starts_on_a_nearly_full_disk(free_gb, warned, tmp_path):
+    """make's first step (.venv from requirements.txt) needs about 10 GB while pip installs: with less free, one line
+    says so before pip starts (CI once stopped on "No space left on device" with no word before it). df is a stand-in
+    that reports free_gb; python3 a stand-in that fails, so nothing is installed."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "df").write_text(
+        f"#!/bin/sh\necho 'Filesystem 1024-blocks Used Available'\necho '/dev/x 1 1 {free_gb << 20}'\n"
+    )
+    (fake / "python3").write_text("#!/bin/sh\nexit 1\n")
+    for tool in fake.iterdir():
+        tool.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    venv = tmp_path / "venv"
+    result = subprocess.run(["make", "-s", f"VENV={venv}", f"{venv}/.installed"], cwd=ROOT, capture_output=True,
+                            text=True, env=env)  # fmt: skip
+    assert result.returncode != 0 and not (venv / ".installed").exists()  # the stand-in python3 failed
+    said = f"make: warning: {free_gb} GB free on this disk; the install may stop with 'No space left on device'"
+    assert (said in result.stderr) == warned, result.stderr
 
 
 def test_the_ddp_diff_shows_its_sampler_and_its_share_of_the_batch():
