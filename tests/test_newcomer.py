@@ -1,7 +1,7 @@
-"""What a new user meets first: a warning before the install when the disk is nearly full, --help with its defaults, a short run that does not spend its time evaluating
-every validation image, a progress bar that ends with training, the CPU named by its model, where the DDP script's
-sampler comes from, data generation that shows its progress, and train_all.py's blocks switched off one by one
-(a combination the bench runs as a row of its own)."""
+"""What a new user meets first: a warning before the install when the disk is nearly full, --help with its
+defaults, a short run that does not spend its time evaluating every validation image, a progress bar that ends with
+training, the CPU named by its model, where the DDP script's sampler comes from, data generation that shows its
+progress, and train_all.py's blocks switched off one by one (a combination the bench runs as a row of its own)."""
 
 import importlib
 import os
