@@ -17,10 +17,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SMALL_MODEL = "shufflenet_v2_x0_5"  # learns in seconds on a CPU; BN momentum 0.1, so eval works early
-# the smallest model, for the tests that compile: a cold torch.compile of it takes seconds on 2 cores (of smallnet,
-# half a minute; of shufflenet, a minute), and CI starts with no compile cache
+# the smallest model, for the tests that compile or learn: a cold torch.compile of it takes seconds on 2 cores (of
+# smallnet, half a minute; of shufflenet, a minute; CI starts with no compile cache), 3 epochs of small_data 7 s
+# (shufflenet's: 17 s), and it learns them as well (0.885 here, shufflenet 0.95)
 TINY_MODEL = f"{ROOT}/tests/tinynet.py:build"
-LEARN = ("--epochs", 3, "--batch-size", 32)  # on small_data: enough for accuracy far above chance
+LEARN = ("--epochs", 3, "--batch-size", 32, "--model", TINY_MODEL)  # on small_data: accuracy far above chance
 # every way of training, as the command after `python`: each train*.py (train_ddp.py as one process,
 # without torchrun), and the base with the DALI loader; bad input is tried on all of them
 SCRIPTS = {

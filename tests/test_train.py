@@ -49,7 +49,7 @@ def test_epochs_cover_the_training_set(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_baseline_learns(baseline_small):
     """Far above chance (0.1) on the generated data: the data, the loop and evaluation all work."""
-    assert baseline_small["val_acc"] >= 0.4  # 0.465 on the AVX2-only EPYC (its kernels round otherwise)
+    assert baseline_small["val_acc"] >= 0.4  # LEARN's tiny model: 0.885 here
     assert baseline_small["val_samples"] == 200
 
 
