@@ -36,10 +36,11 @@ plot: $(SETUP)
 	$(PY) -m bench --summarize $(ARGS)
 
 $(VENV)/.installed: requirements.txt
-	@echo "installing requirements.txt into $(VENV) (once; about two minutes, 7 GB of disk, 10 GB while installing)"
-	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge 10 ] || \
+	@echo "installing requirements.txt into $(VENV) (once; about two minutes and 7 GB of disk)"
+	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge 8 ] || \
 	  echo "make: warning: $$free GB free on this disk; the install may stop with 'No space left on device'" >&2
 	python3 -m venv $(VENV)
+	@# no copy of the downloaded wheels kept in pip's cache as well (where pip downloads them)
 	$(VENV)/bin/pip install -qq --no-cache-dir --upgrade pip
 	$(VENV)/bin/pip install -qq --no-cache-dir -r requirements.txt
 	touch $@

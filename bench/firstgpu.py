@@ -49,9 +49,8 @@ PART_S = 570  # a device command may run 600 s: 30 to spare for the start and th
 GRACE_S = 20  # after SIGTERM, before SIGKILL
 WORK = Path("/tmp/firstgpu")
 LEFT_OUT = {"compile-cache", "data", "tensorboard"}  # folders not packed: large, and rebuilt by any run
-TRACE = (
-    ".pt.trace.json.gz"  # --profile's traces are not packed either (megabytes each): their operators are in the metrics
-)
+# --profile's traces are not packed either (megabytes each): their operators are in the metrics
+TRACE = ".pt.trace.json.gz"
 
 
 @dataclass

@@ -63,9 +63,9 @@ def test_a_cpu_run_names_the_cpu_model(tiny_data, tmp_path):
 
 @pytest.mark.parametrize("free_gb,warned", [(2, True), (40, False)])
 def test_the_install_warns_before_it_starts_on_a_nearly_full_disk(free_gb, warned, tmp_path):
-    """make's first step (.venv from requirements.txt) needs about 10 GB while pip installs: with less free, one line
-    says so before pip starts (CI once stopped on "No space left on device" with no word before it). df is a stand-in
-    that reports free_gb; python3 a stand-in that fails, so nothing is installed."""
+    """make's first step (.venv from requirements.txt) takes about 7 GB (6.8 at its peak here): with under 8 GB free,
+    one line says so before pip starts (CI once stopped on "No space left on device" with no word before it). df is a
+    stand-in that reports free_gb; python3 a stand-in that fails, so nothing is installed."""
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "df").write_text(

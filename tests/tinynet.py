@@ -1,5 +1,6 @@
-"""The smallest model the tests compile: two small convolution blocks in one stage (which train_checkpoint.py and
-train_fsdp.py find) and a linear head. torch.compile's cold start takes seconds with it, not a minute."""
+"""The smallest model, which the tests compile and learn with (helpers.TINY_MODEL, LEARN): two small convolution
+blocks in one stage (which train_checkpoint.py and train_fsdp.py find) and a linear head. torch.compile's cold start
+takes seconds with it, not a minute."""
 
 from torch import nn
 
