@@ -129,7 +129,9 @@ class Meter:
             None,
         )
         self.first_step_s = self.first_started = self.timed = None  # the first step alone: a compiled model compiles
-        self.flop_counter = self.flops = None  # (convolutions', the rest's) FLOPs in one step of this process
+        self.flop_counter = self.flops = self.stance = None  # (convolutions', the rest's) FLOPs in one step
+        self.compiled_steps = 0  # timed steps that ran compiled code
+        self.graphs = dict(started=compile_counts() if self.compiling() else None)  # torch.compile's, at the start
         self.eval_s, self.epochs, self.reached, self.new_epoch = 0.0, 0, False, True
         self.progress = tqdm(total=total_steps, disable=not self.is_main or self.args.no_progress, desc="train")
         self.setup_s = time.perf_counter() - self.started  # the data's check, the loaders, the model
@@ -154,9 +156,10 @@ class Meter:
         if step == self.warmup:  # the warm-up is over: the memory peaks and the clock start now
             for device in self.devices():
                 torch.cuda.reset_peak_memory_stats(device)
+            self.graphs["opened"] = compile_counts() if self.compiling() else None
             self.window.open()
         if self.tail and step == self.total_steps - self.tail:  # --profile: the window closes, the profiler starts
-            self.timed = self.window.close()
+            self.timed = self.close_window()
             if self.profile is not None:
                 self.profile.start()
 
@@ -165,6 +168,9 @@ class Meter:
         stream, after the copy)."""
         self.waited = time.perf_counter() - self.waiting
         if self.steps == self.warmup - 1 and self.counts_flops():  # the last warm-up step's FLOPs are counted
+            # a compiled model runs that step eagerly (the same operations): under the counter's dispatch mode
+            # torch < 2.12 skips the compiled frame for good, and the rest of the run would be eager
+            self.stance = torch.compiler.set_stance("force_eager") if self.compiling() else None
             self.flop_counter = FlopCounterMode(display=False)
             self.flop_counter.__enter__()
         if self.steps == 0 and self.warmup > 0:  # timed apart from its batch ready to its end, outside the window
@@ -178,6 +184,10 @@ class Meter:
         if self.flop_counter is not None and self.flops is None:
             self.flop_counter.__exit__(None, None, None)
             self.flops = split_flops(self.flop_counter)
+            if self.stance is not None:
+                self.stance.__exit__(None, None, None)
+        if self.compiling() and self.window.open_now():  # did this timed step run compiled code? (host only)
+            self.compiled_steps += ran_compiled(loss)
         self.losses.append(loss.detach())
         if self.profile is not None:
             self.profile.step()
@@ -195,10 +205,16 @@ class Meter:
         if self.profile is not None:  # its steps end here (an evaluation is not a training step)
             self.profile.stop()
         if self.steps == self.total_steps:
-            self.timed = self.timed or self.window.close()
+            self.timed = self.timed or self.close_window()
             self.progress.close()  # training is done: the bar says so, not evaluation's time as its own
         self.window.pause()
         self.evaluating = time.perf_counter()
+
+    def close_window(self):
+        """The timed window closes: (its seconds, each step's milliseconds, seconds starved); torch.compile's
+        graphs counted as it closes."""
+        self.graphs["closed"] = compile_counts() if self.compiling() else None
+        return self.window.close()
 
     def evaluated(self, val_acc, val_samples):
         """An epoch's end: the accuracy and the epoch's losses read (outside the window), the curves' points, the
@@ -225,7 +241,7 @@ class Meter:
         # reached: training ends here (python -m bench --to-accuracy); not before a step was timed, so a target
         # reached where the window opens (the warm-up an epoch long) is timed over the next epoch
         if target is not None and val_acc >= target and not last and self.window.steps:
-            self.timed, self.reached = self.window.close(), True
+            self.timed, self.reached = self.close_window(), True
             if self.is_main:
                 self.progress.write(
                     f"val acc {val_acc:.3f} reached --target-accuracy {target}: stopped after {self.steps} steps"
@@ -233,8 +249,15 @@ class Meter:
 
     def counts_flops(self):
         """The FLOPs are counted in the last warm-up step (none: not counted), by a mode that sees this thread's
-        operations: DataParallel's replicas run in threads of their own."""
+        operations: DataParallel's replicas run in threads of their own. A compiled model's are counted eagerly
+        (torch.compiler.set_stance, torch >= 2.6) in a warm-up step after the one that compiles."""
+        if self.compiling() and (self.warmup < 2 or not hasattr(torch.compiler, "set_stance")):
+            return False
         return self.warmup > 0 and (self.fields.get("dp_devices") or 1) == 1
+
+    def compiling(self):
+        """Does the training run a torch.compile'd model? (train_compile.py, train_all.py with compile on)"""
+        return self.fields.get("compile_mode") is not None
 
     def devices(self):
         """The GPUs whose memory this process measures: its own, or DataParallel's (dp_devices)."""
@@ -317,6 +340,7 @@ class Meter:
             metrics["bf16_native"] = checks.native_bf16(device)
         if "compile_mode" in self.fields:
             metrics["compile_s"] = self.first_step_s if compiling else None
+            metrics.update(compile_fields(self.graphs, self.compiled_steps) if compiling else NOT_COMPILED)
         metrics.update(flop_rates(metrics, flops, len(step_ms) / seconds))
         metrics.update(self.profile.fields() if self.profile is not None else NO_PROFILE)
         metrics.update(
@@ -361,7 +385,7 @@ class Meter:
             print(f"  profile {self.profile.words()}")
         if compiling:
             warm = "warm" if self.fields.get("compile_cache_warm") else "cold"
-            print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache)")
+            print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache); {compile_words(metrics)}")
         if args.eval_samples is None and self.val_samples < info.val_size:
             print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
         if self.diverged is not None:
@@ -370,6 +394,56 @@ class Meter:
                 " diverged (try a lower --lr), and its speed was measured on meaningless numbers",
                 file=sys.stderr,
             )
+
+
+NOT_COMPILED = dict(
+    compiled_steps_timed=None, compile_graphs=None, compile_graph_breaks=None, compile_recompiles_timed=None
+)  # fmt: skip  (train_all.py --no-compile)
+
+
+def compile_counts():
+    """torch.compile's counts so far in this process: (graphs compiled, graph breaks); a toy compile's too."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
+
+def compile_fields(graphs, compiled_steps):
+    """What torch.compile did: the timed steps that ran compiled code, the graphs compiled and the graph breaks
+    by the window's end, the graphs compiled inside the window (recompiles)."""
+    started, opened = graphs["started"], graphs.get("opened") or graphs["started"]
+    closed = graphs.get("closed") or compile_counts()
+    return dict(
+        compiled_steps_timed=compiled_steps,
+        compile_graphs=closed[0] - started[0],
+        compile_graph_breaks=closed[1] - started[1],
+        compile_recompiles_timed=closed[0] - opened[0],
+    )
+
+
+def compile_words(metrics):
+    """The summary's account of the compiled code: did it run in the window, in how many graphs."""
+    steps, timed = metrics["compiled_steps_timed"], metrics["steps_timed"]
+    said = f"compiled code ran in {steps} of {timed} timed steps" if steps else "compiled code did NOT run when timed"
+    said += f"; {plural(metrics['compile_graphs'], 'graph')}, {plural(metrics['compile_graph_breaks'], 'graph break')}"
+    recompiles = metrics["compile_recompiles_timed"]
+    return said + (f", {plural(recompiles, 'recompile')} inside the window" if recompiles else "")
+
+
+def ran_compiled(loss, limit=64):
+    """Did the loss come through compiled code? AOTAutograd puts a CompiledFunctionBackward node into the autograd
+    graph of what a compiled region returns; an eager forward leaves none. Looks at most limit nodes, from the loss
+    back (a compiled model's output is a few nodes from it)."""
+    todo, seen = [loss.grad_fn], 0
+    while todo and seen < limit:
+        node = todo.pop(0)
+        if node is None:
+            continue
+        if type(node).__name__ == "CompiledFunctionBackward":
+            return True
+        seen += 1
+        todo.extend(f for f, _ in node.next_functions)
+    return False
 
 
 def plural(count, word):
@@ -630,9 +704,13 @@ class Window:
         self.spans.append([time.time(), None])
         self.count_cpu(going_on=True)
 
+    def open_now(self):
+        """Is the window open (a step booked now is timed)?"""
+        return self.opened is not None and self.closed is None
+
     def step(self, waited, ready, done, epoch_start):
         """Book a step: the host's wait for its batch, its two marks, whether it began an epoch."""
-        if self.opened is not None and self.closed is None:
+        if self.open_now():
             self.steps.append((self.last, ready, done))
             self.wait_s += waited
             self.epoch_starts += epoch_start

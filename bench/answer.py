@@ -9,6 +9,7 @@ Every row a bench compares with the baseline lands in one group, by its speed an
 - no difference: neither speed nor memory moved beyond the band;
 - not settled: its interval holds both a gain and a loss; how many rounds at this noise would settle it is said;
 - does not apply here: the technique's own record says it changed nothing (tf32 without TF32 or native bf16);
+- not compiled: a compiled row whose timed steps ran no compiled code (its speed is eager code's);
 - no verdict: every run failed, or its loss diverged.
 
 The best measured is the fastest row that pays. Ceilings are limits, never options: they say how fast the model
@@ -39,6 +40,8 @@ def group(row):
         return "failed"
     if summarize.not_applied(row):
         return "n/a"
+    if summarize.ran_eager(row):
+        return "eager"
     speed, memory = row.get("speed_answer"), row.get("memory_answer")
     if speed == "faster":
         return "pays"
@@ -106,10 +109,9 @@ def rounds_to_settle(row):
 
 
 def unsettled_item(row):
+    """'compile 1.06x +-20%: about 27 rounds at this noise would settle it (--repeats 27)' (a row with an interval)."""
     needed = rounds_to_settle(row)
-    if needed is None:
-        more = "one paired round: no interval yet; run more rounds (--repeats)"
-    elif needed > ROUNDS_AT_MOST:
+    if needed > ROUNDS_AT_MOST:
         more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
         more += " would narrow it"
     else:
@@ -195,11 +197,19 @@ def items(train):
     if groups.get("same"):
         said.append(("No difference", "; ".join(item(r) for r in groups["same"])))
     if groups.get("unsettled"):
-        said.append(("Not settled", "; ".join(unsettled_item(r) for r in groups["unsettled"])))
+        once = [r for r in groups["unsettled"] if rounds_to_settle(r) is None]  # one round: no interval, one phrase
+        items = [unsettled_item(r) for r in groups["unsettled"] if rounds_to_settle(r) is not None]
+        if once:
+            items.append(f"{', '.join(f'{r.variant} {r.speedup:.2f}x' for r in once)}: one paired round, no interval"
+                         " yet; run more rounds (--repeats)")  # fmt: skip
+        said.append(("Not settled", "; ".join(items)))
     if groups.get("n/a"):
         said.append(
             ("Does not apply here", "; ".join(f"{r.variant}: {summarize.not_applied(r)}" for r in groups["n/a"]))
         )
+    if groups.get("eager"):
+        said.append(("Not compiled", "; ".join(f"{r.variant}: {summarize.ran_eager(r)}, so its {r.speedup:.2f}x is"
+                                               " eager code's" for r in groups["eager"])))  # fmt: skip
     if groups.get("failed"):
         said.append(
             ("No verdict", f"{', '.join(r.variant for r in groups['failed'])} (failed or diverged: see its row)")

@@ -125,6 +125,14 @@ compile_s               s     train   median  only=train_compile.py+train_all.py
 compile_cache_warm      -     train   -       only=train_compile.py+train_all.py  the compile cache held kernels at the
                                                            start (repeats after the first, in a bench): compile_s is the
                                                            warm cost
+compiled_steps_timed    -     train   median  only=train_compile.py+train_all.py  timed steps whose loss came through
+                                                           compiled code (a CompiledFunctionBackward in its autograd
+                                                           graph): 0 says the window timed eager code
+compile_graphs          -     train   median  only=train_compile.py+train_all.py  graphs torch.compile made by the
+                                                           window's end (torch._dynamo's counters): more than one, the
+                                                           model was split by graph breaks or recompiled
+compile_graph_breaks    -     train   median  only=train_compile.py+train_all.py  graph breaks by the window's end
+compile_recompiles_timed -    train   median  only=train_compile.py+train_all.py  graphs compiled inside the window
 checkpoint_segments     -     train   first   only=train_checkpoint.py  stages run under activation checkpointing
 seed                    -     script  -       -          the seed
 argv                    -     script  -       json       the script's command line (runs.csv keeps `command` instead)

@@ -171,6 +171,8 @@ def verdict(row, base):
         )
     if not_applied(row):
         return f"{name}: does not apply here: {not_applied(row)}, as the baseline ({speed(row, 'speed')}).{busy(row)}"
+    if ran_eager(row):
+        return f"{name}: no verdict on compiling: {ran_eager(row)} ({speed(row, 'speed')} is eager code's).{busy(row)}"
     head = f"{name}: {speed(row, 'speed')}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
@@ -178,6 +180,15 @@ def verdict(row, base):
         head += f" and {num(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
     said = reasons(row, base)
     return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{busy(row)}"
+
+
+def ran_eager(row):
+    """Why a compiled row measured no compiled code ('compiled code did not run in its timed window'), or ''.
+    Its runs count the timed steps whose loss came through compiled code (meter.py): none, and the row's speed is
+    eager code's, whatever it reads (torch < 2.12 once fell back to eager silently after the FLOP count)."""
+    if pd.isna(row.get("compile_mode")) or num(row, "compiled_steps_timed") != 0:
+        return ""
+    return "compiled code did not run in its timed window (torch.compile fell back to eager code)"
 
 
 def mfu_words(row):
@@ -349,6 +360,9 @@ def reasons(row, base):
     if pd.notna(num(row, "compile_s")):
         cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(num(row, "compile_cold_s")) else ""
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
+    if num(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
+        said.append(f"torch.compile made {num(row, 'compile_graphs'):.0f} graphs with"
+                    f" {plural(int(num(row, 'compile_graph_breaks')), 'graph break')}")  # fmt: skip
     if pd.notna(num(row, "val_acc")) and pd.notna(num(base, "val_acc")):
         if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
             said.append(

@@ -59,6 +59,33 @@ def test_a_row_not_settled_is_told_how_many_rounds_would_settle_it():
         assert "below this machine's noise" in said["Not settled"]
 
 
+def test_a_compiled_row_that_ran_eager_code_gets_no_answer_on_compiling():
+    """The meter counts the timed steps that ran compiled code: a compile row with none is named so by its verdict
+    and the answer, never put in pays or costs, whatever its speed; graph breaks are said where there are some."""
+    compiled = dict(compile_mode="default", compile_s=10.0, compile_graphs=1, compile_graph_breaks=0)
+    eager = [(rate * 1.3, dict(compiled, compiled_steps_timed=0)) for rate, _ in STEADY]
+    broken = [(rate * 1.5, dict(compiled, compiled_steps_timed=25, compile_graphs=3, compile_graph_breaks=2))
+              for rate, _ in STEADY]  # fmt: skip
+    said, summary = told({"baseline": STEADY, "compile": eager, "all": broken})
+    assert said["Not compiled"] == (
+        "compile: compiled code did not run in its timed window (torch.compile fell back to eager code), so its 1.30x"
+        " is eager code's"
+    )
+    assert "compile" not in said["Pays"] and said["Pays"].startswith("all 1.50x")
+    verdict = summary.loc["compile", "verdict"]
+    assert verdict.startswith("compile: no verdict on compiling: compiled code did not run in its timed window")
+    assert "torch.compile made 3 graphs with 2 graph breaks" in summary.loc["all", "verdict"]
+
+
+def test_a_row_of_one_round_states_no_spread():
+    """One round has no interval: its item says so and states no spread (it once read '1.20x +-nan%')."""
+    said, _ = told({"baseline": STEADY[:1], "amp": [(STEADY[0][0] * 1.2, {})], "compile": [(STEADY[0][0] * 0.9, {})]})
+    assert (
+        said["Not settled"]
+        == "amp 1.20x, compile 0.90x: one paired round, no interval yet; run more rounds (--repeats)"
+    )
+
+
 def test_the_rounds_that_would_settle_a_row_grow_with_its_noise():
     def needed(low, high, speedup=1.2):
         return answer.rounds_to_settle(

@@ -116,6 +116,21 @@ def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path, mon
     assert warm_result.returncode == 0, warm_result.stderr[-3000:]
     assert warm["compile_cache_warm"] is True and 0 < warm["compile_s"] < cold["compile_s"]
     assert "the first step (warm cache)" in warm_result.stdout
+    for m in cold, warm:  # the timed steps ran the compiled graph (a FLOP count once left it eager on torch < 2.12)
+        assert m["compiled_steps_timed"] == m["steps_timed"] == 2 and m["flop_per_step"] > 0
+        assert (m["compile_graphs"], m["compile_graph_breaks"], m["compile_recompiles_timed"]) == (1, 0, 0)
+    assert "compiled code ran in 2 of 2 timed steps; 1 graph, 0 graph breaks" in warm_result.stdout
+
+
+@pytest.mark.slow
+def test_a_compiled_model_that_breaks_its_graph_says_so(tiny_data, tmp_path):
+    """A forward with a graph break on purpose: two graphs, one break, compiled code in every timed step; printed
+    in the summary and kept in the record."""
+    model = ("--model", f"{ROOT}/tests/tinynet.py:two_graphs")
+    result, m = train("train_compile.py", tiny_data, tmp_path / "m.json", *TIMED, *model)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (m["compile_graphs"], m["compile_graph_breaks"], m["compiled_steps_timed"]) == (2, 1, 2)
+    assert "compiled code ran in 2 of 2 timed steps; 2 graphs, 1 graph break" in result.stdout
 
 
 @pytest.mark.slow
@@ -134,4 +149,5 @@ def test_all_of_them_under_torchrun_learn_like_the_baseline(baseline_small, smal
     assert result.returncode == 0, result.stderr[-3000:]
     assert m["variant"] == "all" and m["world_size"] == 2 and m["amp_dtype"] == "bf16"
     assert m["memory_format"] == "channels_last" and m["compile_s"] > 0
+    assert m["compiled_steps_timed"] == m["steps_timed"] > 0  # DDP breaks the graph; the model's frame compiles
     learns_like_the_baseline(m, baseline_small)

@@ -1,7 +1,10 @@
 """The smallest model, which the tests compile and learn with (helpers.TINY_MODEL, LEARN): two small convolution
 blocks in one stage (which train_checkpoint.py and train_fsdp.py find) and a linear head. torch.compile's cold start
-takes seconds with it, not a minute."""
+takes seconds with it, not a minute. Its forward is code of this file, not torch's: under DDP, whose forward breaks
+the compiled graph, TorchDynamo compiles the frames it resumes in only where they are not torch's own (a bare
+nn.Sequential here compiled nothing under train_all.py); TwoGraphs breaks its graph on purpose."""
 
+import torch
 from torch import nn
 
 
@@ -10,6 +13,28 @@ def block(channels_in, channels_out):
                          nn.ReLU())  # fmt: skip
 
 
+class TinyNet(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.stage = nn.Sequential(block(3, 16), block(16, 16))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, num_classes))
+
+    def forward(self, x):
+        return self.head(self.stage(x))
+
+
+class TwoGraphs(TinyNet):
+    """TinyNet whose forward breaks torch.compile's graph in two (torch._dynamo.graph_break)."""
+
+    def forward(self, x):
+        x = self.stage(x)
+        torch._dynamo.graph_break()
+        return self.head(x)
+
+
 def build(num_classes):
-    stage = nn.Sequential(block(3, 16), block(16, 16))
-    return nn.Sequential(stage, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, num_classes))
+    return TinyNet(num_classes)
+
+
+def two_graphs(num_classes):
+    return TwoGraphs(num_classes)
