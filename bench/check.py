@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import check_folder, data, execute, write_whole
+from bench import BenchError, check_folder, data, execute, write_whole
 from bench.plan import TORCHRUN, Run
 
 MODEL = "examples/smallnet.py:build"
@@ -114,6 +114,29 @@ def paths(gpus, model=MODEL):
     return every
 
 
+# on a GPU these run first: the paths only a GPU runs, so that a first GPU run cut short has still run them
+FIRST_ON_GPU = ("NVML", "--profile", "NCCL", "fp16", "reduce-overhead", "TF32", "fused", "synthetic", "DALI",
+                "--memory-snapshot")  # fmt: skip
+
+
+def in_order(every, gpus):
+    """The paths in the order they run: a user's order on a CPU; on a GPU the GPU's own paths first."""
+    if not gpus:
+        return every
+    return sorted(every, key=lambda path: not any(word in path.name for word in FIRST_ON_GPU))
+
+
+def chosen(every, words):
+    """The paths whose name holds one of words (--paths); every path where none are given."""
+    if not words:
+        return every
+    found = [path for path in every if any(word.lower() in path.name.lower() for word in words)]
+    if not found:
+        raise BenchError(f"--paths {','.join(words)}: no path's name holds these words; the paths: "
+                         f"{'; '.join(path.name for path in every)}")  # fmt: skip
+    return found
+
+
 def command(path, where, snapshot):
     """The path's command line, on the check's data (where) or on synthetic data of its shape."""
     cmd = [part.format(synthetic="synthetic:32:10", snapshot=snapshot, trace=trace_of(snapshot)) for part in path.cmd]
@@ -179,9 +202,12 @@ def verdict(path, row, snapshot):
     if not (isinstance(first, float) and isinstance(final, float) and math.isfinite(final) and final < first):
         return "fails", f"it runs but does not learn: its loss went from {first} to {final}"
     detail = f"loss {first:.2f} -> {final:.2f}, {rate}"
+    if path.compiled and not row.get("compiled_steps_timed"):
+        return "fails", f"compiled code did not run in the timed window ({row.get('compiled_steps_timed')} steps)"
     if row.get("compile_s") is not None:
         cache = "warm cache" if row.get("compile_cache_warm") else "cold"
-        detail += f", compiling {row['compile_s']:.0f} s ({cache})"
+        detail += f", compiling {row['compile_s']:.0f} s ({cache}), compiled code in {row['compiled_steps_timed']} of"
+        detail += f" {row['steps_timed']} timed steps"
     if path.kind == "snapshot":
         try:
             with open(snapshot, "rb") as f:
@@ -231,7 +257,8 @@ class Check(execute.Mode):
 
     def __init__(self, args, info, bench_id, runs, works, options=None):
         super().__init__(args, info, bench_id, runs, works, options)
-        self.every = paths(self.options["gpus"], self.options["model"])
+        gpus = self.options["gpus"]
+        self.every = chosen(in_order(paths(gpus, self.options["model"]), gpus), self.options.get("paths"))
         self.snapshot = args.out / "check" / "snapshot.pickle"
 
     def folder(self):
@@ -285,7 +312,7 @@ def main(args, info, bench_id):
     """Plan the paths that apply here and run them through the executor; print and write the table; exit 1 if one
     failed."""
     gpus = info["gpu_count"] if args.gpus is None else args.gpus  # --gpus: the plan of another machine (--dry-run)
-    every = paths(gpus, args.model or MODEL)
+    every = chosen(in_order(paths(gpus, args.model or MODEL), gpus), getattr(args, "paths", None))
     todo = [p for p in every if applies(p, gpus) is None]
     minutes = estimate_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
     for line in capabilities(info):
@@ -307,7 +334,9 @@ def main(args, info, bench_id):
             run.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "compile-cache" / f"{i:02d}")  # each path its own
             run.estimate_s = estimate_s([path], gpus, info.get("cpu_bf16_native", True))
             runs.append(run)
-    options = dict(gpus=gpus, model=args.model or MODEL, timeout=args.timeout or 600)
+    options = dict(
+        gpus=gpus, model=args.model or MODEL, timeout=args.timeout or 600, paths=getattr(args, "paths", None)
+    )
     mode = Check(args, info, bench_id, runs, dict(check=dict(data=str(where))), options)
     execute.start(mode)
     budget = None if args.budget in (None, "none") else 60 * args.budget

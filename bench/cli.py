@@ -193,6 +193,11 @@ def parse_args(argv=None):
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
     p.add_argument("--check", action="store_true", help="does every technique work here? a short run of each path")
     p.add_argument(
+        "--paths",
+        metavar="WORDS",
+        help="with --check: only the paths whose name holds one of these words, comma-separated (e.g. dali,fsdp)",
+    )
+    p.add_argument(
         "--readme",
         action="store_true",
         help="the README's result blocks, and every saved baseline's report, from their runs",
@@ -310,6 +315,12 @@ def parse_args(argv=None):
             args.nodes = len(slurm.allocation(args.nodes)["hosts"])
         except BenchError as e:
             fail(str(e))
+    if args.paths is not None and args.mode != "check":
+        fail("--paths goes with --check")
+    if args.paths is not None:
+        args.paths = [word for word in args.paths.split(",") if word.strip()]
+        if not args.paths:
+            fail("--paths names no word: give one or more, comma-separated (e.g. --paths dali,fsdp)")
     if args.memory_limit is not None and args.mode != "max_batch":
         fail("--memory-limit goes with --max-batch")
     if args.memory_limit is not None and args.memory_limit < 1:

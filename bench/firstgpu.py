@@ -1,34 +1,45 @@
-"""python -m bench.firstgpu: the first GPU run, prepared so that it needs no thinking on the GPU machine.
+"""python -m bench.firstgpu: a GPU run prepared so that it needs no thinking on the GPU machine.
 
-A lent GPU gives 30 minutes and 10 a command, and no second try. This runs what the first look needs, in two parts
-of at most PART_S seconds each (one device command each), in this order:
+A lent GPU gives 30 minutes and 10 a command, and the machine goes back 30 s after a command ends. This runs what
+the next look needs in four parts, one device command each, chained at once. The first GPU run (2026-11-25, an
+H100, torch 2.11: baseline/h100-first-run*) ran the check, one round of each workload and DALI's rows; these parts
+run what it did not reach or found wrong, then rounds of the imagenet workload's main rows:
 
-    python3 -m bench.firstgpu --part 1 --out $OUT    # the environment, --check, one round of the small workload
-    python3 -m bench.firstgpu --part 2 --out $OUT    # --max-batch on two variants, the loader rate at 224 px
-                                                     # (resnet50's input), resnet50's cold compile
-    python -m bench.firstgpu --dry-run               # each part's steps, their commands and time limits (any machine)
+    python -m bench.firstgpu --pack-dali            # here, once: DALI in parts that fit a call beside the tree, .dali/N
+    python3 -m bench.firstgpu --part 1 --out $OUT   # carry [".dali/1"]: the environment; the check's paths not yet run;
+                                                    # FSDP against DDP over 200 steps (imagenet's data made meanwhile)
+    python3 -m bench.firstgpu --part 2 --out $OUT   # carry [".dali/2"]: the instrument (tools/instrument.py: the
+                                                    # meter against no meter); imagenet's rows not yet run
+    python3 -m bench.firstgpu --part 3 --out $OUT   # carry [".dali/3"]: vit's rows not yet run; rounds of imagenet
+    python3 -m bench.firstgpu --part 4 --out $OUT   # carry [".dali/4"]: DALI's check; the rounds resumed
+    python -m bench.firstgpu --dry-run              # each part's steps, their commands and time limits (any machine)
 
 Each step is a process with its own time limit (SIGTERM at the limit, which the bench answers by keeping its finished
-rows and writing its tables; SIGKILL 20 s later), never past the part's end; a step that no longer fits is skipped
-and said. Everything is written under one folder, /tmp/firstgpu/part-N (the machine keeps /tmp while it is warm),
-then packed into OUT/part-N.tar.gz, the compile caches and generated data left out, with OUT/part-N.md beside it: each
-step, its command, exit code, seconds and last line. What comes back from the device is these two files.
+rows and writing its tables; SIGKILL GRACE_S later), and the part's clock starts when the part starts: every step
+ends by its part's seconds (PART_SECONDS) less the grace and the packing (PACK_S), so a part never passes the
+command's limit; a step that no longer fits is skipped and said. A background step (the data) runs on while the next
+steps run, in a session of its own that outlives the command; a later part's wait step waits for it. Everything is
+written under one folder, /tmp/firstgpu/part-N (the machine keeps /tmp while it is warm), then packed into
+OUT/part-N.tar.gz, the compile caches and generated data left out, with OUT/part-N.md beside it: each step, its
+command, exit code, seconds and last line.
 
-The GPU machine has no network and lacks some of what the bench needs (requirements.txt: scipy, jinja2, pygments,
-filelock, tqdm; the scripts need tqdm). Here, once: `python -m bench.firstgpu --fetch-wheels` downloads their wheels for
-its Python 3.12 into .wheels/ (git-ignored, about 40 MB: one call's carry); carry it (carry [".wheels"]) in each
-part's call, and the part installs them with --target into the DALI folder below before its first step.
+DALI's wheels (265 MB) exceed a call's carry (64 MiB with the working tree): --pack-dali unpacks them as pip
+--target would, compresses them with xz (196 MB) and cuts them into parts that fit beside the tree, .dali/1..N
+(ignored by git). Each part's call carries one; the part keeps it in /tmp/dali, and the part whose call brings the
+last unpacks DALI into /tmp/site (or $DALI_SITE), which every step finds (PYTHONPATH). The GPU machine has no network;
+what requirements.txt needs beyond DALI it has, so no other wheel is carried unless .wheels/ holds some
+(--fetch-wheels fills it, for another machine).
 
 The environment step writes environment.json: the versions (Python, torch, torchvision, CUDA, cuDNN, NCCL, the
 driver), every GPU's name, capability and memory, nvidia-smi's report, /dev/shm's size (the DataLoader's workers
 pass batches through it), the cores and memory, whether NVML's process list shows the PID of a process of ours that
 holds CUDA memory (if not, the bench reads GPU memory as the device's rise and GPU sharing as unknown), and whether
-DALI imports. DALI has no wheel on the GPU machine: bring it with ../shared/gpu/dali-wheels.sh, install it with
---target into /tmp/site (or $DALI_SITE), and every step here finds it there (PYTHONPATH).
+DALI imports.
 """
 
 import argparse
 import importlib.util
+import io
 import json
 import os
 import platform
@@ -45,12 +56,22 @@ from pathlib import Path
 from bench import NEEDED
 from bench.machine import ROOT
 
-PART_S = 570  # a device command may run 600 s: 30 to spare for the start and the packing
+PART_S = 560  # a device command may run 600 s: the rest for the machine's start and the transfers
+# each part's seconds: on 2026-11-25 four parts of 360-390 s and one of 185 s took 1,640 s of the 1,800 a session has,
+# the machine's start and the carries (56 MB each) 61 s of it
+PART_SECONDS = {1: 380, 2: 420, 3: 420, 4: 340}
 GRACE_S = 20  # after SIGTERM, before SIGKILL
+PACK_S = 20  # the packing at the part's end
 WORK = Path("/tmp/firstgpu")
 LEFT_OUT = {"compile-cache", "data", "tensorboard"}  # folders not packed: large, and rebuilt by any run
 # --profile's traces are not packed either (megabytes each): their operators are in the metrics
 TRACE = ".pt.trace.json.gz"
+DATA_DONE = ROOT / "data" / "imagenet" / "generated.json"  # written last: the data is whole
+DALI_PARTS = (
+    ROOT / ".dali"
+)  # here: .dali/N/ one part a call (--pack-dali); there: each call copies its part to /tmp/dali
+DALI_TMP = Path("/tmp/dali")
+CARRY_MIB = 64  # a device call's working tree and carry together, at most
 
 
 @dataclass
@@ -61,98 +82,118 @@ class Step:
     cmd: list  # after `python`; {work} is the part's folder, {minutes} the minutes left to the step
     env: dict = field(default_factory=dict)
     least_s: int = 30  # skipped when less than this is left of the part
+    background: bool = False  # started, not waited for: it runs on beside the next steps (and parts)
 
 
+def bench(flags):
+    """A bench step: its flags, one round unless they say, and no budget of its own: the part's clock cuts it (SIGTERM
+    keeps its finished rows and writes its tables)."""
+    return ["-m", "bench", *flags.split(), "--budget", "none"]
+
+
+def torchrun(script, flags):
+    return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", script, *flags.split()]
+
+
+ONE_ROUND = "--repeats 1 --steps 50 --warmup-steps 10 --loaders none"
+SMALL = "--data data/check --model examples/smallnet.py:build --batch-size 8 --workers 1 --no-progress --seed 0"
+# the second GPU run (the first, 2026-11-25, is saved in baseline/h100-first-run*): first what the first did not reach
+# or found wrong, then rounds of the imagenet workload's main rows, so that their speed-ups get intervals
 STEPS = [
     Step("environment", 1, 90, ["-m", "bench.firstgpu", "--environment", "{work}/environment.json"]),
-    Step("check", 1, 300, ["-m", "bench", "--check", "--out", "{work}/check"], least_s=120),
-    # one round of the GPU plan's small workload, rows left out from the end to fit what is left of the part; each
-    # training run profiled after its window (its kernels, the traces in the logs) and its energy read (NVML)
+    Step("imagenet-data", 1, 600, ["-m", "bench.data", "--workload", "imagenet"], background=True, least_s=0),
+    # the check's paths the first run's part did not reach
     Step(
-        "bench-small",
+        "check-rest",
         1,
-        PART_S,
-        [
-            "-m",
-            "bench",
-            "--workload",
-            "small",
-            "--repeats",
-            "1",
-            "--loaders",
-            "loader",
-            "--profile",
-            "--budget",
-            "{minutes}",
-            "--out",
-            "{work}/bench",
-        ],
-        least_s=120,
-    ),  # fmt: skip
-    Step(
-        "max-batch",
-        2,
         240,
         [
             "-m",
             "bench",
-            "--max-batch",
-            "--workload",
-            "small",
-            "--variants",
-            "baseline,amp",
-            "--budget",
-            "3",
+            "--check",
             "--out",
-            "{work}/max-batch",
-        ],
-        least_s=120,
-    ),  # fmt: skip
-    Step("imagenet-data", 2, 120, ["-m", "bench.data", "--workload", "imagenet"]),
-    Step(
-        "loader-rate",
-        2,
-        100,
-        [
-            "-m",
-            "bench",
-            "--workload",
-            "imagenet",
-            "--variants",
-            "",
-            "--loaders",
-            "loader,loader_dali",
-            "--repeats",
-            "1",
-            "--out",
-            "{work}/loaders",
+            "{work}/check",
+            "--paths",
+            "FSDP2 over NCCL,bf16 autocast,train_channels_last,mode default,train_checkpoint,train_all,loader.py",
         ],
     ),  # fmt: skip
+    # FSDP2 over NCCL in one process did not learn where DDP did: both, 200 steps, the same data and seed
     Step(
-        "cold-compile",
+        "fsdp-200",
+        1,
+        60,
+        torchrun("train_fsdp.py", f"{SMALL} --steps 200 --warmup-steps 3 --metrics-out {{work}}/fsdp-200.json"),
+    ),  # fmt: skip
+    Step(
+        "ddp-200",
+        1,
+        60,
+        torchrun("train_ddp.py", f"{SMALL} --steps 200 --warmup-steps 3 --metrics-out {{work}}/ddp-200.json"),
+    ),  # fmt: skip
+    Step("wait-data", 2, 300, ["-m", "bench.firstgpu", "--wait", str(DATA_DONE)]),
+    Step(
+        "instrument",
         2,
-        150,
+        200,
         [
-            "train_compile.py",
+            "tools/instrument.py",
+            "--device",
+            "cuda",
             "--model",
             "resnet50",
-            "--data",
-            "synthetic:224:1000",
             "--batch-size",
-            "128",
+            "256",
+            "--data",
+            "synthetic:224:10",
             "--steps",
-            "6",
+            "120",
             "--warmup-steps",
-            "2",
-            "--workers",
-            "0",
-            "--no-progress",
-            "--metrics-out",
-            "{work}/cold-compile.json",
+            "20",
+            "--rounds",
+            "3",
+            "--out",
+            "{work}/instrument",
         ],
-        env={"TORCHINDUCTOR_CACHE_DIR": "{work}/compile-cache"},
+    ),  # fmt: skip
+    # the rows the first run's parts did not reach, and AMP with channels_last (the usual one-GPU recipe)
+    Step(
+        "imagenet-rest",
+        2,
+        PART_S,
+        bench(
+            f"--workload imagenet --variants baseline,all,all:no-ddp:no-compile,"
+            f"checkpoint,dp,ddp {ONE_ROUND} --out {{work}}/imagenet"
+        ),
+    ),  # fmt: skip
+    Step("vit-rest", 3, 150, bench(f"--workload vit --variants baseline,ddp,fsdp {ONE_ROUND} --out {{work}}/vit")),
+    # rounds of the imagenet workload's main rows: paired speed-ups with intervals; part 4 resumes it
+    Step(
+        "imagenet-rounds",
+        3,
+        PART_S,
+        bench(
+            "--workload imagenet --variants synthetic,amp-synthetic,baseline,amp,"
+            "channels_last,compile --loaders none --repeats 3 --steps 50"
+            " --warmup-steps 10 --out /tmp/firstgpu/rounds"
+        ),
+    ),  # fmt: skip
+    Step("check-dali", 4, 90, ["-m", "bench", "--check", "--paths", "DALI", "--out", "{work}/check"]),
+    Step("imagenet-rounds-resumed", 4, PART_S, ["-m", "bench", "--resume", "--out", "/tmp/firstgpu/rounds"]),
+    Step(
+        "keep-rounds",
+        4,
+        30,
+        [
+            "-c",
+            "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2], ignore="
+            "shutil.ignore_patterns('compile-cache'))",
+            "/tmp/firstgpu/rounds",
+            "{work}/rounds",
+        ],
+        least_s=5,
     ),  # fmt: skip
 ]
+PARTS = sorted({s.part for s in STEPS})
 
 
 WHEELS = ROOT / ".wheels"
@@ -188,6 +229,108 @@ def install_wheels(site, wheels=None):
     return f"installed {len(found)} carried wheels into {site}", True
 
 
+# DALI and what it needs that the GPU machine lacks (it has numpy, packaging, six): ../shared/gpu/dali-wheels.sh's list
+DALI_WHEELS = ["nvidia-dali-cuda130==2.4.0", "astunparse==1.6.3", "gast==0.7.0", "optree", "makefun", "libcst~=1.8",
+               "nvtx", "nvidia-nvimgcodec-cu13>=0.9.0,<0.10.0", "nvidia-libnvcomp-cu13==5.3.0.16", "nvidia-nvjpeg",
+               "nvidia-nvjpeg2k-cu13", "nvidia-nvtiff-cu13"]  # fmt: skip
+MANYLINUX = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux1_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64",
+             "manylinux_2_35_x86_64"]  # fmt: skip
+# several wheels hold nvidia/__init__.py, which would hide the GPU machine's own nvidia.* packages: one that joins them
+NAMESPACE = '__path__ = __import__("pkgutil").extend_path(__path__, __name__)\n'
+
+
+def tree_bytes():
+    """The bytes of the working tree a device call sends (tracked, and untracked but not ignored)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.split(b"\0")  # fmt: skip
+    return sum((ROOT / name.decode()).stat().st_size for name in listed if name and (ROOT / name.decode()).is_file())
+
+
+def pack_dali(wheels=None, parts_dir=DALI_PARTS, part_bytes=None):
+    """Here, once: DALI's wheels (downloaded for the GPU machine's Python 3.12, or those in the folder wheels)
+    unpacked as pip --target would, compressed with xz (a third smaller than the wheels) and cut into parts that
+    each fit one call beside the working tree, in parts_dir/1..N; returns N. Ignored by git (.git/info/exclude)."""
+    import lzma
+    import tempfile
+    import zipfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if wheels is None:
+            wheels = tmp / "wheels"
+            platforms = [flag for name in MANYLINUX for flag in ("--platform", name)]
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                            "--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(wheels),
+                            *DALI_WHEELS], check=True)  # fmt: skip
+        site = tmp / "site"
+        for wheel in sorted(Path(wheels).glob("*.whl")):
+            with zipfile.ZipFile(wheel) as z:
+                z.extractall(site)
+        if (site / "nvidia").is_dir():
+            (site / "nvidia" / "__init__.py").write_text(NAMESPACE)
+        packed = tmp / "dali.tar.xz"
+        with lzma.open(packed, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
+            tar.add(site, arcname=".")
+        part_bytes = part_bytes or CARRY_MIB * 2**20 - tree_bytes() - 2 * 2**20  # 2 MiB to spare
+        data = packed.read_bytes()
+        count = -(-len(data) // part_bytes)
+        shutil.rmtree(parts_dir, ignore_errors=True)
+        for i in range(count):
+            folder = Path(parts_dir) / str(i + 1)
+            folder.mkdir(parents=True)
+            (folder / f"dali.tar.xz.{i + 1:02d}-of-{count:02d}").write_bytes(
+                data[i * part_bytes : (i + 1) * part_bytes]
+            )
+    exclude = ROOT / ".git" / "info" / "exclude"
+    if exclude.parent.is_dir() and "/.dali/" not in (exclude.read_text() if exclude.exists() else ""):
+        with open(exclude, "a") as f:
+            f.write("/.dali/\n")
+    print(f"{count} parts of at most {part_bytes / 2**20:.1f} MiB in {parts_dir}/: carry .dali/N in part N's call")
+    return count
+
+
+def unpack_dali(site, parts_dir=DALI_PARTS, gathered=DALI_TMP):
+    """There, at every part's start: the DALI part this call carried is kept in gathered (the machine keeps /tmp
+    while warm); once every part is there, DALI is unpacked into site. Returns what was said."""
+    carried = sorted(Path(parts_dir).glob("*/dali.tar.xz.*"))
+    gathered = Path(gathered)
+    gathered.mkdir(parents=True, exist_ok=True)
+    for part in carried:
+        shutil.copy(part, gathered / part.name)
+    if (Path(site) / "nvidia" / "dali").is_dir():
+        return f"DALI is in {site}"
+    parts = sorted(gathered.glob("dali.tar.xz.*"))
+    if not parts:
+        return "no DALI part carried (python -m bench.firstgpu --pack-dali makes them)"
+    count = int(parts[0].name.rsplit("-of-", 1)[1])
+    if len(parts) < count:
+        return f"DALI: {len(parts)} of its {count} parts are here; the rest come with the next parts' calls"
+    import lzma
+
+    with lzma.open(_Joined(parts)) as xz, tarfile.open(fileobj=xz, mode="r|") as tar:
+        tar.extractall(site, filter="tar")
+    return f"DALI unpacked into {site} from its {count} parts"
+
+
+class _Joined(io.RawIOBase):
+    """The parts' bytes, one after the other, as one file to read."""
+
+    def __init__(self, paths):
+        self.files = [open(p, "rb") for p in paths]
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        while self.files:
+            n = self.files[0].readinto(buffer)
+            if n:
+                return n
+            self.files.pop(0).close()
+        return 0
+
+
 def fill(text, work, minutes):
     return text.format(work=work, minutes=f"{minutes:.1f}")
 
@@ -207,13 +350,15 @@ def run_step(step, work, deadline, env, log):
         log.write_text(f"skipped: {left:.0f} s were left of the part, the step needs {step.least_s} s\n")
         return "skipped", 0.0
     limit = min(step.limit_s, left)
-    cmd = [sys.executable, *(fill(part, work, (limit - 30) / 60) for part in step.cmd)]
+    cmd = [sys.executable, *(fill(part, work, max(limit - 30, 30) / 60) for part in step.cmd)]
     env = {**env, **{k: fill(v, work, 0) for k, v in step.env.items()}}
     started = time.monotonic()
     with open(log, "w") as out:
         out.write(f"$ {shlex.join(cmd)}\n")
         out.flush()
         process = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        if step.background:  # its own session: it outlives this command (the machine keeps it while warm)
+            return f"started in the background (pid {process.pid})", 0.0
         try:
             code = process.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -238,9 +383,10 @@ def run_part(part, out, dali_site, steps=None):
     work = WORK / f"part-{part}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    deadline = time.monotonic() + PART_SECONDS.get(part, PART_S) - GRACE_S - PACK_S  # the part's clock starts now
     said, _ = install_wheels(dali_site)
-    print(said, flush=True)
-    env, deadline, rows = environment_of(dali_site), time.monotonic() + PART_S, []
+    print(f"{said}; {unpack_dali(dali_site)}", flush=True)
+    env, rows = environment_of(dali_site), []
     for i, step in enumerate(steps, 1):
         log = work / f"{i:02d}-{step.name}.log"
         print(f"part {part}, step {i} of {len(steps)}: {step.name} (at most {step.limit_s} s)", flush=True)
@@ -263,6 +409,14 @@ def run_part(part, out, dali_site, steps=None):
         )
     print(f"part {part}: {out}/part-{part}.tar.gz and part-{part}.md", flush=True)
     return rows
+
+
+def wait_for(path, poll_s=2.0):
+    """--wait FILE: return when FILE exists (a background step's last write); the step's limit ends a wait in vain."""
+    started = time.monotonic()
+    while not Path(path).exists():
+        time.sleep(poll_s)
+    print(f"{path} is there after {time.monotonic() - started:.0f} s of waiting")
 
 
 def environment(path):
@@ -329,21 +483,28 @@ def nvml_sees_our_pids(sample):
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.firstgpu", description=__doc__.splitlines()[0])
-    p.add_argument("--part", type=int, choices=[1, 2], help="the part to run")
+    p.add_argument("--part", type=int, choices=PARTS, help="the part to run")
     p.add_argument("--out", default="results/firstgpu", help="where part-N.tar.gz and part-N.md go (the device: $OUT)")
     p.add_argument("--dry-run", action="store_true", help="print each part's steps and stop")
     p.add_argument("--dali-site", default=os.environ.get("DALI_SITE", "/tmp/site"), help="where DALI was installed")
     p.add_argument("--fetch-wheels", action="store_true", help="here, once: the wheels the GPU machine lacks")
+    p.add_argument("--pack-dali", action="store_true", help="here, once: DALI in parts that fit a call, in .dali/N")
     p.add_argument("--environment", metavar="FILE", help=argparse.SUPPRESS)  # the first step, in its own process
+    p.add_argument("--wait", metavar="FILE", help=argparse.SUPPRESS)  # a step that waits for a background one
     args = p.parse_args(argv)
+    if args.wait:
+        return wait_for(args.wait)
     if args.fetch_wheels:
         return fetch_wheels()
+    if args.pack_dali:
+        return pack_dali()
     if args.environment:
         return environment(args.environment)
     if args.dry_run or args.part is None:
-        for part in 1, 2:
+        for part in PARTS:
             steps = [s for s in STEPS if s.part == part]
-            print(f"part {part} (at most {PART_S} s; python3 -m bench.firstgpu --part {part} --out $OUT):")
+            print(f"part {part} (at most {PART_SECONDS.get(part, PART_S)} s; python3 -m bench.firstgpu --part {part}"
+                  " --out $OUT):")  # fmt: skip
             for step in steps:
                 cmd = shlex.join(["python", *(fill(c, WORK / f"part-{part}", step.limit_s / 60) for c in step.cmd)])
                 print(f"  {step.name} (at most {step.limit_s} s): {cmd}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import check, execute, plan, record
+from bench import BenchError, check, execute, plan, record
 from helpers import ROOT, TINY_MODEL, run
 
 sys.path.insert(0, str(ROOT))
@@ -123,6 +123,32 @@ def test_the_profile_and_energy_paths_check_what_they_wrote_and_read(tmp_path):
     assert works == ("works", "450 W over the window, 12.5 J per 1,000 samples")
 
 
+def test_a_compiled_path_works_only_where_compiled_code_ran_in_the_window():
+    """torch < 2.12 once left a compiled model eager after the FLOP counter's step: the path then runs and learns,
+    and the check must still fail it, naming why."""
+    compiled = check.Probe("compile", ["train_compile.py"], expect=dict(compile_mode="default"), compiled=True)
+    ran = row(compile_mode="default", compile_s=12.0, compile_cache_warm=False, compiled_steps_timed=17, steps_timed=17)
+    assert check.verdict(compiled, ran, None) == (
+        "works",
+        "loss 2.30 -> 1.50, 100 samples/s, compiling 12 s (cold), compiled code in 17 of 17 timed steps",
+    )
+    eager = dict(ran, compiled_steps_timed=0)
+    assert check.verdict(compiled, eager, None) == ("fails", "compiled code did not run in the timed window (0 steps)")
+    plain = check.Probe("baseline", ["train.py"])
+    assert check.verdict(plain, row(), None)[0] == "works"  # a path that does not compile is not asked
+
+
+def test_the_check_runs_a_gpus_own_paths_first_and_paths_picks_by_name():
+    every = check.paths(1)
+    ordered = check.in_order(every, 1)
+    first = [p.name for p in ordered[:10]]
+    assert all(any(word in name for word in check.FIRST_ON_GPU) for name in first), first
+    assert ordered[-1].name.startswith("loader.py") and check.in_order(every, 0) == every
+    assert [p.name for p in check.chosen(every, ["dali"])] == [p.name for p in every if "DALI" in p.name] != []
+    with pytest.raises(BenchError, match="--paths nope: no path's name holds these words"):
+        check.chosen(every, ["nope"])
+
+
 def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(check.data, "ensure", lambda *args, **kwargs: str(tmp_path / "data"))
     info = dict(gpu_count=0, cpu_model="X", cpu_cores=2, cpu_isa="avx2", cpu_bf16_native=False, machine_class="cpu-x")
@@ -137,7 +163,8 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
         processes = int(run.cmd[run.cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in run.cmd else 1
         return dict(row(), status="failed" if failed else "ok", error="boom" if failed else None, wall_s=1.0,
                     loader="dali", world_size=processes, amp_dtype="bf16", host_syncs_per_step=0,
-                    memory_format="channels_last", compile_mode="default", fused_step=True, optimizer="adamw",
+                    memory_format="channels_last", compile_mode="default", compiled_steps_timed=17, steps_timed=17,
+                    fused_step=True, optimizer="adamw",
                     dataset="synthetic" if "synthetic:32:10" in run.cmd else "generated", profile_steps=3,
                     device="cpu")  # fmt: skip
 

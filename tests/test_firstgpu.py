@@ -3,10 +3,13 @@
 longer fits, the one packed file), and its environment step as a CPU answers it."""
 
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -18,14 +21,24 @@ def test_the_dry_run_names_each_parts_steps_in_order():
     result = run("-m", "bench.firstgpu", "--dry-run")
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    for part in 1, 2:
-        assert f"part {part} (at most {firstgpu.PART_S} s; python3 -m bench.firstgpu --part {part} --out $OUT):" in text
+    for part in firstgpu.PARTS:
+        seconds = firstgpu.PART_SECONDS[part]
+        assert f"part {part} (at most {seconds} s; python3 -m bench.firstgpu --part {part} --out $OUT):" in text
     names = [s.name for s in firstgpu.STEPS]
     assert [text.index(f"  {name} (at most ") for name in names] == sorted(
         text.index(f"  {n} (at most ") for n in names
     )
-    assert names[:3] == ["environment", "check", "bench-small"] and "max-batch" in names and "cold-compile" in names
-    assert firstgpu.PART_S + 30 <= 600  # a device command runs 10 minutes at most: the start and the packing beside
+    assert names[:3] == ["environment", "imagenet-data", "check-rest"] and "instrument" in names
+    assert "fsdp-200" in names and "check-dali" in names
+
+
+def test_the_parts_fit_the_commands_and_the_session():
+    """Each part ends before a device command's 600 s with its start and transfers beside it, and the four together
+    leave a session's 1,800 s room for the machine's start and the carries (61 s on the first run)."""
+    assert firstgpu.PARTS == [1, 2, 3, 4] and set(firstgpu.PART_SECONDS) == set(firstgpu.PARTS)
+    assert all(seconds + 30 <= 600 for seconds in firstgpu.PART_SECONDS.values())
+    assert sum(firstgpu.PART_SECONDS.values()) + 120 <= 1800
+    assert all(s.least_s <= firstgpu.PART_SECONDS[s.part] for s in firstgpu.STEPS)
 
 
 @pytest.mark.slow
@@ -35,7 +48,12 @@ def test_every_bench_command_is_one_the_bench_takes(step, tmp_path):
     the GPU."""
     flags = [firstgpu.fill(part, tmp_path, 3.0) for part in step.cmd[2:]]
     args = cli.parse_args(flags)
-    assert args.out == tmp_path / flags[flags.index("--out") + 1].rsplit("/", 1)[-1]
+    if args.mode == "resume":  # resumes the bench an earlier step began: the same folder
+        began = next(s for s in firstgpu.STEPS if s.part < step.part and "/tmp/firstgpu/rounds" in s.cmd)
+        assert flags[flags.index("--out") + 1] == began.cmd[began.cmd.index("--out") + 1]
+        return
+    out = flags[flags.index("--out") + 1]
+    assert args.out == Path(out) and (out.startswith(str(tmp_path)) or out.startswith("/tmp/firstgpu/"))
     if args.mode != "check":  # --check has no plan to print
         result = run("-m", "bench", *flags, "--dry-run", "--gpus", 1)
         assert result.returncode == 0, result.stderr
@@ -47,8 +65,11 @@ def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
     """Made-up steps: one that writes (a compile cache too, left out of the pack), one that hangs (stopped at its
     limit), one that would need more than is left (skipped): every step has its row, and one file comes back."""
     monkeypatch.setattr(firstgpu, "WORK", tmp_path / "work")
-    monkeypatch.setattr(firstgpu, "PART_S", 8)
+    monkeypatch.setattr(firstgpu, "PART_SECONDS", {1: 12})  # the steps end by 12 - 2 - 2 = 8 s after the start
     monkeypatch.setattr(firstgpu, "GRACE_S", 2)
+    monkeypatch.setattr(firstgpu, "PACK_S", 2)
+    monkeypatch.setattr(firstgpu, "DALI_PARTS", tmp_path / "none")
+    monkeypatch.setattr(firstgpu, "DALI_TMP", tmp_path / "dali")
     writes = "import pathlib, sys; w = pathlib.Path(sys.argv[1]); (w / 'compile-cache').mkdir();"
     writes += " (w / 'compile-cache' / 'k').write_text('x'); (w / 'made.txt').write_text('hello'); print('wrote it');"
     writes += " (w / 'run-1.pt.trace.json.gz').write_bytes(b'trace')"  # --profile's: not packed either
@@ -57,7 +78,9 @@ def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
         firstgpu.Step("hangs", 1, 3, ["-c", "import time; print('waiting', flush=True); time.sleep(60)"], least_s=0),
         firstgpu.Step("too-long", 1, 30, ["-c", "print('never')"], least_s=60),
     ]
+    started = time.monotonic()
     rows = firstgpu.run_part(1, tmp_path / "out", "/nonexistent", steps)
+    assert time.monotonic() - started < 12  # the part's seconds, the packing included
     assert [r["code"] for r in rows] == [0, "stopped at its limit of 3 s", "skipped"]
     assert rows[0]["last"] == "wrote it" and rows[1]["last"] == "waiting" and rows[2]["last"].startswith("skipped:")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part-1.md", "part-1.tar.gz"]
@@ -119,3 +142,46 @@ def test_carried_wheels_are_installed_where_every_step_finds_them(tmp_path):
     (tmp_path / "bad" / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
     said, ok = firstgpu.install_wheels(tmp_path / "site", tmp_path / "bad")
     assert not ok and said.startswith("installing the carried wheels failed: ")
+
+
+def test_a_background_step_runs_on_and_a_wait_step_waits_for_it(monkeypatch, tmp_path):
+    """The data is made in the background of part 1 while the check runs; part 2 waits for its last file."""
+    monkeypatch.setattr(firstgpu, "WORK", tmp_path / "work")
+    monkeypatch.setattr(firstgpu, "DALI_PARTS", tmp_path / "none")
+    monkeypatch.setattr(firstgpu, "DALI_TMP", tmp_path / "dali")
+    done = tmp_path / "done.json"
+    slow = f"import time, pathlib; time.sleep(2); pathlib.Path({str(done)!r}).write_text('made')"
+    steps = [firstgpu.Step("makes", 1, 60, ["-c", slow], background=True, least_s=0),
+             firstgpu.Step("waits", 1, 30, ["-m", "bench.firstgpu", "--wait", str(done)], least_s=0)]  # fmt: skip
+    rows = firstgpu.run_part(1, tmp_path / "out", "/nonexistent", steps)
+    assert rows[0]["code"].startswith("started in the background (pid ") and rows[0]["seconds"] == 0
+    assert rows[1]["code"] == 0 and done.exists() and rows[1]["last"].startswith(f"{done} is there after")
+
+
+def test_dali_travels_in_parts_that_fit_a_call_and_is_unpacked_when_all_are_there(tmp_path):
+    """--pack-dali on made-up wheels, cut into parts of 300 bytes: each call leaves its part in /tmp/dali, and the
+    one that brings the last unpacks them; nvidia/__init__.py then joins the machine's own nvidia.* packages."""
+    wheels = tmp_path / "wheels"
+    a_wheel(wheels, "dali_probe")
+    with zipfile.ZipFile(wheels / "nvidia_part-1.0-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("nvidia/__init__.py", "")  # as nvimgcodec's wheel has it: it would hide the others
+        wheel.writestr("nvidia/dali/__init__.py", "__version__ = 'probe'\n" + "# padding\n" * 40)
+    parts = tmp_path / "parts"
+    count = firstgpu.pack_dali(wheels, parts, part_bytes=300)
+    assert count >= 2 and sorted(p.name for p in parts.iterdir()) == [str(i) for i in range(1, count + 1)]
+    assert all(p.stat().st_size <= 300 for p in parts.glob("*/dali.tar.xz.*"))
+    site, gathered = tmp_path / "site", tmp_path / "dali"
+    for i in range(1, count + 1):  # one part a call: the folder the call carried is .dali/i alone
+        carried = tmp_path / f"call-{i}"
+        (carried / str(i)).mkdir(parents=True)
+        shutil.copytree(parts / str(i), carried / str(i), dirs_exist_ok=True)
+        said = firstgpu.unpack_dali(site, carried, gathered)
+        if i < count:
+            assert said == f"DALI: {i} of its {count} parts are here; the rest come with the next parts' calls"
+    assert said == f"DALI unpacked into {site} from its {count} parts"
+    assert (site / "dali_probe.py").read_text() == "ANSWER = 42\n"
+    assert (site / "nvidia" / "__init__.py").read_text() == firstgpu.NAMESPACE
+    probe = subprocess.run([sys.executable, "-c", "import nvidia.dali as d; print(d.__version__)"],
+                           env=firstgpu.environment_of(str(site)), capture_output=True, text=True)  # fmt: skip
+    assert probe.stdout.strip() == "probe", probe.stderr
+    assert firstgpu.unpack_dali(site, tmp_path / "none", gathered) == f"DALI is in {site}"
