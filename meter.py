@@ -47,13 +47,15 @@ PROFILE_CAP_MIB = 256  # a trace larger than this (as written, compressed or not
 # Peak dense TFLOP/s of the GPUs whose datasheets say them, by torch's name of the GPU and the precision the math ran
 # in (NVIDIA's Tensor Core figures are given "with sparsity": halved here, as the datasheets' footnotes say). MFU is
 # left empty for every other GPU and for CPUs: never guessed.
+# The patterns match the whole name; a MIG slice ("... MIG 1g.10gb") has a fraction of the peak and gets none.
 PEAK_TFLOPS = {
     # H100 SXM5 (torch: "NVIDIA H100 80GB HBM3"): nvidia.com/en-us/data-center/h100 datasheet
-    r"H100 (80GB HBM3|SXM)": dict(fp32=66.9, tf32=494.7, bf16=989.4, fp16=989.4),
-    r"H100 PCIe": dict(fp32=51.2, tf32=378.0, bf16=756.0, fp16=756.0),  # the same datasheet, PCIe column
-    r"H200$": dict(fp32=66.9, tf32=494.7, bf16=989.4, fp16=989.4),  # H200 SXM: nvidia.com/en-us/data-center/h200
-    r"A100": dict(fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0),  # SXM and PCIe alike: A100 datasheet
-    r"\bL4$": dict(fp32=30.3, tf32=60.0, bf16=121.0, fp16=121.0),  # L4 datasheet
+    r"NVIDIA H100 (80GB HBM3|SXM5?( 80GB)?)": dict(fp32=66.9, tf32=494.7, bf16=989.4, fp16=989.4),
+    r"NVIDIA H100 PCIe": dict(fp32=51.2, tf32=378.0, bf16=756.0, fp16=756.0),  # the same datasheet, PCIe column
+    r"NVIDIA H200": dict(fp32=66.9, tf32=494.7, bf16=989.4, fp16=989.4),  # H200 SXM: nvidia.com/en-us/data-center/h200
+    # SXM and PCIe alike (A100 datasheet): torch's names of the 40 and 80 GB boards
+    r"NVIDIA A100([- ](SXM4|PCIE)[- ](40|80)GB| 80GB PCIe)": dict(fp32=19.5, tf32=156.0, bf16=312.0, fp16=312.0),
+    r"NVIDIA L4": dict(fp32=30.3, tf32=60.0, bf16=121.0, fp16=121.0),  # L4 datasheet
 }
 
 
@@ -130,7 +132,7 @@ class Meter:
         )
         self.first_step_s = self.first_started = self.timed = None  # the first step alone: a compiled model compiles
         self.flop_counter = self.flops = self.stance = None  # (convolutions', the rest's) FLOPs in one step
-        self.compiled_steps = 0  # timed steps that ran compiled code
+        self.compiled_steps, self.peaks = 0, {}  # timed steps that ran compiled code; GPU memory peaks, by device
         self.graphs = dict(started=compile_counts() if self.compiling() else None)  # torch.compile's, at the start
         self.eval_s, self.epochs, self.reached, self.new_epoch = 0.0, 0, False, True
         self.progress = tqdm(total=total_steps, disable=not self.is_main or self.args.no_progress, desc="train")
@@ -171,7 +173,7 @@ class Meter:
             # a compiled model runs that step eagerly (the same operations): under the counter's dispatch mode
             # torch < 2.12 skips the compiled frame for good, and the rest of the run would be eager
             self.stance = torch.compiler.set_stance("force_eager") if self.compiling() else None
-            self.flop_counter = FlopCounterMode(display=False)
+            self.flop_counter = flop_counter()
             self.flop_counter.__enter__()
         if self.steps == 0 and self.warmup > 0:  # timed apart from its batch ready to its end, outside the window
             self.first_started = self.window.sync()
@@ -207,6 +209,8 @@ class Meter:
         if self.steps == self.total_steps:
             self.timed = self.timed or self.close_window()
             self.progress.close()  # training is done: the bar says so, not evaluation's time as its own
+        if self.window.open_now():  # the memory peaks are the window's: an evaluation's are left out
+            self.keep_peaks()
         self.window.pause()
         self.evaluating = time.perf_counter()
 
@@ -214,7 +218,15 @@ class Meter:
         """The timed window closes: (its seconds, each step's milliseconds, seconds starved); torch.compile's
         graphs counted as it closes."""
         self.graphs["closed"] = compile_counts() if self.compiling() else None
+        self.keep_peaks()
         return self.window.close()
+
+    def keep_peaks(self):
+        """The GPU memory peaks since the window opened or resumed, kept (the highest of its stretches)."""
+        for device in self.devices():
+            now = peak_memory_mib(device)
+            kept = self.peaks.get(device, now)
+            self.peaks[device] = tuple(max(a, b) for a, b in zip(kept, now))
 
     def evaluated(self, val_acc, val_samples):
         """An epoch's end: the accuracy and the epoch's losses read (outside the window), the curves' points, the
@@ -232,6 +244,9 @@ class Meter:
         train_s = now - self.started - self.setup_s - self.eval_s
         self.curves.add(seen.tolist(), self.epochs, self.steps, val_acc, train_s, now - self.started, last)
         self.window.resume()
+        if self.window.open_now():  # training goes on: the peaks count again from here
+            for device in self.devices():
+                torch.cuda.reset_peak_memory_stats(device)
         self.waiting, self.new_epoch = time.perf_counter(), True
         if self.is_main:
             self.progress.write(
@@ -271,7 +286,7 @@ class Meter:
         self.progress.close()
         seconds, step_ms, starved_s = self.timed
         args, info, device, world_size, batch_size = self.args, self.info, self.device, self.world_size, self.batch_size
-        memory = [peak_memory_mib(d) for d in self.devices()] or [(None, None)]
+        memory = [self.peaks.get(d) or peak_memory_mib(d) for d in self.devices()] or [(None, None)]
         flops = [self.flops]
         if torch.distributed.is_available() and torch.distributed.is_initialized():  # every process's, on all
             gathered = [None] * world_size
@@ -489,15 +504,38 @@ def settings(metrics, info):
 def precisions(device):
     """(matmuls, convolutions): the precision fp32 matrix multiplies and convolutions run at inside, as this run set
     it: fp32, tf32 (NVIDIA Tensor Cores; cuDNN's convolutions by default) or bf16 (oneDNN, on a CPU)."""
+    backends = torch.backends  # each backend's own switch (torch >= 2.9; reading the old ones after it was set fails)
     if device.type == "cuda":
-        backends = torch.backends
-        return tuple("tf32" if on else "fp32" for on in (backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32))
-    mkldnn = torch.backends.mkldnn
-    if hasattr(mkldnn, "matmul"):  # torch >= 2.9 names oneDNN's precision
-        return tuple(
-            p if p in ("bf16", "tf32") else "fp32" for p in (mkldnn.matmul.fp32_precision, mkldnn.conv.fp32_precision)
+        switches = backends.cuda.matmul.fp32_precision, backends.cudnn.conv.fp32_precision
+    else:
+        switches = backends.mkldnn.matmul.fp32_precision, backends.mkldnn.conv.fp32_precision
+    return tuple(p if p in ("bf16", "tf32") else "fp32" for p in switches)
+
+
+def cpu_attention_flops():
+    """FLOP formulas for the CPU's fused attention (scaled_dot_product_attention on a CPU), which torch's counter
+    lacks: those of the GPU's attention kernels, whose arguments begin alike (the query, key and value; the backward's
+    after the gradient). Without them a ViT's attention goes uncounted on a CPU."""
+    from torch.utils import flop_counter
+
+    aten, formulas = torch.ops.aten, {}
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu] = lambda q, k, v, *args, out_shape=None, **kwargs: (
+            flop_counter.sdpa_flop_count(q, k, v)
         )
-    return ("bf16" if torch.get_float32_matmul_precision() == "medium" else "fp32"), "fp32"
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward"):
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = (
+            lambda grad, q, k, v, *args, out_shape=None, **kwargs: flop_counter.sdpa_backward_flop_count(grad, q, k, v)
+        )
+    return formulas
+
+
+MORE_FLOP_FORMULAS = cpu_attention_flops()
+
+
+def flop_counter():
+    """The mode that counts a step's FLOPs: torch's, with the formulas it lacks."""
+    return FlopCounterMode(display=False, custom_mapping=MORE_FLOP_FORMULAS)
 
 
 def split_flops(counter):
@@ -508,9 +546,10 @@ def split_flops(counter):
 
 
 def peak_tflops(device_name, precision):
-    """The GPU's datasheet peak for this precision (TFLOP/s, dense), or None where it is not in PEAK_TFLOPS."""
+    """The GPU's datasheet peak for this precision (TFLOP/s, dense), or None where its whole name is not in
+    PEAK_TFLOPS (a MIG slice, an RTX A1000 beside the A100s: none)."""
     for pattern, peaks in PEAK_TFLOPS.items():
-        if re.search(pattern, device_name or ""):
+        if re.fullmatch(pattern, device_name or "", flags=re.IGNORECASE):
             return peaks.get(precision)
     return None
 
@@ -530,8 +569,8 @@ def flop_rates(metrics, flops, steps_per_s):
     peaks = [peak_tflops(metrics["device_name"], amp or metrics[f"{kind}_precision"]) for kind in ("conv", "matmul")]
     if None in peaks:
         return rates
-    ideal_s = conv / peaks[0] + rest / peaks[1]  # seconds per 1e12 steps at the peaks
-    peak = (conv + rest) / ideal_s
+    ideal_s = conv / peaks[0] + rest / peaks[1]  # seconds per 1e12 steps at one GPU's peaks
+    peak = len(flops) * (conv + rest) / ideal_s  # every process its own GPU: the run's peak is theirs together
     return {**rates, "peak_tflop_per_s": peak, "mfu_pct": 100 * rates["achieved_tflop_per_s"] / peak}
 
 
@@ -539,7 +578,8 @@ def flop_words(metrics):
     """The FLOPs line: per step, the achieved rate, and the MFU where the GPU's peak is known."""
     said = f"{metrics['flop_per_step'] / 1e9:.1f} GFLOP per step, {metrics['achieved_tflop_per_s']:.3g} TFLOP/s"
     if metrics["mfu_pct"] is not None:
-        return f"{said}: MFU {metrics['mfu_pct']:.1f}% of this GPU's {metrics['peak_tflop_per_s']:.0f} TFLOP/s peak"
+        gpus = "this GPU's" if metrics["world_size"] == 1 else f"its {metrics['world_size']} GPUs'"
+        return f"{said}: MFU {metrics['mfu_pct']:.1f}% of {gpus} {metrics['peak_tflop_per_s']:.0f} TFLOP/s peak"
     return said + (" (MFU: no datasheet peak for this GPU)" if metrics["device"] == "cuda" else "")
 
 

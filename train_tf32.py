@@ -112,14 +112,15 @@ def main():
     meter = Meter(args, device, rank, world_size)  # the run's clock starts; only rank 0 reports
     torch.manual_seed(args.seed + rank)
     torch.backends.cudnn.benchmark = True
-    # new # fp32 matmuls and convolutions at reduced internal precision, where the device has one (checks.py):
-    # "high" lets matmuls use TF32; "medium" lets them use bf16 (oneDNN); convolutions are set apart
+    # new # fp32 matmuls and convolutions at reduced internal precision, where the device has one (checks.py),
+    # each backend's own switch: cuBLAS and cuDNN on an NVIDIA GPU, oneDNN (mkldnn) on a CPU
     reduced = checks.reduced_precision(device, rank == 0)  # "tf32", "bf16" or None (said: fp32 as train.py)
-    if reduced:
-        torch.set_float32_matmul_precision("high" if reduced == "tf32" else "medium")
-        torch.backends.cudnn.allow_tf32 = True  # GPU convolutions (cuDNN's default already)
-        if hasattr(torch.backends.mkldnn, "conv"):  # CPU convolutions (torch >= 2.9)
-            torch.backends.mkldnn.conv.fp32_precision = reduced
+    if reduced == "tf32":
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        torch.backends.cudnn.conv.fp32_precision = "tf32"  # cuDNN's default already
+    if reduced == "bf16":
+        torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+        torch.backends.mkldnn.conv.fp32_precision = "bf16"
 
     # the data: loader.py finds the images and batches them (loader_dali.py with --loader dali: the same functions)
     loader = importlib.import_module("loader_dali" if args.loader == "dali" else "loader")

@@ -167,7 +167,7 @@ def parse_args(argv=None):
         help="rounds (fresh processes per variant), or auto: 2, then more for the rows whose 95%% interval is wider"
         " than +-5%%, while the budget allows (10 at most)",
     )
-    p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (default 25)")
+    p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (default: CPU 25, GPU 35)")
     p.add_argument("--chunk", type=float, help="minutes for this part: stop after the last whole round that fits")
     p.add_argument("--workers", type=int, default=None, help="loader processes per training process")
     p.add_argument("--nproc", type=int, default=None, help="DDP processes (default: the GPUs, or 2 on a CPU)")

@@ -76,6 +76,11 @@ def check_metrics(metrics, kind):
     return None
 
 
+def gpus_of(run):
+    """How many of the visible GPUs a run uses: DataParallel every one (None), else one per process."""
+    return None if any(part.endswith("train_dp.py") for part in run.cmd) else run.processes
+
+
 def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None, profile=False):
     """Run `run` to the end or its time limit and return its row for runs.csv; None if `stop` was set.
     tensorboard: a training run writes its curves to log_dir/tensorboard/<run> too. memory_limit_mib: the address
@@ -104,7 +109,7 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
             env={**os.environ, **run.env},
         )  # fmt: skip
         process = psutil.Process(popen.pid)
-        sampler = Sampler(popen.pid, gpu="cuda" in run.cmd)
+        sampler = Sampler(popen.pid, gpu="cuda" in run.cmd, gpus=gpus_of(run))
         sampler.start()
         error = None
         while popen.poll() is None:

@@ -131,38 +131,35 @@ STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its m
 TIMEOUT = dict(gpu=900, cpu=600)  # seconds a run may take (a cold compile on 2 cores: minutes)
 WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
 WINDOW_MIN_S = 3.0  # the shortest window a budget may ask for
-BUDGET_MIN = dict(gpu=25, cpu=25)  # the default --budget, minutes: the GPU plan (both workloads) fits a lent GPU
+# the default --budget, minutes: on a GPU two rounds of both workloads by the first GPU run's costs (about 31
+# min, each workload's round under 9: a lent GPU runs it in parts, --chunk 9 and --resume)
+BUDGET_MIN = dict(gpu=35, cpu=25)
 
 # What the estimate assumes before a bench has measured anything (after its first round, its own measured run times
 # take over). A training run's seconds outside its timed window (start-up, setup, warm-up, evaluation), the window
 # (a CPU: the baseline's per 20 steps timed), a compile cold (the first repeat) and warm, a loader run in all, a
 # calibration: on a CPU as measured by the default plan on a 2-core AMD EPYC (AVX2 only, 2026-11-23: 26 runs, 21 min);
-# on a GPU assumed, until a GPU bench measures them.
+# on a GPU as the first GPU run measured on an H100 (2026-11-25, baseline/h100-first-run-*: a row outside its window
+# 13 to 34 s, resnet50's cuDNN autotuning and 15 loader workers the most; a cold compile 40 to 66 s more than the
+# baseline's row), its warm compile and calibration still assumed.
 COST_S = dict(
     cpu=dict(fixed=10.0, window=6.0, cold=110.0, warm=10.0, loader=9.0, calibrate=0.0),
-    gpu=dict(fixed=12.0, window=WINDOW_S, cold=90.0, warm=15.0, loader=15.0, calibrate=25.0),
+    gpu=dict(fixed=25.0, window=WINDOW_S, cold=60.0, warm=15.0, loader=15.0, calibrate=25.0),
 )
 # a row's window against the fastest row's (a GPU: the mixed-precision ceiling's, which calibrates the steps; a CPU:
-# the baseline's, at its fixed steps). GPU, assumed: full precision 2x mixed (TF32 against bf16), checkpointing's
-# recompute 1.3x more. CPU, as measured there: checkpoint 1.3x, the synthetic ceiling 0.75x, and bf16 where the
-# CPU does not compute it natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x); the small ViT on a 2-core Xeon
-# with AVX-512-BF16: bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window
-SLOWER = dict(
-    gpu=dict(
-        synthetic=2,
-        baseline=2,
-        channels_last=2,
-        compile=1.6,
-        dali=2,
-        checkpoint=2.6,
-        dp=2,
-        ddp=2,
-        fsdp=2,
-        fused=2,
-        tf32=1.3,
-    ),
-    cpu=dict(checkpoint=1.3, synthetic=0.75, dali=0.75, tf32=1.6, fsdp=1.2),
-)
+# the baseline's, at its fixed steps). GPU, by the step times of the first GPU run (H100, one round each): resnet50
+# in fp32 (TF32 convolutions) 1.2x its bf16, channels_last 0.91x, compile 0.75x; vit_b_16 in fp32 (its matmuls without
+# Tensor Cores) 5.3x its bf16, TF32 2.1x, checkpoint 6.5x; the rows it did not reach as their nearest measured one.
+# CPU, as measured there: checkpoint 1.3x, the synthetic ceiling 0.75x, and bf16 where the CPU does not compute it
+# natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x); the small ViT on a 2-core Xeon with AVX-512-BF16:
+# bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window
+SLOWER = {
+    "gpu": dict(synthetic=1.2, baseline=1.2, channels_last=0.9, compile=0.75, all=0.75, dali=1.2, checkpoint=1.6,
+                dp=1.2, ddp=1.2, fsdp=1.2, fused=1.2, tf32=1.2),  # a CNN (resnet50)
+    "gpu-vit": dict(synthetic=5.3, baseline=5.3, tf32=2.1, fused=5.3, compile=4.9, all=0.95, checkpoint=6.5,
+                    ddp=5.3, fsdp=5.3, channels_last=5.3, dali=5.3, dp=5.3),  # a transformer (vit_b_16)
+    "cpu": dict(checkpoint=1.3, synthetic=0.75, dali=0.75, tf32=1.6, fsdp=1.2),
+}  # fmt: skip
 EMULATED_BF16 = 6.0
 
 
@@ -202,7 +199,7 @@ def estimate_s(run, window_s, gpu, bf16_native=True):
     cost = COST_S["gpu" if gpu else "cpu"]
     if run.kind == "loader":
         return cost["loader"]
-    slower = SLOWER["gpu" if gpu else "cpu"].get(family(run.variant), 1)
+    slower = SLOWER[("gpu-vit" if run.workload == "vit" else "gpu") if gpu else "cpu"].get(family(run.variant), 1)
     if not gpu and not bf16_native and uses_amp(run.variant):
         slower *= EMULATED_BF16
     compiling = (cost["cold"] if run.repeat == 1 else cost["warm"]) if compiled(run.variant) else 0
@@ -230,9 +227,10 @@ def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native):
     WINDOW_MIN_S..WINDOW_S."""
     if budget_s is None or not gpu:
         return WINDOW_S
-    probe = [Run("", v, "train", 2, 1) for v in variants] + [Run("", v, "loader", 2, 1) for v in loaders]
-    fixed = sum(estimate_s(r, 0, gpu, bf16_native) for r in probe) * len(names)
-    weight = sum(estimate_s(r, 1, gpu, bf16_native) - estimate_s(r, 0, gpu, bf16_native) for r in probe) * len(names)
+    probe = [Run("", v, "train", 2, 1, workload=name) for v in variants for name in names]
+    probe += [Run("", v, "loader", 2, 1, workload=name) for v in loaders for name in names]
+    fixed = sum(estimate_s(r, 0, gpu, bf16_native) for r in probe)
+    weight = sum(estimate_s(r, 1, gpu, bf16_native) - estimate_s(r, 0, gpu, bf16_native) for r in probe)
     cold = sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if compiled(v)) * len(names)
     wanted = min(repeats, 2)
     spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * len(names) - cold - wanted * fixed  # 3% to spare
@@ -270,7 +268,7 @@ def workloads(args, gpu_count):
         return ["custom"]
     if args.workload == "all":
         return [*data.WORKLOADS, "vit"]
-    if args.workload is None and gpu_count:  # a GPU's default: a CNN on photos and a transformer, in 25 minutes
+    if args.workload is None and gpu_count:  # a GPU's default: a CNN on photos and a transformer
         return ["imagenet", "vit"]
     return [args.workload or "small"]
 
@@ -534,7 +532,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
 
 def print_estimate(fit, runs):
     """The plan's estimate, before the first run (and with --dry-run)."""
-    where = "GPU: assumed until a GPU bench has measured them" if fit["gpu"] else "CPU: as measured on a 2-core CPU"
+    where = "GPU: as one round on an H100 measured them" if fit["gpu"] else "CPU: as measured on a 2-core CPU"
     budget = f"{fit['budget_s'] / 60:.0f} min" if fit["budget_s"] else "none"
     rounds = f"{fit['rounds']} round(s)" + (
         f" of the {fit['rounds_asked']} asked" if fit["rounds"] < fit["rounds_asked"] else ""

@@ -232,14 +232,16 @@ PSS_BUDGET = 0.05  # share of one core the sampler may spend reading PSS
 
 class Sampler(threading.Thread):
     """Polls the tree under `pid` every `interval` seconds until stop(); keeps the peaks.
-    gpu: the run uses CUDA, so NVML not answering makes its GPU fields unavailable (else there is no GPU)."""
+    gpu: the run uses CUDA, so NVML not answering makes its GPU fields unavailable (else there is no GPU).
+    gpus: how many of the visible GPUs the run uses, the first ones (one process: cuda:0); None: every one. Its
+    memory, load and energy are read on those alone: an idle GPU beside it adds its 60-100 W to nothing."""
 
-    def __init__(self, pid, interval=0.2, gpu=False):
+    def __init__(self, pid, interval=0.2, gpu=False, gpus=None):
         super().__init__(daemon=True)
         self.root, self.interval = psutil.Process(pid), interval
         self.devices, self.nvml_error, self.tree_error, self.rise_error = [], None, None, None
         try:
-            self.devices = visible_handles()
+            self.devices = visible_handles()[:gpus]
             self.device_used_at_start = self.device_used()
         except Unavailable as e:
             self.devices, self.nvml_error = [], str(e) if gpu else None

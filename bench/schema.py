@@ -87,10 +87,10 @@ host_syncs_per_step     -     train   first   -          times a training step w
                                                            back: 0, or 1 with fp16's GradScaler (step() reads found_inf)
 val_acc                 share train   median  -          validation accuracy after the last step
 val_samples             -     train   first   -          validation images counted, each once over all processes
-peak_mem_allocated_mib  MiB   train   median  ratio      torch.cuda.max_memory_allocated after the warm-up, max over
-                                                           processes (null on a CPU)
-peak_mem_reserved_mib   MiB   train   median  ratio      torch.cuda.max_memory_reserved after the warm-up, max over
-                                                           processes (null on a CPU)
+peak_mem_allocated_mib  MiB   train   median  ratio      torch.cuda.max_memory_allocated in the timed window (its
+                                                           evaluations left out), max over processes (null on a CPU)
+peak_mem_reserved_mib   MiB   train   median  ratio      torch.cuda.max_memory_reserved in the timed window (its
+                                                           evaluations left out), max over processes (null on a CPU)
 peak_mem_allocated_sum_mib  MiB  train  median  -        the allocated peaks summed over processes
 amp_dtype               -     train   first   -          the autocast dtype (bf16, fp16); null in full precision
 bf16_native             -     train   first   only=train_amp.py+train_all.py  the device computes bf16 natively (a GPU
@@ -105,10 +105,14 @@ matmul_precision        -     train   first   -          what fp32 matrix multip
 conv_precision          -     train   first   -          ... and fp32 convolutions: cuDNN runs them in tf32 by default
 flop_per_step           FLOP  train   first   -          floating-point operations of one training step over every
                                                            process, counted in the last warm-up step (FlopCounterMode;
-                                                           checkpointing's recompute included); null without a warm-up
+                                                           checkpointing's recompute included; a CPU's fused attention
+                                                           by the GPU kernels' formulas; a compiled model's in eager
+                                                           code, after the step that compiles); null without a warm-up,
+                                                           or a compiled model's with one warm-up step only
 achieved_tflop_per_s    TFLOP/s  train  median  -        flop_per_step x timed steps / the window's time
-peak_tflop_per_s        TFLOP/s  train  first   -        the GPU's datasheet peak (dense) for the run's precisions,
-                                                           each operation at its own (meter.PEAK_TFLOPS); else null
+peak_tflop_per_s        TFLOP/s  train  first   -        the datasheet peak (dense) of every GPU the run used, for its
+                                                           precisions, each operation at its own (meter.PEAK_TFLOPS);
+                                                           null for a GPU not in that table (a MIG slice too)
 mfu_pct                 %     train   median  -          achieved_tflop_per_s / peak_tflop_per_s (model FLOPs
                                                            utilization); null where the peak is not known: never guessed
 fsdp_units              -     train   first   only=train_fsdp.py  modules fully_shard'ed: the blocks and the root (0:

@@ -159,9 +159,7 @@ def verdict(row, base):
     if base is None or name == base.variant:
         reached = ceiling_words(row)
         parts = [f"compute {compute_ms(row):.1f} ms a step"] if pd.notna(compute_ms(row)) else []
-        parts += (
-            [f"waiting for data {row.data_wait_frac:.0%} of the time"] if pd.notna(row.get("data_wait_frac")) else []
-        )
+        parts += [f"waiting for data {waited(row):.0%} of the time"] if pd.notna(waited(row)) else []
         if pd.notna(num(row, "energy_per_1k_samples_j")):
             parts += [f"{num(row, 'energy_per_1k_samples_j'):,.1f} J per 1,000 samples ({row.energy_source})"]
         said = f": {', '.join(parts)}" if parts else ""
@@ -196,8 +194,9 @@ def mfu_words(row):
     mfu = num(row, "mfu_pct")
     if pd.isna(mfu):
         return ""
-    peak = num(row, "peak_tflop_per_s")
-    return f" It reaches {mfu:.0f}% of this GPU's datasheet peak for its precision ({peak:.0f} TFLOP/s: MFU)."
+    peak, gpus = num(row, "peak_tflop_per_s"), num(row, "world_size")
+    whose = "this GPU's" if not gpus > 1 else f"its {gpus:.0f} GPUs'"
+    return f" It reaches {mfu:.0f}% of {whose} datasheet peak for its precision ({peak:.0f} TFLOP/s: MFU)."
 
 
 def peer_words(row):
@@ -312,16 +311,24 @@ def step_ms(row):
     return 1e3 * num(row, "global_batch_size") / rate if rate > 0 else float("nan")
 
 
+def waited(row):
+    """The share of the window the compute waited for data: on a GPU the device's own (starved: its stream idle until
+    the batch was there), not the host's, which also waits where the host runs ahead (DALI's iterator blocks until
+    its batch is ready); on a CPU the two are one."""
+    starved = num(row, "starved_frac")
+    return starved if row.get("device") == "cuda" and pd.notna(starved) else num(row, "data_wait_frac")
+
+
 def compute_ms(row):
     """Compute per step: the step at the measured rate less its share waiting for data."""
-    wait = num(row, "data_wait_frac")
+    wait = waited(row)
     return step_ms(row) * (1 - (0 if pd.isna(wait) else wait))
 
 
 def reasons(row, base):
     """Why, from the fields: the data wait and the compute per step, then what else the row shows."""
     said = []
-    wait, base_wait = num(row, "data_wait_frac"), num(base, "data_wait_frac")
+    wait, base_wait = waited(row), waited(base)
     fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
     if fresh_loader and pd.notna(base_wait) and base_wait < WAIT_LITTLE and not clearly_faster(row):
         said.append(f"the baseline waited for data {base_wait:.0%} of the time, so a faster loader had little to win")

@@ -49,7 +49,7 @@ def test_the_check_on_a_gpu_machine_runs_every_cuda_path():
     result = run("-m", "bench", "--check", "--dry-run", "--gpus", 2)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "check: 27 of 27 paths apply here, about" in out and "assumed" in out
+    assert "check: 27 of 27 paths apply here, about" in out and "(as measured on an H100)" in out
     commands = [line for line in out.splitlines() if line.startswith("/") or line.startswith(sys.executable)]
     assert len(commands) == 27 and all("--device" in c for c in commands if "train_ddp.py" not in c or "gloo" in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c and "--device cuda" in c for c in commands)
@@ -218,20 +218,20 @@ def test_the_window_shrinks_to_fit_two_rounds_but_never_below_its_floor():
     assert plan.fit_window(None, *args) == plan.WINDOW_S
     assert plan.fit_window(10**6, *args) == plan.WINDOW_S
     assert plan.fit_window(60, *args) == plan.WINDOW_MIN_S
-    middle = plan.fit_window(10 * 60, *args)
+    middle = plan.fit_window(11 * 60, *args)
     assert plan.WINDOW_MIN_S < middle < plan.WINDOW_S
     assert plan.fit_window(60, *args[:-2], False, True) == plan.WINDOW_S  # a CPU's steps are fixed
 
 
 @pytest.mark.slow
-def test_the_gpu_plan_fits_25_minutes_in_rounds_of_at_most_9():
-    """The default plan of one GPU, both workloads: within 25 min by its own estimate, each workload's round (a
-    part of --chunk 9 never cuts one) well under 9 min."""
+def test_the_gpu_plan_fits_its_35_minutes_in_rounds_of_at_most_9():
+    """The default plan of one GPU, both workloads: two rounds within its 35 min by its own estimate (the costs the
+    first GPU run measured), each workload's round (a part of --chunk 9 never cuts one) under 9 min."""
     result = run("-m", "bench", "--dry-run", "--gpus", 1)
     assert result.returncode == 0, result.stderr
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("estimate: ")]
     minutes = float(line.split()[1])
-    assert minutes <= 25, line
+    assert minutes <= 35 and "(budget 35 min)" in line, line
     longest = float(line.split("about ")[1].split(" min")[0])
     assert longest <= 9, line
     assert "2 round(s)" in line or "3 round(s)" in line, line

@@ -15,7 +15,8 @@ import types
 import pytest
 import torch
 
-from bench import sample
+from bench import launch, sample
+from bench.plan import Run
 from helpers import PY, ROOT, build_loaders
 
 sys.path.insert(0, str(ROOT))
@@ -256,6 +257,30 @@ def test_the_sampler_counts_the_run_on_its_gpus_and_others_apart(monkeypatch):
     assert row["nvml_peak_mib"] == 3 * 1024 and row["nvml_method"] == "process tree"  # not GPU 0's 5 GiB
     assert row["gpu_other_mib"] == 1024 and row["busy"] and "1 other processes held 1,024 MiB" in row["busy_reason"]
     assert row["gpu_util_pct"] == 80 and row["gpu_sm_clock_mhz"] == 1755 and row["gpu_throttle"] == "power cap"
+
+
+def test_a_run_is_read_on_the_gpus_it_uses_alone(monkeypatch):
+    """Two GPUs visible (the second first): a one-process run uses cuda:0, the first visible, and its memory, load and
+    energy are read there alone; DataParallel reads every one; torchrun's N processes the first N."""
+    job = sleeper()
+    try:
+        fake = FakeNVML([("gpu1", job.pid, 3 * 2**30), ("gpu0", job.pid, 5 * 2**30)])
+        monkeypatch.setattr(sample, "pynvml", fake)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+        one = sample.Sampler(job.pid, gpu=True, gpus=1)
+        every = sample.Sampler(job.pid, gpu=True)
+        assert one.devices == ["gpu1"] and every.devices == ["gpu1", "mig0", "mig1"]  # GPU 0 is in MIG mode
+        one.sample()
+        row = one.stop()
+    finally:
+        job.kill()
+    assert row["nvml_peak_mib"] == 3 * 1024  # not GPU 0's 5 GiB too
+    train = Run("baseline-1", "baseline", "train", 1, 1, [PY, "train.py", "--device", "cuda"])
+    dp = Run("dp-1", "dp", "train", 1, 1, [PY, "train_dp.py", "--device", "cuda"])
+    ddp = Run(
+        "ddp-1", "ddp", "train", 1, 4, [PY, "-m", "torch.distributed.run", "--nproc-per-node", "4", "train_ddp.py"]
+    )
+    assert [launch.gpus_of(r) for r in (train, dp, ddp)] == [1, None, 4]
 
 
 def test_an_nvml_error_leaves_the_gpu_fields_unavailable(monkeypatch):

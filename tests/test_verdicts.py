@@ -86,6 +86,18 @@ def test_a_loader_that_cuts_the_data_wait_says_so():
     assert "and the data wait fell from 50% to 5%" in said["dali"] and "little to win" not in said["dali"]
 
 
+def test_on_a_gpu_the_wait_for_data_is_the_devices_own():
+    """DALI's iterator makes the host wait where the GPU is busy (the first GPU run: the host waited 41% of the window,
+    the GPU starved 2.6%): on a GPU the compute per step and the data wait are read from the device's starved time."""
+    gpu = dict(device="cuda", data_wait_frac=0.003, starved_frac=0.02)
+    base = [(r, gpu) for r in (100.0, 102.0, 98.0)]
+    dali = [(r, dict(gpu, loader="dali", data_wait_frac=0.41, starved_frac=0.026)) for r in (97.0, 99.0, 95.0)]
+    said, summary = verdicts({"baseline": base, "dali": dali})
+    ms = 1e3 * 64 / summary.loc["dali", "rate_median"] * (1 - 0.026)
+    assert f"to {ms:.1f} ms while the data wait stayed at 3%" in said["dali"]
+    assert "waiting for data 2% of the time" in said["baseline"]
+
+
 def test_a_technique_on_a_data_bound_run_is_told_the_pipeline_sets_the_pace():
     bound = [(r, {"data_wait_frac": 0.6, "compute_samples_per_s": 3 * r}) for r in (100.0, 102.0, 98.0)]
     amp = [(r, {"data_wait_frac": 0.75, "compute_samples_per_s": 6 * r}) for r in (101.0, 99.0, 100.0)]

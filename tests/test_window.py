@@ -113,3 +113,46 @@ def test_no_warm_up_times_every_step_and_has_no_first_step_apart(clock, tmp_path
     metrics, _ = play(clock, tmp_path, warmup=0, first=1.0)
     assert metrics["steps_timed"] == 8 and metrics["first_step_s"] is None
     assert metrics["window_s"] == pytest.approx(8 * 1.5)
+
+
+class Memory:
+    """A made-up GPU allocator's peak: what the loop allocates raises it, a reset brings it down to what is held."""
+
+    def __init__(self):
+        self.held, self.peak = 10.0, 10.0
+
+    def use(self, mib):
+        self.peak = max(self.peak, self.held + mib)
+
+    def reset(self, device):
+        self.peak = self.held
+
+
+def test_the_memory_peaks_are_the_windows_and_leave_the_evaluations_out(clock, tmp_path, monkeypatch):
+    """The warm-up (cuDNN's autotuning) and every evaluation (its odd last batch, a new shape) can use more memory
+    than a training step: the record holds the window's peak alone, the highest of its stretches."""
+    memory = Memory()
+    monkeypatch.setattr(meter.Meter, "devices", lambda self: ["gpu0"])
+    monkeypatch.setattr(meter, "peak_memory_mib", lambda device: (memory.peak, memory.peak + 5))
+    monkeypatch.setattr(meter.torch.cuda, "reset_peak_memory_stats", memory.reset)
+    args = types.SimpleNamespace(warmup_steps=2, metrics_out=str(tmp_path / "m.json"), no_progress=True,
+                                 target_accuracy=None, tensorboard=None, memory_snapshot=None, profile=None,
+                                 loader="torchvision", model="m", workers=0, seed=0, eval_samples=None,
+                                 optimizer="sgd")  # fmt: skip
+    info = types.SimpleNamespace(dataset="generated", image_size=16, num_classes=10, loader="torch", train_size=32,
+                                 val_size=40, dali_version=None)  # fmt: skip
+    m = meter.Meter(args, torch.device("cpu"))
+    m.start(info, 8, 3 * 4)
+    used = {0: [900, 100, 100, 100], 1: [100, 250, 100, 100], 2: [100, 100, 180, 100]}  # per epoch, per step (MiB)
+    for epoch in m.until_target(range(3)):
+        for step in range(4):
+            m.batch()
+            memory.use(used[epoch][step])  # the first step's 900: a warm-up step, before the window
+            clock.advance(1.0)
+            m.step(torch.tensor(1.0))
+        m.pause()
+        memory.use(700)  # the evaluation
+        m.evaluated(0.5, 40)
+    m.finish()
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["peak_mem_allocated_mib"] == 10 + 250 and metrics["peak_mem_reserved_mib"] == 10 + 250 + 5
