@@ -98,6 +98,12 @@ class Meter:
             die(f"--memory-snapshot records the CUDA allocator's history: this run is on the {device.type}")
         if args.profile and self.is_main:
             checks.writable(args.profile, "the trace")
+        outputs = [(flag, path) for flag, path in (("--metrics-out", args.metrics_out), ("--profile", args.profile),
+                   ("--memory-snapshot", args.memory_snapshot)) if path]  # fmt: skip
+        for i, (flag, path) in enumerate(outputs):
+            for other, other_path in outputs[:i]:
+                if os.path.realpath(path) == os.path.realpath(other_path):
+                    die(f"{other} and {flag} name the same file, {path}: the one would overwrite the other")
         if args.profile and args.target_accuracy is not None:
             die("--profile records steps after the timed window, --target-accuracy ends training where it is reached:"
                 " give one of them")  # fmt: skip

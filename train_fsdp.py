@@ -241,9 +241,10 @@ def main():
         val_acc, val_samples = evaluate(model, val_loader, device)
         meter.evaluated(val_acc, val_samples)  # the epoch's loss and accuracy, printed and kept as curves
     meter.finish()  # the speed, the memory and the result: printed, and written to --metrics-out
-    # new # leave the process group cleanly
+    # new # leave the process group cleanly (then a moment for its worker threads: checks.py)
     if distributed:
         dist.destroy_process_group()
+        checks.let_the_group_workers_finish()
 
 
 if __name__ == "__main__":

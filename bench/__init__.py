@@ -32,6 +32,7 @@ BenchError, printed once, as one line, by __main__.py.
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 
 # module -> package: what every run needs (`python -m bench` names the missing ones before anything else)
@@ -57,17 +58,29 @@ def write_whole(path, write):
         raise BenchError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+DAMAGED = set()  # the run metrics files said to be damaged (once each, though the curves and profiles both read)
+
+
 def run_metrics(out, bench_id, runs):
     """(row, metrics) of the bench's ok training runs, in the order they ran, whose metrics (logs/BENCH/RUN.json)
-    read as a JSON object."""
+    read as a JSON object. A file that is missing is passed over (a saved baseline keeps no logs); one that is there
+    and does not read is named once, on stderr: its curve and its profile are left out."""
     logs = Path(out) / "logs" / str(bench_id)
     for row in runs[(runs["kind"] == "train") & (runs["status"] == "ok")].itertuples():
+        path = logs / f"{row.run}.json"
         try:
-            metrics = json.loads((logs / f"{row.run}.json").read_text())
-        except (OSError, ValueError):
+            metrics = json.loads(path.read_text())
+        except FileNotFoundError:
             continue
+        except (OSError, ValueError) as e:
+            metrics = e
         if isinstance(metrics, dict):
             yield row, metrics
+        elif path not in DAMAGED:
+            DAMAGED.add(path)
+            why = metrics if isinstance(metrics, Exception) else f"it holds a {type(metrics).__name__}, not an object"
+            print(f"warning: {path} does not read ({why}): run {row.run}'s curve and profile are left out",
+                  file=sys.stderr)  # fmt: skip
 
 
 def kept_for_bench(path, bench_id, key, found):

@@ -398,7 +398,8 @@ def run(args):
         plan.print_estimate(fit, runs)
         return
     plan.print_estimate(fit, runs)
-    bench = speed.Bench(args, info, bench_id, runs, works, dict(auto=fit["auto"], context=fit["context"]))
+    options = dict(auto=fit["auto"], context=fit["context"], profile=args.profile, tensorboard=args.tensorboard)
+    bench = speed.Bench(args, info, bench_id, runs, works, options)  # the options kept for --resume
     execute.start(bench)
     execute.execute(bench, fit["budget_s"], args.chunk, time.monotonic() - started)
 

@@ -411,7 +411,7 @@ def run_part(part, out, dali_site, steps=None):
     return rows
 
 
-def wait_for(path, poll_s=2.0):
+def wait_for(path, poll_s=0.2):
     """--wait FILE: return when FILE exists (a background step's last write); the step's limit ends a wait in vain."""
     started = time.monotonic()
     while not Path(path).exists():

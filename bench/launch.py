@@ -59,10 +59,31 @@ def stop_tree(process, grace=5):
 
 
 def last_error(log_text):
-    """The line that says what went wrong: the script's own `error:` line, else the last line."""
+    """The line that says what went wrong: the script's own `error:` line; else, where torchrun failed the job, the
+    rank that failed first and how (its summary's root cause, and a process's abort message); else the last line
+    that is not a rule of '=' or '-'."""
     lines = [line.strip() for line in log_text.splitlines() if line.strip()]
     errors = [line for line in lines if ": error: " in line]
-    return (errors or lines or ["no output"])[-1][:500]
+    if errors:
+        return errors[-1][:500]
+    words = [line for line in lines if not set(line) <= set("=-")]
+    return (torchrun_root_cause(words) or (words or ["no output"])[-1])[:500]
+
+
+def torchrun_root_cause(lines):
+    """torchrun's summary of a failed job in one line ('rank 1 (local_rank: 1) failed: exitcode -6 (pid: 4242):
+    Signal 6 (SIGABRT) received by PID 4242; terminate called without an active exception'), or None."""
+    if "Root Cause (first observed failure):" not in lines:
+        return None
+    cause = {}
+    for line in lines[lines.index("Root Cause (first observed failure):") + 1 :]:
+        key, colon, value = line.partition(":")
+        if colon and key.strip() in ("rank", "exitcode", "traceback"):
+            cause.setdefault(key.strip(), value.strip())
+    said = f"rank {cause.get('rank', '?')} failed: exitcode {cause.get('exitcode', '?')}"
+    said += f": {cause['traceback']}" if cause.get("traceback") not in (None, "<N/A>") else ""
+    aborts = [line for line in lines if line.startswith("terminate called") or "Fatal Python error" in line]
+    return said + (f"; {aborts[0]}" if aborts else "")
 
 
 def check_metrics(metrics, kind):

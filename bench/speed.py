@@ -142,11 +142,13 @@ class Bench(execute.Mode):
         upgraded = record.prepare_runs_file(self.args.out / "runs.csv")
         if upgraded:
             print(upgraded)
-        if self.args.tensorboard:
+        if self.options.get("tensorboard") or self.args.tensorboard:
             print(f"the curves, as they come: tensorboard --logdir {self.logs / 'tensorboard'}", flush=True)
 
     def do(self, run, job):
-        row = job.launch(run, tensorboard=self.args.tensorboard, profile=self.args.profile and run.repeat == 1)
+        # --profile and --tensorboard as the bench began (a resumed bench keeps them), or as a --resume adds them
+        profile = (self.options.get("profile") or self.args.profile) and run.repeat == 1
+        row = job.launch(run, tensorboard=self.options.get("tensorboard") or self.args.tensorboard, profile=profile)
         if row is not None:
             row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
         return row

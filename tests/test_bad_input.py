@@ -83,6 +83,16 @@ def test_metrics_path_that_cannot_be_written(script, tiny_data, tmp_path):
     assert str(metrics) in error and "cannot write metrics" in error
 
 
+def test_two_outputs_that_are_one_file(script, tiny_data, tmp_path):
+    """--profile X --metrics-out X: the metrics would overwrite the trace, silently; refused before training."""
+    metrics = tmp_path / "m.json"
+    (tmp_path / "link").symlink_to(tmp_path)  # the same file by another name
+    error = fail(script, tiny_data, metrics, "--profile", tmp_path / "link" / "m.json")
+    assert error.endswith(f"--metrics-out and --profile name the same file, {tmp_path}/link/m.json: the one would"
+                          " overwrite the other")  # fmt: skip
+    assert not metrics.exists()
+
+
 def test_tensorboard_folder_that_is_a_file(script, tiny_data, tmp_path):
     (tmp_path / "tb").write_text("mine")
     error = fail(script, tiny_data, tmp_path / "m.json", "--tensorboard", tmp_path / "tb")

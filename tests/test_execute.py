@@ -40,9 +40,11 @@ class FakeLaunch:
     def __init__(self, clock, interrupt_at=None, run_s=RUN_S, failing=()):
         self.clock, self.interrupt_at, self.launched, self.run_s = clock, interrupt_at, [], run_s
         self.failing = failing  # runs that fail, by name
+        self.profiled = []  # the runs launched with --profile
 
     def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None, profile=False):
         self.launched.append(run.name)
+        self.profiled += [run.name] if profile else []
         if len(self.launched) == self.interrupt_at:
             signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C: the executor's handler sets its stop
             assert stop.is_set()
@@ -110,6 +112,7 @@ def bench(monkeypatch, tmp_path, tiny_data, this_machine):
         finally:
             for signum in signal.SIGINT, signal.SIGTERM:
                 signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        main.profiled = fake.profiled
         return code, fake.launched
 
     main.out = out
@@ -188,6 +191,15 @@ def test_ctrl_c_in_any_mode_keeps_what_finished_exits_130_and_resume_runs_the_re
     assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])
 
 
+def test_a_resumed_bench_keeps_the_flags_it_began_with(bench, capsys):
+    """--profile records round 1's runs: a bench stopped in round 1 and resumed (without the flag, as the docs say)
+    profiles the rest of round 1 too (it once profiled none after the resume, silently)."""
+    code, launched = bench("bench", "--profile", "--steps", "8", interrupt_at=2)
+    assert code == 130 and bench.profiled == launched == ["baseline-1", "amp-1"]  # amp-1: stopped as it began
+    code, launched = bench("bench", "--resume")
+    assert code in (0, 1) and bench.profiled == [r for r in launched if r.endswith("-1")] == ["amp-1", "checkpoint-1"]
+
+
 def test_the_signal_handlers_are_installed_in_one_place():
     """Every mode's loop is the executor's: no other module of bench/ installs a handler for SIGINT or SIGTERM."""
     from pathlib import Path
@@ -246,3 +258,41 @@ def test_resume_refuses_a_bench_of_another_machine_and_rows_run_in_priority_orde
 
 def cli_main(bench, *flags):
     cli.main([*flags, "--out", str(bench.out)])
+
+
+ABORTS = """import os, sys
+print(f"rank {os.environ['RANK']} trained", flush=True)
+if os.environ["RANK"] == "1":  # as a C++ thread's teardown ends a process
+    print("terminate called without an active exception", file=sys.stderr, flush=True)
+    os.abort()
+"""
+
+
+@pytest.mark.parametrize("log, said", [
+    ("step 3\ntrain.py: error: --batch-size 0: must be >= 1\nmore\n", "train.py: error: --batch-size 0: must be >= 1"),
+    ("loss 2.3\nKilled\n\n======\n", "Killed"),
+    ("", "no output"),
+])  # fmt: skip
+def test_a_failed_runs_error_is_the_line_that_says_why(log, said):
+    from bench import launch
+
+    assert launch.last_error(log) == said
+
+
+@pytest.mark.slow
+def test_a_rank_that_aborts_under_torchrun_is_named_with_how_it_ended(tmp_path):
+    """torchrun ends its output with a summary framed by rules of '='; the error column once read one of them. It reads
+    the rank that failed first, its exit code and signal, and the abort's own message."""
+    import subprocess
+    import sys
+
+    from bench import launch
+
+    script = tmp_path / "aborts.py"
+    script.write_text(ABORTS)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(script)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    said = launch.last_error(done.stdout + done.stderr)
+    assert said.startswith("rank 1 (local_rank: 1) failed: exitcode -6 (pid: ") and "(SIGABRT)" in said, said
+    assert said.endswith("; terminate called without an active exception"), said

@@ -150,7 +150,7 @@ def test_a_background_step_runs_on_and_a_wait_step_waits_for_it(monkeypatch, tmp
     monkeypatch.setattr(firstgpu, "DALI_PARTS", tmp_path / "none")
     monkeypatch.setattr(firstgpu, "DALI_TMP", tmp_path / "dali")
     done = tmp_path / "done.json"
-    slow = f"import time, pathlib; time.sleep(2); pathlib.Path({str(done)!r}).write_text('made')"
+    slow = f"import time, pathlib; time.sleep(0.3); pathlib.Path({str(done)!r}).write_text('made')"
     steps = [firstgpu.Step("makes", 1, 60, ["-c", slow], background=True, least_s=0),
              firstgpu.Step("waits", 1, 30, ["-m", "bench.firstgpu", "--wait", str(done)], least_s=0)]  # fmt: skip
     rows = firstgpu.run_part(1, tmp_path / "out", "/nonexistent", steps)

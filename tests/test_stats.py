@@ -227,3 +227,19 @@ def test_dp_is_left_out_of_a_cpu_bench_by_default_but_runs_where_asked_or_on_a_g
     assert "dp" not in trained([], 0) and {"baseline", "ddp", "amp"} <= trained([], 0)
     assert trained(["--variants", "baseline,dp"], 0) == {"baseline", "dp"}
     assert "dp" in trained(["--workload", "small"], 1)
+
+
+@pytest.mark.parametrize(
+    "low, high, answer",
+    [
+        (0.98, 1.08, "unsettled"),  # holds 1, above the band's low edge: not faster (a faster rule at 0.97 said so)
+        (1.001, 1.08, "faster"),
+        (0.93, 0.999, "slower"),
+        (0.92, 1.02, "unsettled"),  # holds 1, below the band's low edge: not slower, not the same
+        (0.97, 1.03, "same"),  # the band's edges themselves
+        (0.969, 1.03, "unsettled"),
+        (1.01, 1.03, "same"),  # wholly above 1 but inside the band: the band comes first, no difference
+    ],
+)
+def test_an_answer_is_faster_or_slower_only_where_the_interval_leaves_1(low, high, answer):
+    assert summarize.classify(low, high) == answer

@@ -46,6 +46,20 @@ def test_attention_on_a_cpu_is_counted():
     assert counter.get_total_flops() == (2 + 5) * 2 * b * h * s * s * d
 
 
+def test_a_convolutions_flops_forward_and_backward_are_priced_as_convolution():
+    """The split picks each operation's peak for MFU: a convolution's backward (its input's and its weight's
+    gradients, 2x its forward) is a convolution too, and only the linear layer is the rest. Counting the forward
+    alone as convolution would price two thirds of a CNN's FLOPs at the matmul peak."""
+    n, c, k, hw, classes = 4, 3, 8, 16, 10
+    model = torch.nn.Sequential(torch.nn.Conv2d(c, k, 3, padding=1, bias=False), torch.nn.Flatten(),
+                                torch.nn.Linear(k * hw * hw, classes, bias=False))  # fmt: skip
+    with meter.flop_counter() as counter:
+        model(torch.randn(n, c, hw, hw, requires_grad=True)).sum().backward()
+    conv_forward = 2 * n * k * hw * hw * c * 3 * 3
+    linear_forward = 2 * n * k * hw * hw * classes
+    assert meter.split_flops(counter) == (3 * conv_forward, 3 * linear_forward)
+
+
 def gpu_run(name, amp=None, matmul="fp32", conv="tf32"):
     return dict(device="cuda", device_name=name, amp_dtype=amp, matmul_precision=matmul, conv_precision=conv)
 
