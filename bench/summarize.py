@@ -368,8 +368,8 @@ def reasons(row, base):
         cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(num(row, "compile_cold_s")) else ""
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
     if num(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
-        said.append(f"torch.compile made {num(row, 'compile_graphs'):.0f} graphs with"
-                    f" {plural(int(num(row, 'compile_graph_breaks')), 'graph break')}")  # fmt: skip
+        graphs, breaks = int(num(row, "compile_graphs")), int(num(row, "compile_graph_breaks"))
+        said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
     if pd.notna(num(row, "val_acc")) and pd.notna(num(base, "val_acc")):
         if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
             said.append(
