@@ -177,7 +177,7 @@ class Meter:
         self.waited = time.perf_counter() - self.waiting
         if self.steps == self.warmup - 1 and self.counts_flops():  # the last warm-up step's FLOPs are counted
             # a compiled model runs that step eagerly (the same operations): under the counter's dispatch mode
-            # torch < 2.12 skips the compiled frame for good, and the rest of the run would be eager
+            # torch 2.11 skips the compiled frame for good (2.14.1 does not), and the rest of the run is eager
             self.stance = torch.compiler.set_stance("force_eager") if self.compiling() else None
             self.flop_counter = flop_counter()
             self.flop_counter.__enter__()

@@ -183,7 +183,7 @@ def verdict(row, base):
 def ran_eager(row):
     """Why a compiled row measured no compiled code ('compiled code did not run in its timed window'), or ''.
     Its runs count the timed steps whose loss came through compiled code (meter.py): none, and the row's speed is
-    eager code's, whatever it reads (torch < 2.12 once fell back to eager silently after the FLOP count)."""
+    eager code's, whatever it reads (torch 2.11 once fell back to eager silently after the FLOP count)."""
     if pd.isna(row.get("compile_mode")) or num(row, "compiled_steps_timed") != 0:
         return ""
     return "compiled code did not run in its timed window (torch.compile fell back to eager code)"

@@ -124,7 +124,7 @@ def test_the_profile_and_energy_paths_check_what_they_wrote_and_read(tmp_path):
 
 
 def test_a_compiled_path_works_only_where_compiled_code_ran_in_the_window():
-    """torch < 2.12 once left a compiled model eager after the FLOP counter's step: the path then runs and learns,
+    """torch 2.11 once left a compiled model eager after the FLOP counter's step: the path then runs and learns,
     and the check must still fail it, naming why."""
     compiled = check.Probe("compile", ["train_compile.py"], expect=dict(compile_mode="default"), compiled=True)
     ran = row(compile_mode="default", compile_s=12.0, compile_cache_warm=False, compiled_steps_timed=17, steps_timed=17)

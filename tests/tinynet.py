@@ -1,8 +1,8 @@
 """The smallest model, which the tests compile and learn with (helpers.TINY_MODEL, LEARN): two small convolution
 blocks in one stage (which train_checkpoint.py and train_fsdp.py find) and a linear head. torch.compile's cold start
-takes seconds with it, not a minute. Its forward is code of this file, not torch's: under DDP, whose forward breaks
-the compiled graph, TorchDynamo compiles the frames it resumes in only where they are not torch's own (a bare
-nn.Sequential here compiled nothing under train_all.py); TwoGraphs breaks its graph on purpose."""
+takes seconds with it, not a minute. Its forward is code of this file: under DDP, whose forward breaks the compiled
+graph, a bare nn.Sequential here compiled nothing (0 graphs under train_all.py), a model with a forward of its own
+compiles; TwoGraphs breaks its graph on purpose."""
 
 import torch
 from torch import nn
