@@ -6,8 +6,14 @@ WORKLOAD ?=
 DATA ?=
 ARGS ?=
 
+# the oldest torch CI tests (requirements.txt): its wheels alone, without their CUDA libraries (they import and
+# train on a CPU), in a folder of their own that make test puts first on PYTHONPATH for the scripts' tests
+OLDEST := torch==2.11.0 torchvision==0.26.0
+OLDEST_DIR := .torch-2.11
+
 ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
+OLDEST_SETUP := $(OLDEST_DIR)/.installed
 endif
 
 .PHONY: bench compare check baseline plot train data diff test test-fast lint format clean browser slurm
@@ -45,6 +51,14 @@ $(VENV)/.installed: requirements.txt
 	$(VENV)/bin/pip install -qq --no-cache-dir -r requirements.txt
 	touch $@
 
+$(OLDEST_DIR)/.installed: $(SETUP)
+	@echo "installing $(OLDEST) into $(OLDEST_DIR) (once; 1.2 GB of disk) for the scripts' tests on the oldest torch"
+	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge 2 ] || \
+	  echo "make: warning: $$free GB free on this disk; the install may stop with 'No space left on device'" >&2
+	rm -rf $(OLDEST_DIR)
+	$(PY) -m pip install -qq --no-cache-dir --no-deps --target $(OLDEST_DIR) $(OLDEST)
+	touch $@
+
 # the generated data of a workload (small by default), made when missing or made with other parameters
 data: $(SETUP)
 	$(PY) -m bench.data --workload $(or $(WORKLOAD),small)
@@ -76,10 +90,14 @@ slurm:
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq slurm-wlm munge >/dev/null; }
 
-# every test (CI runs this); test-fast leaves out the slow ones (torchrun, whole benches, limits, Slurm)
-test: $(SETUP) lint browser slurm
+# every test (CI runs this), then the scripts' tests (marked torches) again on the oldest torch tested;
+# test-fast leaves out the slow ones (torchrun, whole benches, limits, Slurm) and the second torch
+test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
 	@$(PY) -m pytest --durations=25 $(ARGS) tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; exit $$rc
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; \
+	[ $$rc -ne 0 ] || [ -z "$(OLDEST_SETUP)" ] || { \
+	  echo "make test: the scripts' tests again, on $(OLDEST) ($(OLDEST_DIR))"; \
+	  PYTHONPATH=$(OLDEST_DIR) TESTS_TORCH=$(word 2,$(subst ==, ,$(word 1,$(OLDEST)))) $(PY) -m pytest -m torches --durations=10 $(ARGS) tests; rc=$$?; }; exit $$rc
 
 test-fast: $(SETUP) lint browser
 	@$(PY) -m pytest -m "not slow" --durations=25 $(ARGS) tests; rc=$$?; \
@@ -94,5 +112,5 @@ format: $(SETUP)
 	$(PY) -m ruff check --fix .
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_DIR) data .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -4,7 +4,7 @@ Bad input ends in one line naming the problem and exit code 2, never a traceback
 where it can. Every train*.py and loader*.py imports this module; `make diff V=...` never shows it.
 
     die(message)                             the one-line error, exit code 2
-    check_arguments(args)                    the core flags in their ranges, a known loader and model
+    check_arguments(args)                    a tested torch, the core flags in their ranges, a known loader and model
     pick_device(asked, local_rank)           the device a run trains on
     make_model(name, num_classes)            --model as an nn.Module: torchvision's by name, or your own factory
     try_model(model, name, ...)              one tiny forward pass: a model that cannot take the images says so
@@ -66,9 +66,25 @@ def check_workers_and_seed(args):
         die(f"--seed {args.seed}: must be below 2**31")
 
 
+OLDEST_TORCH = (2, 11)  # the oldest torch CI tests (make test); requirements.txt says why none older
+
+
+def too_old(version):
+    """The one-line refusal of a torch older than the oldest tested (None where it is not): on an older one these
+    scripts were never run, and some of their switches (TF32's fp32_precision, torch 2.9) would be set silently
+    and do nothing."""
+    release = tuple(int(part) for part in version.split("+")[0].split(".")[:2])
+    if release < OLDEST_TORCH:
+        oldest = ".".join(map(str, OLDEST_TORCH))
+        return f"torch {version}: these scripts need torch {oldest} or newer (the oldest tested)"
+    return None
+
+
 def check_arguments(args):
-    """The core flags of every train*.py, before any work: each number in its range, a loader that exists, a model
-    that can be made (a torchvision name, or your own factory, imported now)."""
+    """The core flags of every train*.py, before any work: a torch that is tested, each number in its range, a loader
+    that exists, a model that can be made (a torchvision name, or your own factory, imported now)."""
+    if too_old(torch.__version__):
+        die(too_old(torch.__version__))
     at_least(args, {"--batch-size": 1, "--epochs": 1, "--steps": 1, "--workers": 0, "--eval-samples": 1, "--seed": 0})
     check_workers_and_seed(args)
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
@@ -340,10 +356,8 @@ def check_compiler(device):
 def compile_cache_warm():
     """Whether the compile cache (TORCHINDUCTOR_CACHE_DIR) holds kernels already: a run that finds it filled reuses
     them, and its first step pays the warm cost, not a fresh start's."""
-    try:  # torch's own answer to "where are the kernels kept" (torch 2.4 keeps it in runtime_utils)
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-    except ImportError:
-        from torch._inductor.runtime.runtime_utils import cache_dir
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # torch's own answer: where are the kernels kept
+
     return os.path.isdir(cache_dir()) and any(os.scandir(cache_dir()))
 
 

@@ -271,8 +271,8 @@ class Meter:
     def counts_flops(self):
         """The FLOPs are counted in the last warm-up step (none: not counted), by a mode that sees this thread's
         operations: DataParallel's replicas run in threads of their own. A compiled model's are counted eagerly
-        (torch.compiler.set_stance, torch >= 2.6) in a warm-up step after the one that compiles."""
-        if self.compiling() and (self.warmup < 2 or not hasattr(torch.compiler, "set_stance")):
+        (torch.compiler.set_stance) in a warm-up step after the one that compiles."""
+        if self.compiling() and self.warmup < 2:
             return False
         return self.warmup > 0 and (self.fields.get("dp_devices") or 1) == 1
 

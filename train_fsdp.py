@@ -26,13 +26,8 @@ from meter import Meter
 # new # the processes, their mesh, each one's shard of the data (as train_ddp.py), and FSDP2's fully_shard
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 from torch.utils.data import DistributedSampler
-
-# new # fully_shard is in torch.distributed.fsdp from torch 2.6 on; 2.4 and 2.5 kept it in _composable
-try:
-    from torch.distributed.fsdp import fully_shard
-except ImportError:
-    from torch.distributed._composable.fsdp import fully_shard
 
 # -----------------------------------------------------------------------------
 # arguments: the same in every train*.py; a variant's own flags come last

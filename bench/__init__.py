@@ -39,6 +39,7 @@ from pathlib import Path
 NEEDED = dict(torch="torch", torchvision="torchvision", numpy="numpy", PIL="pillow", tqdm="tqdm")
 NEEDED.update(pandas="pandas", matplotlib="matplotlib", psutil="psutil", scipy="scipy")
 NEEDED.update(jinja2="jinja2", pygments="pygments", filelock="filelock")  # report.html, the results lock
+OLDEST_TORCH = (2, 11)  # the scripts refuse an older torch (checks.OLDEST_TORCH): the bench refuses it first
 
 
 class BenchError(Exception):

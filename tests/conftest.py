@@ -15,6 +15,22 @@ os.environ.setdefault(
 )
 
 
+def pytest_configure(config):
+    """make test's second pass names the torch it tests (TESTS_TORCH): a PYTHONPATH that did not take is no pass."""
+    import torch
+
+    expected = os.environ.get("TESTS_TORCH")
+    if expected and torch.__version__.split("+")[0] != expected:
+        raise pytest.UsageError(f"TESTS_TORCH={expected}, but the torch imported here is {torch.__version__}")
+
+
+def pytest_report_header(config):
+    import torch
+    import torchvision
+
+    return f"torch {torch.__version__}, torchvision {torchvision.__version__}: {os.path.dirname(torch.__file__)}"
+
+
 @pytest.fixture
 def script():
     """(script, its flags) of the base, train.py: where a behaviour is the base's shared code (the checks module,

@@ -20,6 +20,9 @@ from bench.plan import Run
 from helpers import PY, ROOT, build_loaders
 
 sys.path.insert(0, str(ROOT))
+pytestmark = (
+    pytest.mark.torches
+)  # torch's device, autocast and DALI calls, stubbed: make test runs them on both torches
 
 
 def test_amp_takes_bf16_only_where_the_gpu_computes_it(monkeypatch):

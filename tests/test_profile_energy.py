@@ -17,6 +17,7 @@ from helpers import TINY_MODEL, TORCHRUN, check_clean_failure, run, train
 PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
 
 
+@pytest.mark.torches
 def test_a_profile_is_a_trace_of_the_steps_after_the_window_and_their_operators(script, tiny_data, tmp_path):
     trace = tmp_path / "run.pt.trace.json.gz"
     result, m = train(script[0], tiny_data, tmp_path / "m.json", *script[1:], *PROFILED, "--profile", trace)

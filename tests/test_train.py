@@ -9,6 +9,7 @@ from bench import schema
 from helpers import SMALL_MODEL, run, train
 
 
+@pytest.mark.torches
 def test_train_writes_metrics(tiny_data, tmp_path):
     metrics = tmp_path / "m.json"
     result, m = train("train.py", tiny_data, metrics, "--steps", 6, "--warmup-steps", 2, "--batch-size", 16)
@@ -35,6 +36,7 @@ def test_train_writes_metrics(tiny_data, tmp_path):
     assert "on 40 of 40 validation images" in lines[at + 5]
 
 
+@pytest.mark.torches
 def test_epochs_cover_the_training_set(tiny_data, tmp_path):
     # 120 training images, batch 16, last partial batch dropped: 7 steps an epoch
     result, m = train("train.py", tiny_data, tmp_path / "m.json", "--epochs", 2, "--batch-size", 16)

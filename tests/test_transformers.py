@@ -23,6 +23,7 @@ TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
 # ----------------------------------------------------------------------------- FLOPs and MFU (meter.py)
 
 
+@pytest.mark.torches
 def test_every_run_counts_its_flops_outside_the_window_and_none_without_a_warm_up(tiny_data, tmp_path):
     result, m = train("train.py", tiny_data, tmp_path / "m.json", "--model", SMALL_MODEL, *SHORT)
     assert result.returncode == 0, result.stderr
@@ -36,6 +37,7 @@ def test_every_run_counts_its_flops_outside_the_window_and_none_without_a_warm_u
     assert result.returncode == 0 and m["flop_per_step"] is None and m["achieved_tflop_per_s"] is None
 
 
+@pytest.mark.torches
 def test_attention_on_a_cpu_is_counted():
     """torch's FLOP counter has no formula for the CPU's fused attention: the meter gives it the GPU kernels' (a ViT's
     attention went uncounted on a CPU). Two batched matmuls forward, five backward, 2 FLOPs a multiply-add."""
@@ -46,6 +48,7 @@ def test_attention_on_a_cpu_is_counted():
     assert counter.get_total_flops() == (2 + 5) * 2 * b * h * s * s * d
 
 
+@pytest.mark.torches
 def test_a_convolutions_flops_forward_and_backward_are_priced_as_convolution():
     """The split picks each operation's peak for MFU: a convolution's backward (its input's and its weight's
     gradients, 2x its forward) is a convolution too, and only the linear layer is the rest. Counting the forward
@@ -87,6 +90,7 @@ def test_mfu_is_against_the_datasheet_peak_of_each_operations_precision_and_only
     assert meter.flop_rates(gpu_run("NVIDIA H200"), [(1, 1), None], 1)["flop_per_step"] is None  # a rank without
 
 
+@pytest.mark.torches
 def test_the_precision_recorded_is_what_torch_was_set_to():
     """Each backend's own switch (torch >= 2.9), as train_tf32.py sets them: once one is set, torch refuses to read
     the old ones (allow_tf32, get_float32_matmul_precision), so the meter reads the new ones (the GPU's flags are
@@ -128,6 +132,7 @@ def test_no_fused_step_is_one_line(monkeypatch, capsys):
     checks.check_fused("sgd", torch.device("cpu"))  # this torch has one: no error
 
 
+@pytest.mark.torches
 def test_the_tf32_and_fused_scripts_record_what_they_changed(tmp_path):
     native = checks.native_bf16(torch.device("cpu"))
     result, m = train("train_tf32.py", SYNTHETIC[1], tmp_path / "t.json", "--model", SMALL_MODEL, *SHORT)
