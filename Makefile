@@ -24,10 +24,12 @@ bench: $(SETUP)
 	$(PY) -m bench $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
 
 # a quick answer for one technique (or a few): V=amp or V=amp,compile against the baseline, paired, in rounds until
-# settled or 5 minutes spent; its own results/compare/ (report.html, summary.md); ARGS="--budget 10" for longer
+# settled or the budget spent: 5 minutes, 10 where nvidia-smi lists a GPU (3 rounds of any technique's pair by the
+# GPU plan's costs; one workload there, the one the techniques belong to); results/compare/; ARGS="--budget 20"
+COMPARE_MIN = $(if $(shell nvidia-smi -L 2>/dev/null),10,5)
 compare: $(SETUP)
 	@case "$(V)" in ""|*baseline*) echo "usage: make compare V=amp (or V=amp,compile: any of make bench's variants but baseline)" >&2; exit 2 ;; esac
-	$(PY) -m bench --variants baseline,$(V) --loaders none --budget 5 --out results/compare $(if $(DATA),--data $(DATA)) $(ARGS)
+	$(PY) -m bench --variants baseline,$(V) --loaders none --budget $(COMPARE_MIN) --out results/compare $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
 
 # does every technique work on this machine? a short run of every script and path, a table of what works (3-4 min)
 check: $(SETUP)

@@ -3,7 +3,8 @@ through execute(), so that what follows holds the same for each of them:
 
 - groups run whole: the mode's groups() (the bench's and --scaling's rounds; a run at a time elsewhere);
 - --budget and --chunk: a group that would end past the budget, or past this part's minutes, is not started (the
-  first always is), by the runs' planned estimates until a run of the same kind has been measured;
+  first always is), by the runs' planned estimates until a run of the same kind has been measured; a group longer
+  than a whole part (a GPU's fp32 ViT round in a 10-minute command) is split between its runs instead;
 - --resume: the saved plan (logs/BENCH/plan.json) is run again, less its runs with a finished record
   (logs/BENCH/records.jsonl; the bench's runs.csv); failed runs run again;
 - Ctrl-C and SIGTERM: the run in progress is stopped, every finished record is kept, the outputs are written from
@@ -202,13 +203,18 @@ def execute(mode, budget_s=None, chunk_min=None, spent_s=0.0, resumed=False):
         if group is None:
             break
         ahead, elapsed = expected_s(group, measured), time.monotonic() - started
-        if chunk_min and count and elapsed + ahead > 60 * chunk_min:
+        split = chunk_min and len(group) > 1 and ahead > 60 * chunk_min  # a round no part holds: split between runs
+        if chunk_min and count and not split and elapsed + ahead > 60 * chunk_min:
             paused = f"this part's {chunk_min:g} min would end inside the next round (about {ahead / 60:.1f} min)"
         elif budget_s and count and spent_s + elapsed + ahead > budget_s:
             paused = f"the budget of {budget_s / 60:g} min would be spent inside the next round"
         if paused:
             break
         for run in group:
+            if split and count and time.monotonic() - started + expected_s([run], measured) > 60 * chunk_min:
+                paused = (f"this part's {chunk_min:g} min would end inside the next run, of a round longer than a"
+                          f" part (about {ahead / 60:.1f} min), split between its runs")  # fmt: skip
+                break
             count += 1
             record = None if stop.is_set() else mode.do(run, job)
             if record is None:
@@ -220,6 +226,8 @@ def execute(mode, budget_s=None, chunk_min=None, spent_s=0.0, resumed=False):
             if took(record) is not None:
                 measured[kind(run)] = took(record)
             print(f"[{count}/{len(todo)}] {run.name}: {mode.say(run, record)}", flush=True)
+        if paused:
+            break
     why = "stopped (Ctrl-C or SIGTERM)" if stop.is_set() else paused or "not reached"
     seen = {r["run"] for r in records}
     unrun = [(r, why) for r in mode.runs if r.name not in seen]
@@ -227,7 +235,8 @@ def execute(mode, budget_s=None, chunk_min=None, spent_s=0.0, resumed=False):
         during = f"during {run.name}" if run else "before the first run"
         print(f"interrupted {during}: the finished {mode.what} are kept (python -m bench --resume goes on)")
     elif paused:
-        print(f"stopped after {count} of {len(todo)} {mode.what}, every round whole: {paused}; python -m bench --resume"
+        whole = "" if "split between" in paused else ", every round whole"
+        print(f"stopped after {count} of {len(todo)} {mode.what}{whole}: {paused}; python -m bench --resume"
               " goes on")  # fmt: skip
     elif ended:
         print(f"no more rounds: {ended}")

@@ -58,8 +58,10 @@ from bench.machine import ROOT
 
 PART_S = 560  # a device command may run 600 s: the rest for the machine's start and the transfers
 # each part's seconds: on 2026-11-25 four parts of 360-390 s and one of 185 s took 1,640 s of the 1,800 a session has,
-# the machine's start and the carries (56 MB each) 61 s of it
-PART_SECONDS = {1: 380, 2: 420, 3: 420, 4: 340}
+# the machine's start and the carries (56 MB each) 61 s of it (START_S); the plan keeps to 25 of the 30 minutes
+PART_SECONDS = {1: 360, 2: 380, 3: 380, 4: 260}
+START_S = 61
+PLAN_S = 25 * 60  # the GPU minutes the parts and START_S take at most: the rest of the session is slack
 GRACE_S = 20  # after SIGTERM, before SIGKILL
 PACK_S = 20  # the packing at the part's end
 WORK = Path("/tmp/firstgpu")

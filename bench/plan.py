@@ -269,6 +269,10 @@ def workloads(args, gpu_count):
     if args.workload == "all":
         return [*data.WORKLOADS, "vit"]
     if args.workload is None and gpu_count:  # a GPU's default: a CNN on photos and a transformer
+        named = [] if getattr(args, "default_variants", True) else [family(v) for v in args.variants]
+        techniques = [v for v in named if v not in ("baseline", "synthetic")]
+        if techniques:  # a few rows asked for by name (make compare): one workload, the transformer where all are its
+            return ["vit" if all(v in TRANSFORMER_ONLY for v in techniques) else "imagenet"]
         return ["imagenet", "vit"]
     return [args.workload or "small"]
 

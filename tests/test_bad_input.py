@@ -73,31 +73,29 @@ def test_cuda_asked_for_where_none_exists(script, tiny_data, tmp_path):
     assert "--device cuda" in error and "no CUDA GPU" in error
 
 
-def older_torch(folder):
-    """An environment whose torch calls itself 2.10.1 (a sitecustomize renames the one installed, and a dist-info
-    says so to importlib.metadata): older than the oldest torch CI tests."""
-    folder.mkdir()
-    (folder / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.10.1+cu128'\n")
-    (folder / "torch-2.10.1.dist-info").mkdir()
-    (folder / "torch-2.10.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.10.1\n")
-    return {"PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
-
-
-def test_a_torch_older_than_the_oldest_tested_is_refused(script, tiny_data, tmp_path):
-    error = fail(script, tiny_data, tmp_path / "m.json", env=older_torch(tmp_path / "old"))
-    assert error == "train.py: error: torch 2.10.1+cu128: these scripts need torch 2.11 or newer (the oldest tested)"
-    result = run("-m", "bench", "--dry-run", "--out", tmp_path / "results", env=older_torch(tmp_path / "old2"))
-    assert (result.returncode, result.stdout) == (2, ""), result.stderr
-    assert result.stderr == "bench: error: torch 2.10.1: the scripts need torch 2.11 or newer (the oldest tested)\n"
-
-
-def test_the_oldest_torch_is_one_version_for_the_scripts_and_the_bench():
+def test_a_torch_older_than_the_oldest_tested_is_refused(monkeypatch, capsys, tmp_path):
+    """torch 2.10 (made up: the version torch reports, and a dist-info importlib.metadata finds first) is refused by
+    every script's first check (checks.check_arguments) and by the bench, in one line, before any work."""
     import checks
+    import train
     from bench import OLDEST_TORCH
 
-    assert checks.OLDEST_TORCH == OLDEST_TORCH
-    assert checks.too_old("2.10.1+cu128") and checks.too_old("1.13.1") and not checks.too_old("2.11.0")
-    assert not checks.too_old("2.14.1") and not checks.too_old("2.12.0.dev20260101+cpu") and not checks.too_old("3.0")
+    assert checks.OLDEST_TORCH == OLDEST_TORCH == (2, 11)
+    assert not checks.too_old("2.11.0") and not checks.too_old("2.14.1") and not checks.too_old("3.0")
+    assert not checks.too_old("2.12.0.dev20260101+cpu") and checks.too_old("1.13.1")
+    monkeypatch.setattr(checks.torch, "__version__", "2.10.1+cu128")
+    with pytest.raises(SystemExit) as stop:
+        checks.check_arguments(train.parser.parse_args(["--data", str(tmp_path)]))
+    error = capsys.readouterr().err
+    assert stop.value.code == 2 and error.count("\n") == 1
+    assert error.endswith(": error: torch 2.10.1+cu128: these scripts need torch 2.11 or newer (the oldest tested)\n")
+    meta = tmp_path / "old" / "torch-2.10.1.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.10.1\n")
+    path = os.pathsep.join([str(tmp_path / "old"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    result = run("-m", "bench", "--dry-run", "--out", tmp_path / "results", env={"PYTHONPATH": path})
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr == "bench: error: torch 2.10.1: the scripts need torch 2.11 or newer (the oldest tested)\n"
 
 
 def test_batch_larger_than_the_training_set(script, tiny_data, tmp_path):

@@ -4,6 +4,7 @@ estimates, whole rounds, --chunk and --resume, the data checked once per bench, 
 import gzip
 import json
 import pickle
+import re
 import sys
 import types
 from pathlib import Path
@@ -239,6 +240,25 @@ def test_the_gpu_plan_fits_its_35_minutes_in_rounds_of_at_most_9():
     commands = [c for c in result.stdout.splitlines() if c.startswith(sys.executable)]
     assert commands[0].split()[1] == "train.py" and "synthetic" in commands[0]
     assert all("--no-data-check" in c for c in commands)
+
+
+@pytest.mark.slow
+def test_make_compare_on_a_gpu_runs_one_workload_with_room_for_3_rounds():
+    """Every technique against the baseline as make compare runs it where a GPU is: the one workload its technique
+    belongs to (the transformer's for fsdp, fused, tf32), and 3 whole rounds inside its budget by the GPU plan's own
+    estimate (a 5-minute compare of both workloads planned one round, no interval). The default bench: both."""
+    makefile = (ROOT / "Makefile").read_text()
+    minutes = re.search(r"^COMPARE_MIN = \$\(if \$\(shell nvidia-smi -L 2>/dev/null\),(\d+),5\)$", makefile, re.M)[1]
+    for technique in sorted(set(plan.TRAIN) - {"baseline", "synthetic"}):
+        args = ("--variants", f"baseline,{technique}", "--loaders", "none", "--budget", minutes, "--repeats", 3)
+        result = run("-m", "bench", *args, "--dry-run", "--gpus", 1)
+        assert result.returncode == 0, result.stderr
+        workloads = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("# ")]
+        assert workloads == ["# vit" if technique in plan.TRANSFORMER_ONLY else "# imagenet"], (technique, workloads)
+        (line,) = [line for line in result.stdout.splitlines() if line.startswith("estimate: ")]
+        assert " in 3 round(s) (budget " in line and f"(budget {minutes} min)" in line, (technique, line)
+    default = run("-m", "bench", "--dry-run", "--gpus", 1).stdout
+    assert [line.split(":")[0] for line in default.splitlines() if line.startswith("# ")] == ["# imagenet", "# vit"]
 
 
 @pytest.mark.slow

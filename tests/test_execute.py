@@ -132,7 +132,10 @@ def records(out):
 @pytest.mark.parametrize("mode", list(MODES))
 def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_it(bench, mode, capsys):
     planned = MODES[mode][1]
-    code, first = bench(mode, "--chunk", str(2.5 * RUN_S / 60))  # room for two runs and a half
+    # room for a first group and a half (a part that holds no round would split it: see below): the bench's 3 runs
+    # and --scaling's 2 as planned (12 and 15 s a run), the others' one run
+    runs = dict(bench=4.5, scaling=3.5).get(mode, 2.5)
+    code, first = bench(mode, "--chunk", str(runs * RUN_S / 60))
     said = capsys.readouterr().out
     assert code in (0, 1), said
     plan, done = records(bench.out)
@@ -147,6 +150,24 @@ def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_
     assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])  # each once, none lost
     assert not set(second) & {r["run"] for r in done if r["run"] in first and "batch" not in r["run"]}
     assert (bench.out / MODES[mode][2]).exists()
+
+
+def test_a_round_longer_than_a_part_is_split_between_its_runs_and_resume_finishes_it(bench, capsys):
+    """A part of 2.5 runs, rounds of 3 (planned at 12 s a run): no part holds a round, so each part stops before the
+    run that would end past it (a GPU's fp32 ViT round is longer than a 10-minute command); each run once."""
+    chunk = str(2.5 * RUN_S / 60)
+    code, first = bench("bench", "--chunk", chunk)
+    said = capsys.readouterr().out
+    assert code == 0 and len(first) == 2, said
+    assert "stopped after 2 of 6 runs: this part's" in said and "split between its runs" in said
+    launched = list(first)
+    for _ in range(3):
+        code, more = bench("bench", "--resume", "--chunk", chunk)
+        launched += more
+    assert code == 0 and len(launched) == 6 == len(set(launched)), launched
+    plan, done = records(bench.out)
+    assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])
+    assert "split between" not in capsys.readouterr().out.splitlines()[-1]
 
 
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "check"])  # --check has no default budget; see below

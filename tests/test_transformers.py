@@ -12,7 +12,7 @@ from test_verdicts import STEADY, verdicts
 import checks
 import meter
 from bench import cli, markdown, plan
-from helpers import SMALL_MODEL, check_clean_failure, run, train
+from helpers import SMALL_MODEL, TINY_MODEL, check_clean_failure, run, train
 
 VIT = "examples/vit_small.py:vit_small"
 SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for
@@ -203,6 +203,25 @@ def test_fsdp_trains_as_ddp_does_and_evaluates_uneven_shards_exactly(tmp_path):
     assert [sharded[k] for k in losses] == pytest.approx([replicated[k] for k in losses], rel=1e-3)
     assert sharded["val_acc"] == replicated["val_acc"]
     assert sharded["flop_per_step"] == pytest.approx(replicated["flop_per_step"], rel=0.01)
+
+
+def test_fsdp_processes_start_from_rank_0s_weights(tmp_path):
+    """Each process seeds its own weights (--seed + rank): FSDP's shards must all be cut from rank 0's, as DDP's
+    replicas are copied from it, or the model is a patchwork of two and learns worse (it did, until a bench caught
+    it). Two processes of each, forked from one interpreter (tests/pair.py, not torchrun: seconds less): the same
+    losses and accuracy."""
+    flags = ("--device", "cpu", "--data", "synthetic:32:10", "--model", TINY_MODEL, "--steps", 6, "--warmup-steps", 1,
+             "--batch-size", 8, "--workers", 0, "--eval-samples", 8, "--no-progress", "--lr", 0.5)  # fmt: skip
+    runs = {}
+    for script in "train_fsdp.py", "train_ddp.py":
+        result = run("tests/pair.py", script, *flags, "--metrics-out", tmp_path / script)
+        assert result.returncode == 0, result.stderr[-2000:]
+        runs[script] = json.loads((tmp_path / script).read_text())
+    sharded, replicated = runs["train_fsdp.py"], runs["train_ddp.py"]
+    assert sharded["world_size"] == replicated["world_size"] == 2 and sharded["fsdp_units"] == 3
+    losses = ("train_loss_first", "train_loss_final")
+    assert [sharded[k] for k in losses] == pytest.approx([replicated[k] for k in losses], rel=1e-4)
+    assert sharded["val_acc"] == replicated["val_acc"]
 
 
 @pytest.mark.slow

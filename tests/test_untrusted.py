@@ -8,9 +8,9 @@ from helpers import ROOT, train
 
 
 def python_files():
-    skip = {".venv", "data", "results", ".git"}
+    """The repository's own: not data/ and results/, nor a hidden folder (.venv, .torch-2.11: torch's code, .git)."""
     for folder, dirs, files in os.walk(ROOT):
-        dirs[:] = [d for d in dirs if d not in skip]
+        dirs[:] = [d for d in dirs if d not in ("data", "results") and not d.startswith(".")]
         yield from (os.path.join(folder, f) for f in files if f.endswith(".py"))
 
 
