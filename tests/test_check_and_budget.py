@@ -22,7 +22,6 @@ TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps",
 # ----------------------------------------------------------------------------- the check
 
 
-@pytest.mark.torches
 @pytest.mark.slow
 def test_make_check_passes_on_this_machine(tmp_path):
     """Every path that applies on a CPU runs and learns; the CUDA ones say why they do not apply; exit 0. With the

@@ -101,6 +101,7 @@ def test_training_order_is_shuffled_every_epoch(loaders, tiny_data):
     assert epoch(build(dali, tiny_data, 16, seed=1)[0])[1].tolist() != first
 
 
+@pytest.mark.torches
 def test_train_with_dali_writes_metrics(tiny_data, tmp_path, loaders):
     args = ("--loader", "dali", "--epochs", 2, "--batch-size", 32, "--warmup-steps", 2)
     result, m = train("train.py", tiny_data, tmp_path / "m.json", *args)

@@ -63,12 +63,14 @@ def test_a_checkpointed_stage_runs_forward_again_in_backward(checkpointing):
     assert len(calls) == 1
 
 
+@pytest.mark.torches
 def test_channels_last_records_its_format(tiny_data, tmp_path):
     result, m = train("train_channels_last.py", tiny_data, tmp_path / "m.json", *TIMED)
     assert result.returncode == 0, result.stderr
     assert m["variant"] == "channels_last" and m["memory_format"] == "channels_last"
 
 
+@pytest.mark.torches
 def test_checkpoint_records_its_segments(tiny_data, tmp_path):
     result, m = train("train_checkpoint.py", tiny_data, tmp_path / "m.json", *TIMED)
     assert result.returncode == 0, result.stderr
@@ -122,6 +124,7 @@ def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path, mon
     assert "compiled code ran in 2 of 2 timed steps; 1 graph, 0 graph breaks" in warm_result.stdout
 
 
+@pytest.mark.torches
 @pytest.mark.slow
 def test_a_compiled_model_that_breaks_its_graph_says_so(tiny_data, tmp_path):
     """A forward with a graph break on purpose: two graphs, one break, compiled code in every timed step; printed
@@ -141,6 +144,7 @@ def test_each_learns_like_the_baseline(baseline_small, small_data, tmp_path, scr
     learns_like_the_baseline(m, baseline_small)
 
 
+@pytest.mark.torches
 @pytest.mark.slow
 def test_all_of_them_under_torchrun_learn_like_the_baseline(baseline_small, small_data, tmp_path):
     """Two CPU processes (gloo), bf16 autocast, channels_last, compiled: the whole recipe at once (LEARN's tiny model:

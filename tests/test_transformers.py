@@ -205,6 +205,7 @@ def test_fsdp_trains_as_ddp_does_and_evaluates_uneven_shards_exactly(tmp_path):
     assert sharded["flop_per_step"] == pytest.approx(replicated["flop_per_step"], rel=0.01)
 
 
+@pytest.mark.torches
 def test_fsdp_processes_start_from_rank_0s_weights(tmp_path):
     """Each process seeds its own weights (--seed + rank): FSDP's shards must all be cut from rank 0's, as DDP's
     replicas are copied from it, or the model is a patchwork of two and learns worse (it did, until a bench caught

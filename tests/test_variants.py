@@ -10,6 +10,7 @@ from helpers import LEARN, ROOT, TORCHRUN, check_clean_failure, train
 TRAINING = sorted(p.name for p in ROOT.glob("train*.py"))
 
 
+@pytest.mark.torches
 def test_dp_on_a_cpu_is_a_passthrough_and_says_so(tiny_data, tmp_path):
     result, m = train("train_dp.py", tiny_data, tmp_path / "m.json", "--steps", 4, "--warmup-steps", 1)
     assert result.returncode == 0, result.stderr
@@ -25,6 +26,7 @@ def summary_line(result, name):
     return lines[0]
 
 
+@pytest.mark.torches
 def test_amp_records_bf16_on_a_cpu_and_says_whether_it_is_native(tiny_data, tmp_path):
     """The run's own summary names the technique's settings and only what the device measures: bf16, native or
     emulated as checks.py finds it; on a CPU host memory and the cores, and no 'starved' (the host's wait again)."""
