@@ -6,7 +6,7 @@ WORKLOAD ?=
 DATA ?=
 ARGS ?=
 
-# the oldest torch CI tests (requirements.txt): its wheels alone, without their CUDA libraries (they import and
+# the oldest torch CI tests (requirements.txt): its wheels alone (they import beside .venv's CUDA 13 libraries and
 # train on a CPU), in a folder of their own that make test puts first on PYTHONPATH for the scripts' tests
 OLDEST := torch==2.11.0 torchvision==0.26.0
 OLDEST_DIR := .torch-2.11

@@ -71,8 +71,7 @@ OLDEST_TORCH = (2, 11)  # the oldest torch CI tests (make test); requirements.tx
 
 def too_old(version):
     """The one-line refusal of a torch older than the oldest tested (None where it is not): on an older one these
-    scripts were never run, and some of their switches (TF32's fp32_precision, torch 2.9) would be set silently
-    and do nothing."""
+    scripts were never run."""
     release = tuple(int(part) for part in version.split("+")[0].split(".")[:2])
     if release < OLDEST_TORCH:
         oldest = ".".join(map(str, OLDEST_TORCH))
@@ -83,8 +82,9 @@ def too_old(version):
 def check_arguments(args):
     """The core flags of every train*.py, before any work: a torch that is tested, each number in its range, a loader
     that exists, a model that can be made (a torchvision name, or your own factory, imported now)."""
-    if too_old(torch.__version__):
-        die(too_old(torch.__version__))
+    refusal = too_old(torch.__version__)
+    if refusal:
+        die(refusal)
     at_least(args, {"--batch-size": 1, "--epochs": 1, "--steps": 1, "--workers": 0, "--eval-samples": 1, "--seed": 0})
     check_workers_and_seed(args)
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
