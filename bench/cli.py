@@ -349,7 +349,10 @@ def save_baseline(args):
     if not kept:
         fail(f"no {args.out}/summary.csv (nor a table of --to-accuracy, --max-batch or --scaling) to save: run the"
              " bench first")  # fmt: skip
-    info = machine()
+    info = machine()  # a mode's tables alone: this machine's; a bench's rows: their machine (one brought from a GPU)
+    if (args.out / "runs.csv").exists():
+        runs = record.read_runs(args.out / "runs.csv")
+        info = speed.saved_machine(args.out, runs[runs["bench_id"] == runs["bench_id"].iloc[-1]])
     folder = baseline.save(args.out, args.save_baseline or info["machine_class"], info, args.baseline_dir)
     tables_kept = dict.fromkeys(name.split(".")[0] for name in kept if name.endswith(".csv"))
     print(f"saved {', '.join(f'{args.out}/{name}.*' for name in tables_kept)} as {folder}")

@@ -1,18 +1,16 @@
 """python -m bench.firstgpu: a GPU run prepared so that it needs no thinking on the GPU machine.
 
-A lent GPU gives 30 minutes and 10 a command, and the machine goes back 30 s after a command ends. This runs what
-the next look needs in four parts, one device command each, chained at once. The first GPU run (2026-11-25, an
-H100, torch 2.11: baseline/h100-first-run*) ran the check, one round of each workload and DALI's rows; these parts
-run what it did not reach or found wrong, then rounds of the imagenet workload's main rows:
+A lent GPU gives 15 minutes of device time and 10 a command, and the machine goes back 30 s after a command ends.
+This runs what the next look needs in two parts, one device command each, chained at once. The first GPU run
+(2026-11-25, an H100, torch 2.11: baseline/h100-first-run*) ran the check, one round of each workload and DALI's
+rows; the second (2026-11-26, an H200: baseline/h200-second-run*) the check's other paths, FSDP against DDP, the
+instrument and the rows the first did not reach. These parts run the one row neither reached, then rounds of the
+imagenet workload's main rows:
 
-    python -m bench.firstgpu --pack-dali            # here, once: DALI in parts that fit a call beside the tree, .dali/N
-    python3 -m bench.firstgpu --part 1 --out $OUT   # carry [".dali/1"]: the environment; the check's paths not yet run;
-                                                    # FSDP against DDP over 200 steps (imagenet's data made meanwhile)
-    python3 -m bench.firstgpu --part 2 --out $OUT   # carry [".dali/2"]: the instrument (tools/instrument.py: the
-                                                    # meter against no meter); imagenet's rows not yet run
-    python3 -m bench.firstgpu --part 3 --out $OUT   # carry [".dali/3"]: vit's rows not yet run; rounds of imagenet
-    python3 -m bench.firstgpu --part 4 --out $OUT   # carry [".dali/4"]: DALI's check; the rounds resumed
+    python3 -m bench.firstgpu --part 1 --out $OUT   # the environment; vit's fsdp row; rounds of imagenet's main rows
+    python3 -m bench.firstgpu --part 2 --out $OUT   # the rounds resumed, and kept
     python -m bench.firstgpu --dry-run              # each part's steps, their commands and time limits (any machine)
+    python3 -m bench.firstgpu --part 2 --seconds 300 --out $OUT     # a part cut to the device time that is left
 
 Each step is a process with its own time limit (SIGTERM at the limit, which the bench answers by keeping its finished
 rows and writing its tables; SIGKILL GRACE_S later), and the part's clock starts when the part starts: every step
@@ -28,7 +26,8 @@ DALI's wheels (265 MB) exceed a call's carry (64 MiB with the working tree): --p
 (ignored by git). Each part's call carries one; the part keeps it in /tmp/dali, and the part whose call brings the
 last unpacks DALI into /tmp/site (or $DALI_SITE), which every step finds (PYTHONPATH). The GPU machine has no network;
 what requirements.txt needs beyond DALI it has, so no other wheel is carried unless .wheels/ holds some
-(--fetch-wheels fills it, for another machine).
+(--fetch-wheels fills it, for another machine). DALI's 4 parts take 4 calls: the two parts here carry none (DALI's
+paths and rows ran on the first run).
 
 The environment step writes environment.json: the versions (Python, torch, torchvision, CUDA, cuDNN, NCCL, the
 driver), every GPU's name, capability and memory, nvidia-smi's report, /dev/shm's size (the DataLoader's workers
@@ -57,11 +56,11 @@ from bench import NEEDED
 from bench.machine import ROOT
 
 PART_S = 560  # a device command may run 600 s: the rest for the machine's start and the transfers
-# each part's seconds: on 2026-11-25 four parts of 360-390 s and one of 185 s took 1,640 s of the 1,800 a session has,
-# the machine's start and the carries (56 MB each) 61 s of it (START_S); the plan keeps to 25 of the 30 minutes
-PART_SECONDS = {1: 360, 2: 380, 3: 380, 4: 260}
+# a session now has 15 minutes of device time (it had 30 on 2026-11-25, when four parts of 360-390 s and one of 185 s
+# took 1,640 s, the machine's start and the carries 61 s of it: START_S): two parts a session, chained at once
+PART_SECONDS = {1: 360, 2: 370}
 START_S = 61
-PLAN_S = 25 * 60  # the GPU minutes the parts and START_S take at most: the rest of the session is slack
+PLAN_S = 14 * 60  # the GPU seconds a session's parts and START_S take at most: the rest of its 15 minutes is slack
 GRACE_S = 20  # after SIGTERM, before SIGKILL
 PACK_S = 20  # the packing at the part's end
 WORK = Path("/tmp/firstgpu")
@@ -99,97 +98,34 @@ def torchrun(script, flags):
 
 ONE_ROUND = "--repeats 1 --steps 50 --warmup-steps 10 --loaders none"
 SMALL = "--data data/check --model examples/smallnet.py:build --batch-size 8 --workers 1 --no-progress --seed 0"
-# the second GPU run (the first, 2026-11-25, is saved in baseline/h100-first-run*): first what the first did not reach
-# or found wrong, then rounds of the imagenet workload's main rows, so that their speed-ups get intervals
+# the third GPU run (the first, 2026-11-25, and the second, 2026-11-26, are saved in baseline/h100-first-run* and
+# baseline/h200-second-run*): the one row neither reached, then rounds of the imagenet workload's main rows, so that
+# their speed-ups get intervals (the part's clock stops the bench; the next part resumes it)
+ROUNDS = "/tmp/firstgpu/rounds"  # the machine keeps /tmp while warm: the parts are chained at once
 STEPS = [
-    Step("environment", 1, 90, ["-m", "bench.firstgpu", "--environment", "{work}/environment.json"]),
+    Step("environment", 1, 60, ["-m", "bench.firstgpu", "--environment", "{work}/environment.json"]),
     Step("imagenet-data", 1, 600, ["-m", "bench.data", "--workload", "imagenet"], background=True, least_s=0),
-    # the check's paths the first run's part did not reach
-    Step(
-        "check-rest",
-        1,
-        240,
-        [
-            "-m",
-            "bench",
-            "--check",
-            "--out",
-            "{work}/check",
-            "--paths",
-            "FSDP2 over NCCL,bf16 autocast,train_channels_last,mode default,train_checkpoint,train_all,loader.py",
-        ],
-    ),  # fmt: skip
-    # FSDP2 over NCCL in one process did not learn where DDP did: both, 200 steps, the same data and seed
-    Step(
-        "fsdp-200",
-        1,
-        60,
-        torchrun("train_fsdp.py", f"{SMALL} --steps 200 --warmup-steps 3 --metrics-out {{work}}/fsdp-200.json"),
-    ),  # fmt: skip
-    Step(
-        "ddp-200",
-        1,
-        60,
-        torchrun("train_ddp.py", f"{SMALL} --steps 200 --warmup-steps 3 --metrics-out {{work}}/ddp-200.json"),
-    ),  # fmt: skip
-    Step("wait-data", 2, 300, ["-m", "bench.firstgpu", "--wait", str(DATA_DONE)]),
-    Step(
-        "instrument",
-        2,
-        200,
-        [
-            "tools/instrument.py",
-            "--device",
-            "cuda",
-            "--model",
-            "resnet50",
-            "--batch-size",
-            "256",
-            "--data",
-            "synthetic:224:10",
-            "--steps",
-            "120",
-            "--warmup-steps",
-            "20",
-            "--rounds",
-            "3",
-            "--out",
-            "{work}/instrument",
-        ],
-    ),  # fmt: skip
-    # the rows the first run's parts did not reach, and AMP with channels_last (the usual one-GPU recipe)
-    Step(
-        "imagenet-rest",
-        2,
-        PART_S,
-        bench(
-            f"--workload imagenet --variants baseline,all,all:no-ddp:no-compile,"
-            f"checkpoint,dp,ddp {ONE_ROUND} --out {{work}}/imagenet"
-        ),
-    ),  # fmt: skip
-    Step("vit-rest", 3, 150, bench(f"--workload vit --variants baseline,ddp,fsdp {ONE_ROUND} --out {{work}}/vit")),
-    # rounds of the imagenet workload's main rows: paired speed-ups with intervals; part 4 resumes it
+    Step("vit-fsdp", 1, 150, bench(f"--workload vit --variants baseline,fsdp {ONE_ROUND} --out {{work}}/vit")),
+    Step("wait-data", 1, 120, ["-m", "bench.firstgpu", "--wait", str(DATA_DONE)]),
     Step(
         "imagenet-rounds",
-        3,
+        1,
         PART_S,
         bench(
-            "--workload imagenet --variants synthetic,amp-synthetic,baseline,amp,"
-            "channels_last,compile --loaders none --repeats 3 --steps 50"
-            " --warmup-steps 10 --out /tmp/firstgpu/rounds"
+            "--workload imagenet --variants baseline,amp,channels_last,compile,all:no-ddp:no-compile"
+            f" --loaders none --repeats 3 --steps 50 --warmup-steps 10 --out {ROUNDS}"
         ),
     ),  # fmt: skip
-    Step("check-dali", 4, 90, ["-m", "bench", "--check", "--paths", "DALI", "--out", "{work}/check"]),
-    Step("imagenet-rounds-resumed", 4, PART_S, ["-m", "bench", "--resume", "--out", "/tmp/firstgpu/rounds"]),
+    Step("imagenet-rounds-resumed", 2, PART_S, ["-m", "bench", "--resume", "--out", ROUNDS]),
     Step(
         "keep-rounds",
-        4,
+        2,
         30,
         [
             "-c",
             "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2], ignore="
             "shutil.ignore_patterns('compile-cache'))",
-            "/tmp/firstgpu/rounds",
+            ROUNDS,
             "{work}/rounds",
         ],
         least_s=5,
@@ -395,10 +331,12 @@ def run_part(part, out, dali_site, steps=None):
         code, seconds = run_step(step, work, deadline, env, log)
         rows.append(dict(step=step.name, code=code, seconds=seconds, last=last_line(log), log=log.name))
         print(f"  {code} after {seconds:.0f} s: {rows[-1]['last']}", flush=True)
-    report = [f"# The first GPU run, part {part}: {platform.node()}", "", "| step | exit | seconds | last line |"]
+    report = [f"# A GPU run, part {part}: {platform.node()}", "", "| step | exit | seconds | last line |"]
     report += ["|---|---|---|---|"] + [
         f"| {r['step']} | {r['code']} | {r['seconds']:.0f} | {r['last']} |" for r in rows
     ]
+    commands = [(r["log"][:-4], command_of(work / r["log"])) for r in rows]
+    report += [""] + [f"- `{name}`: " + (f"`{cmd}`" if cmd else "not run") for name, cmd in commands]
     (work / "steps.md").write_text("\n".join(report) + "\n")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -411,6 +349,15 @@ def run_part(part, out, dali_site, steps=None):
         )
     print(f"part {part}: {out}/part-{part}.tar.gz and part-{part}.md", flush=True)
     return rows
+
+
+def command_of(log):
+    """The command a step's log begins with ("$ python3 ..."), the interpreter's path left out; "" where none ran."""
+    first = log.read_text(errors="replace").split("\n", 1)[0] if log.exists() else ""
+    if not first.startswith("$ "):
+        return ""
+    program, _, rest = first[2:].partition(" ")
+    return f"{Path(program).name} {rest}".strip()
 
 
 def wait_for(path, poll_s=0.2):
@@ -488,6 +435,7 @@ def main(argv=None):
     p.add_argument("--part", type=int, choices=PARTS, help="the part to run")
     p.add_argument("--out", default="results/firstgpu", help="where part-N.tar.gz and part-N.md go (the device: $OUT)")
     p.add_argument("--dry-run", action="store_true", help="print each part's steps and stop")
+    p.add_argument("--seconds", type=int, help="the part's seconds, where less device time is left than it plans")
     p.add_argument("--dali-site", default=os.environ.get("DALI_SITE", "/tmp/site"), help="where DALI was installed")
     p.add_argument("--fetch-wheels", action="store_true", help="here, once: the wheels the GPU machine lacks")
     p.add_argument("--pack-dali", action="store_true", help="here, once: DALI in parts that fit a call, in .dali/N")
@@ -512,6 +460,12 @@ def main(argv=None):
                 print(f"  {step.name} (at most {step.limit_s} s): {cmd}")
             print()
         return None
+    if args.seconds is not None:
+        if not GRACE_S + PACK_S < args.seconds <= PART_S:
+            print(f"firstgpu: error: --seconds {args.seconds}: more than {GRACE_S + PACK_S} (the grace and the packing)"
+                  f" and at most {PART_S}", file=sys.stderr)  # fmt: skip
+            sys.exit(2)
+        PART_SECONDS[args.part] = args.seconds
     run_part(args.part, args.out, args.dali_site)
     return None
 

@@ -79,13 +79,18 @@ def report(summary, out, machine, baseline_dir):
     print(f"all of it in one page, with each technique's code beside its numbers: {out}/report.html")
 
 
+def plain(value):
+    """A value read back from a csv as Python's own (numpy's bool and integers do not go into JSON)."""
+    return None if pd.isna(value) else getattr(value, "item", lambda: value)()
+
+
 def saved_machine(folder, runs):
     """The machine a saved bench ran on: its machine.json, else the machine fields of its last run."""
     if (folder / "machine.json").exists():
         return json.loads((folder / "machine.json").read_text())
     fields = {f.name for f in schema.FIELDS if f.source == "machine"}
     last = runs.iloc[-1]
-    info = {name: (None if pd.isna(last.get(name)) else last.get(name)) for name in fields}
+    info = {name: plain(last.get(name)) for name in fields}
     for name in "gpu_count", "cpu_cores":  # read back from a csv as floats
         info[name] = int(info[name] or 0)
     for name in "cpu_bf16_native", "gpu_bf16_native", "gpu_tf32":

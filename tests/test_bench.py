@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -211,7 +212,7 @@ def test_save_baseline_then_a_bench_appends_and_prints_the_comparison(tiny_data,
     saved = tmp_path / "baselines"
     result = run("-m", "bench", "--out", out, "--save-baseline", "--baseline-dir", saved)
     assert result.returncode == 0, result.stderr
-    (folder,) = saved.iterdir()  # named for this machine's class
+    (folder,) = saved.iterdir()  # named for this machine's class (the runs' machine: this one)
     assert folder.name.startswith("cpu-") and {p.name for p in folder.iterdir()} >= {
         "summary.csv", "summary.md", "throughput.png", "memory.png", "machine.json", "runs.csv"
     }  # fmt: skip
@@ -219,6 +220,15 @@ def test_save_baseline_then_a_bench_appends_and_prints_the_comparison(tiny_data,
     kept = pd.read_csv(folder / "runs.csv")
     assert set(kept["bench_id"]) == {last["bench_id"]} and kept["command"].str.contains("train.py").any()
     assert json.loads((folder / "machine.json").read_text())["cpu_cores"] == len(os.sched_getaffinity(0))
+    brought = tmp_path / "brought"  # a bench brought from a GPU machine is saved as that machine's, not this one's
+    shutil.copytree(out, brought)
+    runs = pd.read_csv(brought / "runs.csv")
+    runs = runs.assign(machine_class="1x-nvidia-made-up", gpu_name="NVIDIA Made Up", gpu_count=1, gpu_tf32=True)
+    runs.to_csv(brought / "runs.csv", index=False)
+    result = run("-m", "bench", "--out", brought, "--save-baseline", "--baseline-dir", saved)
+    assert result.returncode == 0, result.stderr
+    machine = json.loads((saved / "1x-nvidia-made-up" / "machine.json").read_text())
+    assert machine["gpu_name"] == "NVIDIA Made Up" and machine["gpu_count"] == 1 and machine["gpu_tf32"] is True
     copy = tmp_path / "again"  # a results folder that holds the bench's rows already: the next bench appends
     copy.mkdir()
     (copy / "runs.csv").write_bytes((out / "runs.csv").read_bytes())

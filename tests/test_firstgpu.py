@@ -28,16 +28,16 @@ def test_the_dry_run_names_each_parts_steps_in_order():
     assert [text.index(f"  {name} (at most ") for name in names] == sorted(
         text.index(f"  {n} (at most ") for n in names
     )
-    assert names[:3] == ["environment", "imagenet-data", "check-rest"] and "instrument" in names
-    assert "fsdp-200" in names and "check-dali" in names
+    assert names[:3] == ["environment", "imagenet-data", "vit-fsdp"]
+    assert names[-2:] == ["imagenet-rounds-resumed", "keep-rounds"]
 
 
 def test_the_parts_fit_the_commands_and_the_session():
-    """Each part ends before a device command's 600 s with its start and transfers beside it, and the four together
-    with the machine's start and the carries (61 s on the first run) take at most 25 of a session's 30 minutes."""
-    assert firstgpu.PARTS == [1, 2, 3, 4] and set(firstgpu.PART_SECONDS) == set(firstgpu.PARTS)
+    """Each part ends before a device command's 600 s with its start and transfers beside it, and the two together
+    with the machine's start and the carries (61 s on the first run) take at most 14 of a session's 15 minutes."""
+    assert firstgpu.PARTS == [1, 2] and set(firstgpu.PART_SECONDS) == set(firstgpu.PARTS)
     assert all(seconds + 30 <= 600 for seconds in firstgpu.PART_SECONDS.values())
-    assert sum(firstgpu.PART_SECONDS.values()) + firstgpu.START_S <= firstgpu.PLAN_S == 25 * 60
+    assert sum(firstgpu.PART_SECONDS.values()) + firstgpu.START_S <= firstgpu.PLAN_S == 14 * 60
     assert all(s.least_s <= firstgpu.PART_SECONDS[s.part] for s in firstgpu.STEPS)
 
 
@@ -91,6 +91,8 @@ def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
     assert not [n for n in names if "compile-cache" in n or "trace" in n]
     md = (tmp_path / "out" / "part-1.md").read_text()
     assert "| hangs | stopped at its limit of 3 s |" in md and "| too-long | skipped | 0 |" in md
+    hangs = next(line for line in md.splitlines() if line.startswith("- `02-hangs`: `"))  # each step's command
+    assert "time.sleep(60)" in hangs and "- `03-too-long`: not run" in md
 
 
 @pytest.mark.slow
@@ -185,3 +187,10 @@ def test_dali_travels_in_parts_that_fit_a_call_and_is_unpacked_when_all_are_ther
                            env=firstgpu.environment_of(str(site)), capture_output=True, text=True)  # fmt: skip
     assert probe.stdout.strip() == "probe", probe.stderr
     assert firstgpu.unpack_dali(site, tmp_path / "none", gathered) == f"DALI is in {site}"
+
+
+@pytest.mark.parametrize("seconds", [0, 40, 601])
+def test_a_part_cut_to_the_time_left_is_refused_outside_what_a_part_can_take(seconds, tmp_path):
+    result = run("-m", "bench.firstgpu", "--part", 2, "--seconds", seconds, "--out", tmp_path)
+    assert result.returncode == 2 and f"--seconds {seconds}: more than 40" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr and not list(tmp_path.iterdir())
