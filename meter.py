@@ -161,6 +161,8 @@ class Meter:
             torch.cuda.memory._record_memory_history(max_entries=100_000)
         if snapshot and step == self.warmup:  # open it at pytorch.org/memory_viz
             checks.write_whole(self.args.memory_snapshot, "the memory snapshot", pickle.dumps(take_snapshot()))
+        if step == self.warmup - 1 and step > 0 and self.devices():  # the last warm-up step allocates anew what a
+            torch.cuda.empty_cache()  # step needs: the blocks cuDNN's autotuning and the first steps left go back
         if step == self.warmup:  # the warm-up is over: the memory peaks and the clock start now
             for device in self.devices():
                 torch.cuda.reset_peak_memory_stats(device)

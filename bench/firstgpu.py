@@ -100,7 +100,8 @@ ONE_ROUND = "--repeats 1 --steps 50 --warmup-steps 10 --loaders none"
 SMALL = "--data data/check --model examples/smallnet.py:build --batch-size 8 --workers 1 --no-progress --seed 0"
 # the third GPU run (the first, 2026-11-25, and the second, 2026-11-26, are saved in baseline/h100-first-run* and
 # baseline/h200-second-run*): the one row neither reached, then rounds of the imagenet workload's main rows, so that
-# their speed-ups get intervals (the part's clock stops the bench; the next part resumes it)
+# their speed-ups get intervals (the part's clock stops the bench; the next part resumes it); checkpoint among them:
+# its reserved and NVML memory with the warm-up's cache given back and NVML read in the window (not yet run on a GPU)
 ROUNDS = "/tmp/firstgpu/rounds"  # the machine keeps /tmp while warm: the parts are chained at once
 STEPS = [
     Step("environment", 1, 60, ["-m", "bench.firstgpu", "--environment", "{work}/environment.json"]),
@@ -112,7 +113,7 @@ STEPS = [
         1,
         PART_S,
         bench(
-            "--workload imagenet --variants baseline,amp,channels_last,compile,all:no-ddp:no-compile"
+            "--workload imagenet --variants baseline,amp,channels_last,compile,checkpoint,all:no-ddp:no-compile"
             f" --loaders none --repeats 3 --steps 50 --warmup-steps 10 --out {ROUNDS}"
         ),
     ),  # fmt: skip

@@ -157,7 +157,7 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
     if error is None:
         row.update({k: v for k, v in metrics.items() if k not in schema.JSON_ONLY | {"variant"}})
         if run.kind == "train":  # the counters of this machine: a run through srun may run on others
-            row.update(sampler.energy_fields(metrics) if not run.nodes else {"energy_source": "not measured: srun"})
+            row.update(sampler.window_fields(metrics) if not run.nodes else {"energy_source": "not measured: srun"})
         phases = [metrics.get(k) for k in ("setup_s", "warmup_s", "window_s", "eval_s")]
         if all(isinstance(p, (int, float)) for p in phases):  # training runs: where the rest of the time went
             row["other_s"] = row["wall_s"] - sum(phases)

@@ -250,6 +250,8 @@ class Sampler(threading.Thread):
         self.peak_rss, self.peak_host, self.peak_tree_gpu, self.peak_device_rise = 0, 0, 0, 0
         self.last_full_read, self.full_interval = 0.0, interval
         self.samples, self.cpu_s = 0, 0.0
+        self.readings, self.kind, self.method = [], None, None  # (wall clock, the tree's GPU memory, the device's
+        # rise) at every sample; the one of the two that stop() read (its index in a reading), and its words
         self.done = threading.Event()
 
     def device_used(self):
@@ -280,7 +282,7 @@ class Sampler(threading.Thread):
             self.peak_host = max(self.peak_host, self.host_memory(processes, full=True))
             cost = time.thread_time() - started
             self.last_full_read, self.full_interval = now, min(1.0, max(self.interval, cost / PSS_BUDGET))
-        pids = {p.pid for p in processes}
+        pids, tree_gpu, rise, at = {p.pid for p in processes}, None, None, time.time()
         if self.devices and not self.nvml_error and not self.tree_error:  # two readings, each failing on its own
             try:
                 tree_gpu = 0
@@ -290,12 +292,15 @@ class Sampler(threading.Thread):
                             tree_gpu += proc.usedGpuMemory
                 self.peak_tree_gpu = max(self.peak_tree_gpu, tree_gpu)
             except Unavailable as e:
-                self.tree_error = str(e)
+                self.tree_error, tree_gpu = str(e), None
         if self.devices and not self.nvml_error and not self.rise_error:
             try:
-                self.peak_device_rise = max(self.peak_device_rise, self.device_used() - self.device_used_at_start)
+                rise = self.device_used() - self.device_used_at_start
+                self.peak_device_rise = max(self.peak_device_rise, rise)
             except Unavailable as e:
                 self.rise_error = str(e)
+        if self.devices:
+            self.readings.append((at, tree_gpu, rise))
         self.load.sample(pids)
         self.energy.sample()
         self.samples += 1
@@ -318,12 +323,13 @@ class Sampler(threading.Thread):
             method = f"unavailable: {self.nvml_error or self.tree_error + '; ' + self.rise_error}"[:200]
         elif self.devices:
             if self.peak_tree_gpu and not self.tree_error:
-                gpu, method = self.peak_tree_gpu, "process tree"
+                gpu, method, self.kind = self.peak_tree_gpu, "process tree", 1
             elif not self.rise_error:
-                gpu, method = self.peak_device_rise, "device rise"
+                gpu, method, self.kind = self.peak_device_rise, "device rise", 2
                 method += f" (the process query failed: {self.tree_error})"[:150] if self.tree_error else ""
             else:  # the process query worked but saw none of the tree, and the rise could not be read
                 method = f"unavailable: {self.rise_error}"[:200]
+        self.method = method
         row = dict(
             peak_host_mem_mib=self.peak_host / 2**20 if self.peak_host else None,
             nvml_peak_mib=gpu / 2**20 if gpu is not None else None,
@@ -332,6 +338,22 @@ class Sampler(threading.Thread):
             sampler_cpu_s=self.cpu_s,
         )
         return {**row, **self.load.result()}
+
+    def window_fields(self, metrics):
+        """The GPU memory and energy of the run's timed window (its metrics' timed_spans): the warm-up (cuDNN's
+        autotuning) and the evaluations left out, as torch's peaks are (meter.py)."""
+        return {**self.window_memory(metrics.get("timed_spans")), **self.energy_fields(metrics)}
+
+    def window_memory(self, spans):
+        """NVML's peak over the readings inside the spans, from the source stop() chose; the whole run's (said so)
+        where no reading falls inside them."""
+        if self.kind is None or not spans:
+            return {}
+        within = [r[self.kind] for r in self.readings if any(a <= r[0] <= b for a, b in spans)]
+        inside = [v for v in within if v is not None]
+        if not inside:
+            return dict(nvml_method=f"{self.method}; the whole run: no reading inside the timed window"[:200])
+        return dict(nvml_peak_mib=max(inside) / 2**20, nvml_method=f"{self.method}; the timed window"[:200])
 
     def energy_fields(self, metrics):
         """The energy of the run's timed window (its metrics' timed_spans) and per 1,000 samples it trained."""

@@ -158,9 +158,11 @@ loss_curve              -     train   -       json       the training loss: [ste
 val_curve               -     train   -       json       one point per evaluation (each epoch's end): epoch, step,
                                                            val_acc, train_s (the training time to it, setup and
                                                            evaluations left out), wall_s (from the flags parsed)
-nvml_peak_mib           MiB   runner  median  ratio      GPU memory of the run's process tree on the GPUs it sees
-                                                           (NVML): the CUDA context, NCCL and DALI included
-nvml_method             -     runner  -       -          process tree, or device rise (NVML sees no processes)
+nvml_peak_mib           MiB   runner  median  ratio      GPU memory of the run's process tree on its GPUs (NVML), its
+                                                           highest in the timed window: the CUDA context, NCCL and
+                                                           DALI included
+nvml_method             -     runner  -       -          process tree, or device rise (NVML sees no processes); in the
+                                                           window
 peak_host_mem_mib       MiB   runner  median  ratio      host memory of the run's process tree (PSS, sampled)
 memory_samples          -     runner  -       -          memory samples taken
 sampler_cpu_s           s     runner  -       -          CPU the memory sampler spent

@@ -262,6 +262,32 @@ def test_the_sampler_counts_the_run_on_its_gpus_and_others_apart(monkeypatch):
     assert row["gpu_util_pct"] == 80 and row["gpu_sm_clock_mhz"] == 1755 and row["gpu_throttle"] == "power cap"
 
 
+def test_the_gpu_memory_of_a_row_is_its_timed_windows(monkeypatch):
+    """NVML's memory of a training row is the highest reading inside its timed window, as torch's peaks are: the
+    warm-up (cuDNN's autotuning) and the evaluation after it left out; where no reading falls inside, the whole run's,
+    said so."""
+    job = sleeper()
+    now = [0.0]
+    monkeypatch.setattr(sample.time, "time", lambda: now[0])
+    try:
+        fake = FakeNVML([])
+        monkeypatch.setattr(sample, "pynvml", fake)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = sample.Sampler(job.pid, gpu=True)
+        for at, gib in (1.0, 5.0), (2.0, 3.0), (3.0, 3.5), (4.0, 6.0):  # warm-up, window, window, evaluation
+            now[0], fake.processes = at, [("gpu1", job.pid, int(gib * 2**30))]
+            sampler.sample()
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["nvml_peak_mib"] == 6 * 1024 and row["nvml_method"] == "process tree"  # the whole run's
+    window = sampler.window_fields(dict(timed_spans=[[1.5, 3.2]], steps_timed=4, global_batch_size=8))
+    assert window["nvml_peak_mib"] == 3.5 * 1024 and window["nvml_method"] == "process tree; the timed window"
+    missed = sampler.window_memory([[4.5, 4.8]])
+    assert "nvml_peak_mib" not in missed and "no reading inside the timed window" in missed["nvml_method"]
+    assert sampler.window_memory(None) == {}  # a run that reported no window keeps the whole run's
+
+
 def test_a_run_is_read_on_the_gpus_it_uses_alone(monkeypatch):
     """Two GPUs visible (the second first): a one-process run uses cuda:0, the first visible, and its memory, load and
     energy are read there alone; DataParallel reads every one; torchrun's N processes the first N."""
