@@ -71,12 +71,8 @@ train: $(SETUP)
 
 # the tutorial: a variant against its base, every added line marked `# new #`
 diff:
-	@case "$(V)" in \
-	  dp|ddp|amp|channels_last|compile|checkpoint|all|fsdp|fused|tf32) base=train.py; variant=train_$(V).py ;; \
-	  dali) base=loader.py; variant=loader_dali.py ;; \
-	  *) echo "usage: make diff V=dp|ddp|amp|channels_last|compile|checkpoint|all|fsdp|fused|tf32|dali" >&2; exit 2 ;; \
-	esac; \
-	diff -u $$base $$variant; test $$? -le 1
+	@pair=$$(python3 bench/catalogue.py diff "$(V)") || exit 2; \
+	diff -u $$pair; test $$? -le 1
 
 # the browser the report's test opens: Debian's chromium and chromium-driver, installed when missing (as root, or sudo)
 browser:

@@ -10,23 +10,12 @@ import ast
 import difflib
 import re
 
+from bench import catalogue
 from bench.machine import ROOT
 
 MARK = "# new #"
-TECHNIQUES = {  # a technique: (its base, its script)
-    "dp": ("train.py", "train_dp.py"),
-    "ddp": ("train.py", "train_ddp.py"),
-    "amp": ("train.py", "train_amp.py"),
-    "channels_last": ("train.py", "train_channels_last.py"),
-    "compile": ("train.py", "train_compile.py"),
-    "checkpoint": ("train.py", "train_checkpoint.py"),
-    "all": ("train.py", "train_all.py"),
-    "fsdp": ("train.py", "train_fsdp.py"),
-    "fused": ("train.py", "train_fused.py"),
-    "tf32": ("train.py", "train_tf32.py"),
-    "dali": ("loader.py", "loader_dali.py"),
-}
-ROWS = {"amp-synthetic": "amp", "loader_dali": "dali"}  # bench rows that measure a technique under another name
+TECHNIQUES = catalogue.tutorials()  # a technique: (its base, its script), in reading order
+ROWS = {r.name: r.measures for r in catalogue.ROWS if r.measures}  # bench rows that measure one under another name
 
 
 def technique(variant):

@@ -26,33 +26,20 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, data, launch, slurm, summarize, write_whole
+from bench import BenchError, catalogue, data, launch, slurm, summarize, write_whole
 from bench.machine import ROOT
 
 TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
-# variant -> the command after `python`: the script and the flags that make the technique
-# in the order a user needs them, the order they run in and are left out from the end of when the budget is short:
-# the ceilings and the baseline, then each technique; DP and DDP, which show only their overhead on one GPU, last
+# variant -> the command after `python`: the script and the flags that make the technique, in the catalogue's order
+# (the order they run in and are left out from the end of when the budget is short); the sets read from its rows
 TRAIN = {
-    "synthetic": ["train.py", "--data", "{synthetic}"],
-    "amp-synthetic": ["train_amp.py", "--data", "{synthetic}"],
-    "baseline": ["train.py"],
-    "amp": ["train_amp.py"],
-    "tf32": ["train_tf32.py"],
-    "fused": ["train_fused.py"],
-    "channels_last": ["train_channels_last.py"],
-    "compile": ["train_compile.py"],
-    "all": [*TORCHRUN, "train_all.py"],
-    "dali": ["train.py", "--loader", "dali"],
-    "checkpoint": ["train_checkpoint.py"],
-    "dp": ["train_dp.py"],
-    "ddp": [*TORCHRUN, "train_ddp.py"],
-    "fsdp": [*TORCHRUN, "train_fsdp.py"],
+    row.name: [*(TORCHRUN if row.launch == "torchrun" else []), row.script, *row.flags]
+    for row in catalogue.training().values()
 }
-LOADERS = {"loader": "loader.py", "loader_dali": "loader_dali.py"}
-MULTI_GPU = {"dp", "ddp", "fsdp"}  # their speed-up needs 2 GPUs or more; with fewer, their rows show the overhead only
-DISTRIBUTED = {"ddp", "fsdp", "all"}  # run by torchrun, one process per GPU (2 on a CPU)
-COMPILED = {"compile", "all"}  # one compile cache per variant and bench: the first repeat compiles cold, the rest warm
+LOADERS = {row.name: row.script for row in catalogue.loaders().values()}
+MULTI_GPU = {r.name for r in catalogue.ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
+DISTRIBUTED = {r.name for r in catalogue.ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
+COMPILED = {r.name for r in catalogue.ROWS if r.compiles}  # one compile cache per variant and bench
 # a combination: train_all.py with some of its blocks switched off, a row of its own named all:SWITCH[:SWITCH...],
 # e.g. all:no-ddp:no-compile (AMP + channels_last in one process, the usual single-GPU recipe)
 SWITCHES = {"no-ddp": [], "no-amp": ["--amp-dtype", "none"], "no-channels-last": ["--no-channels-last"],
@@ -123,8 +110,8 @@ DEFAULTS = {
 DATA_OF = dict(vit=dict(gpu="imagenet", cpu="small"))  # a workload that trains on another's generated data
 # the rows a workload runs by default (its variants asked for by name run on any workload): a CNN's the techniques of
 # convolutional training, a transformer's those of transformers (channels_last and DALI change nothing there)
-TRANSFORMER_ONLY = {"fsdp", "fused", "tf32"}
-CNN_ONLY = {"channels_last", "dali", "dp"}
+TRANSFORMER_ONLY = {r.name for r in catalogue.ROWS if r.workloads == "transformer"}
+CNN_ONLY = {r.name for r in catalogue.ROWS if r.workloads == "cnn"}
 LOADER_ONLY_STEPS = 200  # batches a loader row times where steps are auto and no training row calibrates them
 WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
 STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
@@ -181,7 +168,7 @@ def asked_variants(args, gpu_count):
     """The training variants asked for; by default every one, but dp where there is no GPU: there DataParallel is a
     passthrough whose row costs bench time and says nothing (make check still runs it, and says so)."""
     if getattr(args, "default_variants", False) and not gpu_count:
-        return [v for v in args.variants if v != "dp"]
+        return [v for v in args.variants if v not in TRAIN or catalogue.BY_NAME[v].on_cpu]
     return args.variants
 
 

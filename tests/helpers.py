@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bench import catalogue
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SMALL_MODEL = "shufflenet_v2_x0_5"  # learns in seconds on a CPU; BN momentum 0.1, so eval works early
@@ -24,21 +26,10 @@ TINY_MODEL = f"{ROOT}/tests/tinynet.py:build"
 LEARN = ("--epochs", 3, "--batch-size", 32, "--model", TINY_MODEL)  # on small_data: accuracy far above chance
 # every way of training, as the command after `python`: each train*.py (train_ddp.py as one process,
 # without torchrun), and the base with the DALI loader; bad input is tried on all of them
-SCRIPTS = {
-    "train": ("train.py",),
-    "dp": ("train_dp.py",),
-    "ddp": ("train_ddp.py",),
-    "amp": ("train_amp.py",),
-    "channels_last": ("train_channels_last.py",),
-    "compile": ("train_compile.py",),
-    "checkpoint": ("train_checkpoint.py",),
-    "all": ("train_all.py",),
-    "fsdp": ("train_fsdp.py",),
-    "fused": ("train_fused.py",),
-    "tf32": ("train_tf32.py",),
-    "dali": ("train.py", "--loader", "dali"),
+SCRIPTS = {"train": ("train.py",)} | {
+    name: (catalogue.BY_NAME[name].script, *catalogue.BY_NAME[name].flags) for name in catalogue.tutorials()
 }
-LOADERS = ("loader.py", "loader_dali.py")
+LOADERS = tuple(row.script for row in catalogue.loaders().values())
 
 
 def fast_first(values):

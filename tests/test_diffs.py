@@ -14,19 +14,7 @@ import pytest
 from bench import diffs
 from helpers import ROOT
 
-VARIANTS = [
-    ("train_dp.py", "train.py"),
-    ("train_ddp.py", "train.py"),
-    ("train_amp.py", "train.py"),
-    ("train_channels_last.py", "train.py"),
-    ("train_compile.py", "train.py"),
-    ("train_checkpoint.py", "train.py"),
-    ("train_all.py", "train.py"),
-    ("train_fsdp.py", "train.py"),
-    ("train_fused.py", "train.py"),
-    ("train_tf32.py", "train.py"),
-    ("loader_dali.py", "loader.py"),
-]
+VARIANTS = [(script, base) for base, script in diffs.TECHNIQUES.values()]  # each technique's, from the catalogue
 MARK = diffs.MARK
 marked_lines = diffs.marked  # the rule itself, in one place: bench/diffs.py (the report's diffs and line counts)
 

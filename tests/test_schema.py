@@ -6,11 +6,10 @@ import re
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, record, schema
+from bench import BenchError, baseline, diffs, record, schema
 from helpers import ROOT, TINY_MODEL, run, train
 
-SCRIPTS = ["train.py", "train_dp.py", "train_ddp.py", "train_amp.py", "train_channels_last.py", "train_compile.py"]
-SCRIPTS += ["train_checkpoint.py", "train_all.py", "train_fsdp.py", "train_fused.py", "train_tf32.py"]
+SCRIPTS = ["train.py", *(script for base, script in diffs.TECHNIQUES.values() if base == "train.py")]
 
 
 @pytest.mark.parametrize("script", [s if s == "train.py" else pytest.param(s, marks=pytest.mark.slow) for s in SCRIPTS])

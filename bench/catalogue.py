@@ -1,0 +1,88 @@
+"""The catalogue: every row the bench can run, one line each. The planner, the diffs and the report, the check, the
+Makefile's `make diff` and the tests read it; adding a technique is its script and one row here (docs/techniques.md
+shows the steps).
+
+A row: its name in the bench; the script that runs it and the flags after the script; its tutorial (the base its
+script is read against, `make diff V=NAME`) and that tutorial's place among the others (the report's and the
+README's order); how it is launched (python, or torchrun: one process per GPU, 2 on a CPU); the workloads that run it
+by default (a CNN's, a transformer's, or both: one asked for by name runs on any); whether its speed-up needs 2 GPUs
+or more (with fewer its row shows the overhead alone) and whether it does anything without a GPU (DataParallel is a
+passthrough there: the bench leaves it out by default, the check still runs it); whether it compiles (one compile
+cache per row and bench: the first repeat compiles cold, the rest warm); and, for a row that measures a technique
+under another name (the mixed-precision ceiling, DALI's pipeline alone), that technique.
+
+This file imports nothing of the bench (the Makefile runs it with any Python):
+
+    python3 bench/catalogue.py diff amp      # "train.py train_amp.py": the pair `make diff V=amp` compares
+"""
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    script: str
+    flags: tuple = ()
+    base: str = ""  # the tutorial's base: `make diff V=name` is `diff -u base script`; "" for a row with none
+    lesson: int = 0  # the tutorial's place in the reading order (1 first); 0 for a row with none
+    launch: str = "python"  # or "torchrun"
+    workloads: str = "both"  # "cnn", "transformer" or "both"
+    several_gpus: bool = False  # its speed-up needs 2 GPUs or more
+    on_cpu: bool = True  # False: without a GPU it changes nothing (a passthrough), so the bench leaves it out there
+    compiles: bool = False
+    measures: str = ""  # the technique a row measures under another name
+    kind: str = "train"  # or "loader": a loader's pipeline alone, no training
+
+
+# in the order a user needs them, the order they run in and are left out from the end of when the budget is short:
+# the ceilings and the baseline, then each technique; DP and DDP, which show only their overhead on one GPU, last
+ROWS = [
+    Row("synthetic", "train.py", ("--data", "{synthetic}")),  # the ceiling: no data to load
+    Row("amp-synthetic", "train_amp.py", ("--data", "{synthetic}"), measures="amp"),  # mixed precision's ceiling
+    Row("baseline", "train.py"),
+    Row("amp", "train_amp.py", base="train.py", lesson=3),
+    Row("tf32", "train_tf32.py", base="train.py", lesson=10, workloads="transformer"),
+    Row("fused", "train_fused.py", base="train.py", lesson=9, workloads="transformer"),
+    Row("channels_last", "train_channels_last.py", base="train.py", lesson=4, workloads="cnn"),
+    Row("compile", "train_compile.py", base="train.py", lesson=5, compiles=True),
+    Row("all", "train_all.py", base="train.py", lesson=7, launch="torchrun", compiles=True),
+    Row("dali", "train.py", ("--loader", "dali"), workloads="cnn"),  # its tutorial is loader_dali's (below)
+    Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6),
+    Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False),
+    Row("ddp", "train_ddp.py", base="train.py", lesson=2, launch="torchrun", several_gpus=True),
+    Row("fsdp", "train_fsdp.py", base="train.py", lesson=8, launch="torchrun", workloads="transformer",
+        several_gpus=True),
+    Row("loader", "loader.py", kind="loader"),  # the input pipeline alone
+    Row("loader_dali", "loader_dali.py", base="loader.py", lesson=11, kind="loader", measures="dali"),
+]  # fmt: skip
+BY_NAME = {row.name: row for row in ROWS}
+
+
+def training():
+    """The training rows, by name, in the bench's order."""
+    return {row.name: row for row in ROWS if row.kind == "train"}
+
+
+def loaders():
+    """The loader rows (a pipeline alone), by name."""
+    return {row.name: row for row in ROWS if row.kind == "loader"}
+
+
+def tutorials():
+    """Each technique's tutorial in reading order: its name (the technique's) -> (base, script)."""
+    rows = sorted((row for row in ROWS if row.base), key=lambda row: row.lesson)
+    return {row.measures or row.name: (row.base, row.script) for row in rows}
+
+
+def main(argv):
+    if len(argv) == 2 and argv[0] == "diff" and argv[1] in tutorials():
+        print(*tutorials()[argv[1]])
+        return 0
+    print(f"usage: make diff V={'|'.join(tutorials())}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
