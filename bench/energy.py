@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from bench import sample
+from bench.nvml import Unavailable, call
 
 POWERCAP = Path("/sys/class/powercap")  # BENCH_POWERCAP=DIR reads another tree (a fake counter: the tests)
 
@@ -36,15 +36,15 @@ class GPUs:
         self.handles, self.last, self.total = handles, None, 0.0
         self.read()
         try:
-            self.limit_w = sum(sample.call("nvmlDeviceGetEnforcedPowerLimit", h) for h in handles) / 1e3
-        except (sample.Unavailable, AttributeError):
+            self.limit_w = sum(call("nvmlDeviceGetEnforcedPowerLimit", h) for h in handles) / 1e3
+        except (Unavailable, AttributeError):
             self.limit_w = None
         self.source = f"NVML total energy of {len(handles)} GPU{'s' if len(handles) > 1 else ''}"
 
     def read(self):
         try:
-            now = [sample.call("nvmlDeviceGetTotalEnergyConsumption", h) for h in self.handles]
-        except (sample.Unavailable, AttributeError) as e:
+            now = [call("nvmlDeviceGetTotalEnergyConsumption", h) for h in self.handles]
+        except (Unavailable, AttributeError) as e:
             raise Unreadable(f"NVML gives no energy counter here ({e})") from None
         if self.last is not None:
             if any(b < a for a, b in zip(self.last, now)):

@@ -415,6 +415,8 @@ def last_words(text):
 def nvml_sees_our_pids(sample):
     """Does NVML's process list hold the PID of a child of ours that holds CUDA memory? yes, no (and what it saw),
     or why it could not be asked."""
+    from bench import nvml
+
     holds = "import time, torch; torch.ones(1, device='cuda'); print('ready', flush=True); time.sleep(60)"
     child = subprocess.Popen([sys.executable, "-c", holds], stdout=subprocess.PIPE, text=True)
     try:
@@ -422,9 +424,9 @@ def nvml_sees_our_pids(sample):
             return "the child process could not use CUDA"
         try:
             pids = {
-                p.pid for h in sample.visible_handles() for p in sample.call("nvmlDeviceGetComputeRunningProcesses", h)
+                p.pid for h in sample.visible_handles() for p in nvml.call("nvmlDeviceGetComputeRunningProcesses", h)
             }
-        except sample.Unavailable as e:
+        except nvml.Unavailable as e:
             return f"NVML cannot be asked: {e}"
         return "yes" if child.pid in pids else f"no: NVML lists {sorted(pids)}, ours was {child.pid}"
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import BenchError, sample
+from bench import BenchError, nvml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,9 +73,9 @@ def gpus():
     (Ampere) on.
     """
     try:
-        sample.call("nvmlInit")
-        driver = sample.text(sample.call("nvmlSystemGetDriverVersion"))
-    except sample.Unavailable:  # no NVML library or no driver: a CPU-only machine, unless a device file says not
+        nvml.call("nvmlInit")
+        driver = nvml.text(nvml.call("nvmlSystemGetDriverVersion"))
+    except nvml.Unavailable:  # no NVML library or no driver: a CPU-only machine, unless a device file says not
         driver = None
     if driver is None and not any(glob.glob(pattern) for pattern in GPU_DEVICES):
         if importlib.util.find_spec("torch") is None:

@@ -22,8 +22,9 @@ still read (each one that fails is left empty).
 Memory (Sampler): GPU memory comes from NVML: the memory every process of the tree holds on the GPUs the run
 can see, which includes the CUDA context, NCCL buffers and DALI's own allocations that torch's counters never
 see. Where NVML cannot tell processes apart (a container with its own PID namespace), the rise of those
-devices' used memory over the run is taken instead, and labelled. NVML's peak covers the whole run, start-up
-and evaluation included, where torch's peaks start after the warm-up. An NVML error leaves the GPU fields
+devices' used memory over the run is taken instead, and labelled. A training row's figure is the highest reading
+inside its timed window (window_fields), as torch's peaks are; stop() gives the whole run's, which stays where no
+reading falls inside (nvml_method says which). An NVML error leaves the GPU fields
 unavailable, never 0; the two readings (per process, and the devices' rise) fail apart, so one failing leaves
 the other. Host memory is the proportional set size (PSS) of the tree: shared pages are split between the
 processes that share them, so forked loader workers are not counted many times over. PSS costs about 16 ms of
@@ -42,31 +43,7 @@ import time
 import psutil
 
 from bench import energy
-
-try:
-    import pynvml
-except ImportError:  # a CPU-only environment without nvidia-ml-py
-    pynvml = None
-
-# ----------------------------------------------------------------------------- NVML, guarded
-
-
-class Unavailable(Exception):
-    """NVML cannot be asked: not installed, no driver, or an NVML call failed."""
-
-
-def call(function, *args):
-    """pynvml.function(*args), with any NVML error raised as Unavailable."""
-    if pynvml is None:
-        raise Unavailable("nvidia-ml-py is not installed")
-    try:
-        return getattr(pynvml, function)(*args)
-    except pynvml.NVMLError as e:
-        raise Unavailable(f"{function}: {e}") from None
-
-
-def text(value):
-    return value.decode() if isinstance(value, bytes) else value
+from bench.nvml import Unavailable, call, text
 
 
 def mig_instances(handle):

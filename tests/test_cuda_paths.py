@@ -15,7 +15,7 @@ import types
 import pytest
 import torch
 
-from bench import launch, sample
+from bench import launch, nvml, sample
 from bench.plan import Run
 from helpers import PY, ROOT, build_loaders
 
@@ -238,7 +238,7 @@ class FakeNVML:
     ],
 )
 def test_only_the_gpus_a_run_sees_are_read(monkeypatch, visible, expected):
-    monkeypatch.setattr(sample, "pynvml", FakeNVML([]))
+    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
     assert sample.visible_handles(visible) == expected
 
 
@@ -250,7 +250,7 @@ def test_the_sampler_counts_the_run_on_its_gpus_and_others_apart(monkeypatch):
     job = sleeper()
     try:
         fake = FakeNVML([("gpu1", job.pid, 3 * 2**30), ("gpu1", 999_999, 2**30), ("gpu0", job.pid, 5 * 2**30)])
-        monkeypatch.setattr(sample, "pynvml", fake)
+        monkeypatch.setattr(nvml, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
         sampler = sample.Sampler(job.pid, gpu=True)
         sampler.sample()
@@ -271,7 +271,7 @@ def test_the_gpu_memory_of_a_row_is_its_timed_windows(monkeypatch):
     monkeypatch.setattr(sample.time, "time", lambda: now[0])
     try:
         fake = FakeNVML([])
-        monkeypatch.setattr(sample, "pynvml", fake)
+        monkeypatch.setattr(nvml, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
         sampler = sample.Sampler(job.pid, gpu=True)
         for at, gib in (1.0, 5.0), (2.0, 3.0), (3.0, 3.5), (4.0, 6.0):  # warm-up, window, window, evaluation
@@ -294,7 +294,7 @@ def test_a_run_is_read_on_the_gpus_it_uses_alone(monkeypatch):
     job = sleeper()
     try:
         fake = FakeNVML([("gpu1", job.pid, 3 * 2**30), ("gpu0", job.pid, 5 * 2**30)])
-        monkeypatch.setattr(sample, "pynvml", fake)
+        monkeypatch.setattr(nvml, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
         one = sample.Sampler(job.pid, gpu=True, gpus=1)
         every = sample.Sampler(job.pid, gpu=True)
@@ -315,7 +315,7 @@ def test_a_run_is_read_on_the_gpus_it_uses_alone(monkeypatch):
 def test_an_nvml_error_leaves_the_gpu_fields_unavailable(monkeypatch):
     job = sleeper()
     try:
-        monkeypatch.setattr(sample, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)], fail_after=3))
+        monkeypatch.setattr(nvml, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)], fail_after=3))
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
         sampler = sample.Sampler(job.pid, gpu=True)
         for _ in range(4):
@@ -328,7 +328,7 @@ def test_an_nvml_error_leaves_the_gpu_fields_unavailable(monkeypatch):
 
 
 def test_no_nvml_on_a_gpu_run_is_unavailable_and_on_a_cpu_run_nothing(monkeypatch):
-    monkeypatch.setattr(sample, "pynvml", None)
+    monkeypatch.setattr(nvml, "pynvml", None)
     job = sleeper()
     try:
         gpu_run = sample.Sampler(job.pid, gpu=True)
@@ -341,14 +341,14 @@ def test_no_nvml_on_a_gpu_run_is_unavailable_and_on_a_cpu_run_nothing(monkeypatc
 
 
 def test_throttle_reasons_are_named(monkeypatch):
-    monkeypatch.setattr(sample, "pynvml", FakeNVML([]))
+    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
     load = sample.Load(["gpu1"])
     load.sample(set())
     assert load.result()["gpu_throttle"] == "power cap"
 
 
 def test_the_sampler_thread_stops_cleanly(monkeypatch):
-    monkeypatch.setattr(sample, "pynvml", FakeNVML([]))
+    monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
     job = sleeper()
     try:
         sampler = sample.Sampler(job.pid, interval=0.05, gpu=True)

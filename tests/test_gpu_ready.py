@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
-from bench import BenchError, launch, machine, plan, sample, summarize
+from bench import BenchError, launch, machine, nvml, plan, sample, summarize
 from helpers import ROOT, SMALL_MODEL, train
 
 sys.path.insert(0, str(ROOT))
@@ -147,7 +147,7 @@ def test_in_a_container_the_gpu_sharing_is_unknown_not_busy(monkeypatch):
     job = sleeper()
     try:
         fake = FakeNVML([])
-        monkeypatch.setattr(sample, "pynvml", fake)
+        monkeypatch.setattr(nvml, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
         sampler = sample.Sampler(job.pid, gpu=True)
         fake.processes.append(("gpu1", 4_000_123, 3 * 2**30))  # the run, as the host numbers it
@@ -171,7 +171,7 @@ def test_in_a_container_the_gpu_sharing_is_unknown_not_busy(monkeypatch):
 def test_with_its_own_pids_a_run_alone_on_its_gpu_is_alone(monkeypatch):
     job = sleeper()
     try:
-        monkeypatch.setattr(sample, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)]))
+        monkeypatch.setattr(nvml, "pynvml", FakeNVML([("gpu1", job.pid, 2**30)]))
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
         sampler = sample.Sampler(job.pid, gpu=True)
         sampler.sample()
@@ -192,7 +192,7 @@ def test_a_failing_process_query_leaves_the_device_rise(monkeypatch):
     job = sleeper()
     try:
         fake = NoProcessQuery([])
-        monkeypatch.setattr(sample, "pynvml", fake)
+        monkeypatch.setattr(nvml, "pynvml", fake)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
         sampler = sample.Sampler(job.pid, gpu=True)
         fake.processes.append(("gpu1", job.pid, 2 * 2**30))
@@ -214,7 +214,7 @@ def test_a_refused_process_query_still_reads_what_vouches_for_the_gpu(monkeypatc
 
     job = sleeper()
     try:
-        monkeypatch.setattr(sample, "pynvml", Refusing([("gpu1", job.pid, 2**30)]))
+        monkeypatch.setattr(nvml, "pynvml", Refusing([("gpu1", job.pid, 2**30)]))
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
         sampler = sample.Sampler(job.pid, gpu=True)
         for _ in range(3):
@@ -381,18 +381,18 @@ def test_torch_is_asked_for_its_gpus_only_where_a_driver_or_a_gpu_device_is(monk
         return subprocess.CompletedProcess(cmd, 0, stdout=found, stderr="")
 
     def no_nvml(name, *args):
-        raise sample.Unavailable("NVML Shared Library Not Found")
+        raise nvml.Unavailable("NVML Shared Library Not Found")
 
     monkeypatch.setattr(machine, "subprocess", argparse.Namespace(run=probe))
-    monkeypatch.setattr(sample, "call", no_nvml)
+    monkeypatch.setattr(nvml, "call", no_nvml)
     monkeypatch.setattr(machine, "GPU_DEVICES", (str(tmp_path / "nvidia[0-9]*"), str(tmp_path / "kfd")))
     assert machine.gpus() == ([], None) and asked == []
     (tmp_path / "kfd").touch()  # ROCm's device: torch.cuda sees AMD's GPUs, and NVML does not
     assert machine.gpus()[0][0]["name"] == "NVIDIA H100" and len(asked) == 1
     (tmp_path / "kfd").unlink()
-    monkeypatch.setattr(sample, "call", lambda name, *args: b"580.65" if name == "nvmlSystemGetDriverVersion" else None)
+    monkeypatch.setattr(nvml, "call", lambda name, *args: b"580.65" if name == "nvmlSystemGetDriverVersion" else None)
     assert machine.gpus() == ([dict(name="NVIDIA H100", capability="9.0", bf16=True)], "580.65") and len(asked) == 2
-    monkeypatch.setattr(sample, "call", no_nvml)
+    monkeypatch.setattr(nvml, "call", no_nvml)
     monkeypatch.setattr(machine.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(BenchError, match=r"^torch is not installed in .*: see requirements.txt$"):
         machine.gpus()

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import meter
-from bench import energy, plan, profiles, sample
+from bench import energy, nvml, plan, profiles
 from helpers import TINY_MODEL, TORCHRUN, check_clean_failure, run, train
 
 PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
@@ -287,14 +287,14 @@ class EnergyNVML:
 
 
 def test_the_gpus_counters_are_read_through_nvml(monkeypatch):
-    monkeypatch.setattr(sample, "pynvml", EnergyNVML())
+    monkeypatch.setattr(nvml, "pynvml", EnergyNVML())
     gpus = energy.GPUs(["gpu0", "gpu1"])
     assert gpus.limit_w == 1400.0 and gpus.source == "NVML total energy of 2 GPUs"
     assert gpus.read() == pytest.approx(0.6)  # 300 mJ each since the first reading
-    monkeypatch.setattr(sample, "pynvml", EnergyNVML(back=True))
+    monkeypatch.setattr(nvml, "pynvml", EnergyNVML(back=True))
     with pytest.raises(energy.Unreadable, match="went backwards"):
         energy.GPUs(["gpu0"]).read()
-    monkeypatch.setattr(sample, "pynvml", None)
+    monkeypatch.setattr(nvml, "pynvml", None)
     assert "nvidia-ml-py is not installed" in energy.Recorder(["gpu0"], gpu=True).error
     assert energy.Recorder([], gpu=True).error == "no GPU that NVML can read"
 

@@ -1,0 +1,30 @@
+"""bench/'s layout: no module imports one that imports it back (at module level, where a circle breaks a fresh
+import and hides which module is the lower one)."""
+
+import ast
+
+from helpers import ROOT
+
+
+def module_imports(path):
+    """The bench modules a module imports at its top level."""
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module == "bench":
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("bench.")}
+    return found
+
+
+def test_no_import_circle_in_bench():
+    modules = {p.stem: p for p in (ROOT / "bench").glob("*.py") if p.stem != "__init__"}
+    graph = {name: module_imports(path) & set(modules) for name, path in modules.items()}
+
+    def reaches(start, goal, seen):
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph[start])
+
+    circles = sorted(name for name in graph if reaches(name, name, {name}))
+    assert circles == [], f"modules in an import circle: {circles}"
