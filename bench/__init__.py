@@ -13,7 +13,7 @@
       |               the progress lines
       |
       launch.py       one run: its process tree with a time limit, its log and its metrics
-      |   sample.py   while it runs: the tree's memory (PSS; NVML on a GPU), the machine's load, NVML guarded
+      |   sample.py   while it runs: the tree's memory (PSS; NVML on a GPU, nvml.py guarding it), the machine's load
       |
       record.py       the record: runs.csv, a whole row at a time (schema.py: every field, once; baseline.py: the
       |               saved results a bench is compared with)
@@ -23,10 +23,12 @@
       markdown.py     the outputs: summary.md; plots.py: the PNGs and the learning curves; report.py: report.html;
                       readme.py: the README's result blocks
 
-Beside the path: data.py (the generated data: python -m bench.data), machine.py (what this machine is and its
-class), slurm.py (the DDP rows across nodes), diffs.py and sync.py (the tutorial diffs, and a base fix carried
-into every variant), firstgpu.py (the first GPU run, in parts). Every error the bench finds in its input is a
-BenchError, printed once, as one line, by __main__.py.
+Beside the path: catalogue.py (every row the bench can run, one line each: what plan.py, diffs.py, check.py, the
+Makefile and the tests read), data.py (the generated data: python -m bench.data), machine.py (what this machine is
+and its class), slurm.py (the DDP rows across nodes), diffs.py (the tutorial diffs). The team's tools are not the
+package's: tools/ holds the GPU run in parts (firstgpu.py), the base fix carried into every variant (sync.py), the
+instrument's check and the FSDP probe. Every error the bench finds in its input is a BenchError, printed once, as
+one line, by __main__.py.
 """
 
 import contextlib

@@ -1,4 +1,4 @@
-"""python -m bench.firstgpu: the first GPU run's script, tried on a CPU. Its dry run, every bench command it gives
+"""python tools/firstgpu.py: the first GPU run's script, tried on a CPU. Its dry run, every bench command it gives
 (the bench's own parser and plan take them), a part run for real on steps made up (the time limits, a step that no
 longer fits, the one packed file), and its environment step as a CPU answers it."""
 
@@ -13,17 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from bench import cli, firstgpu, plan
-from helpers import run
+from bench import cli, plan
+from helpers import ROOT, run
+
+sys.path.insert(0, str(ROOT / "tools"))  # the team's tools: scripts, not a package
+import firstgpu  # noqa: E402
+
+TOOL = ROOT / "tools" / "firstgpu.py"
 
 
 def test_the_dry_run_names_each_parts_steps_in_order():
-    result = run("-m", "bench.firstgpu", "--dry-run")
+    result = run(TOOL, "--dry-run")
     assert result.returncode == 0, result.stderr
     text = result.stdout
     for part in firstgpu.PARTS:
         seconds = firstgpu.PART_SECONDS[part]
-        assert f"part {part} (at most {seconds} s; python3 -m bench.firstgpu --part {part} --out $OUT):" in text
+        assert f"part {part} (at most {seconds} s; python3 tools/firstgpu.py --part {part} --out $OUT):" in text
     names = [s.name for s in firstgpu.STEPS]
     assert [text.index(f"  {name} (at most ") for name in names] == sorted(
         text.index(f"  {n} (at most ") for n in names
@@ -97,7 +102,7 @@ def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_the_environment_step_on_a_cpu(tmp_path):
-    result = run("-m", "bench.firstgpu", "--environment", tmp_path / "environment.json")
+    result = run(TOOL, "--environment", tmp_path / "environment.json")
     assert result.returncode == 0, result.stderr
     found = json.loads((tmp_path / "environment.json").read_text())
     assert found["cuda_available"] is False and found["nvml_sees_our_pids"] == "no GPU"
@@ -154,7 +159,7 @@ def test_a_background_step_runs_on_and_a_wait_step_waits_for_it(monkeypatch, tmp
     done = tmp_path / "done.json"
     slow = f"import time, pathlib; time.sleep(0.3); pathlib.Path({str(done)!r}).write_text('made')"
     steps = [firstgpu.Step("makes", 1, 60, ["-c", slow], background=True, least_s=0),
-             firstgpu.Step("waits", 1, 30, ["-m", "bench.firstgpu", "--wait", str(done)], least_s=0)]  # fmt: skip
+             firstgpu.Step("waits", 1, 30, ["tools/firstgpu.py", "--wait", str(done)], least_s=0)]  # fmt: skip
     rows = firstgpu.run_part(1, tmp_path / "out", "/nonexistent", steps)
     assert rows[0]["code"].startswith("started in the background (pid ") and rows[0]["seconds"] == 0
     assert rows[1]["code"] == 0 and done.exists() and rows[1]["last"].startswith(f"{done} is there after")
@@ -191,6 +196,6 @@ def test_dali_travels_in_parts_that_fit_a_call_and_is_unpacked_when_all_are_ther
 
 @pytest.mark.parametrize("seconds", [0, 40, 601])
 def test_a_part_cut_to_the_time_left_is_refused_outside_what_a_part_can_take(seconds, tmp_path):
-    result = run("-m", "bench.firstgpu", "--part", 2, "--seconds", seconds, "--out", tmp_path)
+    result = run(TOOL, "--part", 2, "--seconds", seconds, "--out", tmp_path)
     assert result.returncode == 2 and f"--seconds {seconds}: more than 40" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr and not list(tmp_path.iterdir())

@@ -1,4 +1,5 @@
-"""A fix to the base goes into every variant in the same commit: this applies one edit to a base and all its copies.
+"""python tools/sync.py: a fix to the base goes into every variant in the same commit; this applies one edit to a
+base and all its copies.
 
 The edit is a pair of files, the text as it is now (OLD) and as it should be (NEW). It is applied to every
 script of the family (train.py and each train_*.py; with --loaders, loader.py and loader_dali.py) only if OLD
@@ -6,16 +7,18 @@ occurs exactly once in each: otherwise nothing is written and the scripts where 
 variant whose copy has drifted is found, not skipped. NEW is inserted as given: no line of it is marked, so a
 shared fix stays a base line in every diff.
 
-    python -m bench.sync OLD.txt NEW.txt             # train.py and every train_*.py
-    python -m bench.sync --loaders OLD.txt NEW.txt   # loader.py and loader_dali.py
+    python tools/sync.py OLD.txt NEW.txt             # train.py and every train_*.py
+    python tools/sync.py --loaders OLD.txt NEW.txt   # loader.py and loader_dali.py
 """
 
 import argparse
 import sys
+from pathlib import Path
 
-from bench import BenchError
-from bench.diffs import TECHNIQUES
-from bench.machine import ROOT
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package, beside tools/
+from bench import BenchError  # noqa: E402
+from bench.diffs import TECHNIQUES  # noqa: E402
+from bench.machine import ROOT  # noqa: E402
 
 
 def family(loaders=False, root=ROOT):
@@ -48,10 +51,10 @@ def main(argv=None):
         old, new = (open(name).read() for name in (args.old, args.new))
         changed = apply(old, new, family(args.loaders))
     except OSError as e:
-        print(f"bench.sync: error: {e.filename}: {e.strerror}", file=sys.stderr)
+        print(f"sync: error: {e.filename}: {e.strerror}", file=sys.stderr)
         raise SystemExit(2) from None
     except BenchError as e:
-        print(f"bench.sync: error: {e}", file=sys.stderr)
+        print(f"sync: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     print(f"changed {len(changed)} scripts: {', '.join(path.name for path in changed)}")
 

@@ -1,4 +1,4 @@
-"""python -m bench.firstgpu: a GPU run prepared so that it needs no thinking on the GPU machine.
+"""python tools/firstgpu.py: a GPU run prepared so that it needs no thinking on the GPU machine.
 
 A lent GPU gives 15 minutes of device time and 10 a command, and the machine goes back 30 s after a command ends.
 This runs what the next look needs in two parts, one device command each, chained at once. The first GPU run
@@ -7,10 +7,10 @@ rows; the second (2026-11-26, an H200: baseline/h200-second-run*) the check's ot
 instrument and the rows the first did not reach. These parts run the one row neither reached, then rounds of the
 imagenet workload's main rows:
 
-    python3 -m bench.firstgpu --part 1 --out $OUT   # the environment; vit's fsdp row; rounds of imagenet's main rows
-    python3 -m bench.firstgpu --part 2 --out $OUT   # the rounds resumed, and kept
-    python -m bench.firstgpu --dry-run              # each part's steps, their commands and time limits (any machine)
-    python3 -m bench.firstgpu --part 2 --seconds 300 --out $OUT     # a part cut to the device time that is left
+    python3 tools/firstgpu.py --part 1 --out $OUT   # the environment; vit's fsdp row; rounds of imagenet's main rows
+    python3 tools/firstgpu.py --part 2 --out $OUT   # the rounds resumed, and kept
+    python tools/firstgpu.py --dry-run              # each part's steps, their commands and time limits (any machine)
+    python3 tools/firstgpu.py --part 2 --seconds 300 --out $OUT     # a part cut to the device time that is left
 
 Each step is a process with its own time limit (SIGTERM at the limit, which the bench answers by keeping its finished
 rows and writing its tables; SIGKILL GRACE_S later), and the part's clock starts when the part starts: every step
@@ -52,8 +52,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import NEEDED
-from bench.machine import ROOT
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package, beside tools/
+from bench import NEEDED  # noqa: E402
+from bench.machine import ROOT  # noqa: E402
 
 PART_S = 560  # a device command may run 600 s: the rest for the machine's start and the transfers
 # a session now has 15 minutes of device time (it had 30 on 2026-11-25, when four parts of 360-390 s and one of 185 s
@@ -104,10 +105,10 @@ SMALL = "--data data/check --model examples/smallnet.py:build --batch-size 8 --w
 # its reserved and NVML memory with the warm-up's cache given back and NVML read in the window (not yet run on a GPU)
 ROUNDS = "/tmp/firstgpu/rounds"  # the machine keeps /tmp while warm: the parts are chained at once
 STEPS = [
-    Step("environment", 1, 60, ["-m", "bench.firstgpu", "--environment", "{work}/environment.json"]),
+    Step("environment", 1, 60, ["tools/firstgpu.py", "--environment", "{work}/environment.json"]),
     Step("imagenet-data", 1, 600, ["-m", "bench.data", "--workload", "imagenet"], background=True, least_s=0),
     Step("vit-fsdp", 1, 150, bench(f"--workload vit --variants baseline,fsdp {ONE_ROUND} --out {{work}}/vit")),
-    Step("wait-data", 1, 120, ["-m", "bench.firstgpu", "--wait", str(DATA_DONE)]),
+    Step("wait-data", 1, 120, ["tools/firstgpu.py", "--wait", str(DATA_DONE)]),
     Step(
         "imagenet-rounds",
         1,
@@ -241,7 +242,7 @@ def unpack_dali(site, parts_dir=DALI_PARTS, gathered=DALI_TMP):
         return f"DALI is in {site}"
     parts = sorted(gathered.glob("dali.tar.xz.*"))
     if not parts:
-        return "no DALI part carried (python -m bench.firstgpu --pack-dali makes them)"
+        return "no DALI part carried (python tools/firstgpu.py --pack-dali makes them)"
     count = int(parts[0].name.rsplit("-of-", 1)[1])
     if len(parts) < count:
         return f"DALI: {len(parts)} of its {count} parts are here; the rest come with the next parts' calls"
@@ -434,7 +435,7 @@ def nvml_sees_our_pids(sample):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench.firstgpu", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python tools/firstgpu.py", description=__doc__.splitlines()[0])
     p.add_argument("--part", type=int, choices=PARTS, help="the part to run")
     p.add_argument("--out", default="results/firstgpu", help="where part-N.tar.gz and part-N.md go (the device: $OUT)")
     p.add_argument("--dry-run", action="store_true", help="print each part's steps and stop")
@@ -456,7 +457,7 @@ def main(argv=None):
     if args.dry_run or args.part is None:
         for part in PARTS:
             steps = [s for s in STEPS if s.part == part]
-            print(f"part {part} (at most {PART_SECONDS.get(part, PART_S)} s; python3 -m bench.firstgpu --part {part}"
+            print(f"part {part} (at most {PART_SECONDS.get(part, PART_S)} s; python3 tools/firstgpu.py --part {part}"
                   " --out $OUT):")  # fmt: skip
             for step in steps:
                 cmd = shlex.join(["python", *(fill(c, WORK / f"part-{part}", step.limit_s / 60) for c in step.cmd)])
