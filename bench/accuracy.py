@@ -41,6 +41,25 @@ COLUMNS = [
 ]
 
 
+def add_flags(p):
+    p.add_argument(
+        "--to-accuracy",
+        type=float,
+        metavar="ACC",
+        help="time to a validation accuracy (0 to 1): every training variant on the hard data until it gets there",
+    )
+    p.add_argument("--max-epochs", type=int, help="with --to-accuracy: the epochs before a variant gives up (CPU 5)")
+
+
+def check_flags(args):
+    if args.to_accuracy is not None and not 0 < args.to_accuracy <= 1:
+        raise BenchError(f"--to-accuracy {args.to_accuracy:g}: a share of the validation images, above 0 and at most 1")
+    if args.max_epochs is not None and args.mode != "to_accuracy":
+        raise BenchError("--max-epochs goes with --to-accuracy")
+    if args.max_epochs is not None and args.max_epochs < 1:
+        raise BenchError(f"--max-epochs {args.max_epochs}: 1 or more")
+
+
 def runs_of(args, info, gpu_count, logs, generate=True):
     """One run per training variant (the ceilings left out), at the mode's model, batch and epochs."""
     kind = "gpu" if gpu_count else "cpu"

@@ -48,6 +48,24 @@ class Probe:
     processes: int = 1
 
 
+def add_flags(p):
+    p.add_argument("--check", action="store_true", help="does every technique work here? a short run of each path")
+    p.add_argument(
+        "--paths",
+        metavar="WORDS",
+        help="with --check: only the paths whose name holds one of these words, comma-separated (e.g. dali,fsdp)",
+    )
+
+
+def check_flags(args):
+    if args.paths is not None and args.mode != "check":
+        raise BenchError("--paths goes with --check")
+    if args.paths is not None:
+        args.paths = [word for word in args.paths.split(",") if word.strip()]
+        if not args.paths:
+            raise BenchError("--paths names no word: give one or more, comma-separated (e.g. --paths dali,fsdp)")
+
+
 def paths(gpus, model=MODEL):
     """Every path, in the order a user meets them; {data} and {snapshot} are filled in when run."""
     device = ["--device", "cuda" if gpus else "cpu"]

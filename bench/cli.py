@@ -46,6 +46,7 @@ from bench import (
     slurm,
     speed,
 )
+from bench import check as check_mode  # the --check mode (cli.check is its entry)
 from bench.machine import machine_class, machine_info
 
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -128,8 +129,35 @@ def budget_flag(text):
 
 
 def parse_args(argv=None):
-    """The flags; those whose default depends on the machine and the workload stay None (see plan.DEFAULTS)."""
+    """The flags; those whose default depends on the machine and the workload stay None (see plan.DEFAULTS). The
+    flags of a mode live with its mode (add_flags, check_flags); a bad one is a BenchError, one line."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    work_flags(p)
+    run_flags(p)
+    check_mode.add_flags(p)
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help="the README's result blocks, and every saved baseline's report, from their runs",
+    )
+    for mode in maxbatch, accuracy, scaling, slurm:
+        mode.add_flags(p)
+    p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
+    p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
+    p.error = fail
+    args = p.parse_args(argv)
+    rows_asked(args)
+    check_work(args)
+    args.mode = mode_of(args)
+    for mode in accuracy, scaling, slurm, check_mode, maxbatch:
+        mode.check_flags(args)
+    check_run(args)
+    args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
+    return args
+
+
+def work_flags(p):
+    """The work every run does: the data, the rows, the model and the steps."""
     p.add_argument(
         "--workload",
         choices=[*data.WORKLOADS, "vit", "all"],
@@ -160,6 +188,10 @@ def parse_args(argv=None):
     p.add_argument("--warmup-steps", type=int, help="steps left out of the timing (CPU: 5; GPU: 20-30)")
     p.add_argument("--eval-samples", type=int, help="validation images evaluated (a fixed sample; CPU: 500)")
     p.add_argument("--loader-steps", type=int, help="batches timed by --bench (default: the steps timed)")
+
+
+def run_flags(p):
+    """How the bench runs: rounds, budget, processes, what each run also records, and the modes that read runs."""
     p.add_argument(
         "--repeats",
         type=count_or_auto("rounds"),
@@ -191,51 +223,10 @@ def parse_args(argv=None):
         "--allow-changed", action="store_true", help="with --resume: go on though the data or code changed, rows marked"
     )
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
-    p.add_argument("--check", action="store_true", help="does every technique work here? a short run of each path")
-    p.add_argument(
-        "--paths",
-        metavar="WORDS",
-        help="with --check: only the paths whose name holds one of these words, comma-separated (e.g. dali,fsdp)",
-    )
-    p.add_argument(
-        "--readme",
-        action="store_true",
-        help="the README's result blocks, and every saved baseline's report, from their runs",
-    )
-    p.add_argument(
-        "--max-batch",
-        action="store_true",
-        help="the largest batch each training variant trains without running out of memory, and its speed there",
-    )
-    p.add_argument("--memory-limit", type=int, metavar="MIB", help="with --max-batch on a CPU: each probe's memory")
-    p.add_argument(
-        "--to-accuracy",
-        type=float,
-        metavar="ACC",
-        help="time to a validation accuracy (0 to 1): every training variant on the hard data until it gets there",
-    )
-    p.add_argument("--max-epochs", type=int, help="with --to-accuracy: the epochs before a variant gives up (CPU 5)")
-    p.add_argument(
-        "--scaling",
-        metavar="COUNTS",
-        help="process counts, e.g. 1,2,4,8: the DDP rows (ddp, all) at each, with speed-up and efficiency",
-    )
-    p.add_argument(
-        "--scaling-mode",
-        choices=["weak", "strong"],
-        help="with --scaling: weak (default: each process keeps the batch) or strong (the global batch is split)",
-    )
-    p.add_argument(
-        "--launcher",
-        choices=["local", "slurm"],
-        default="local",
-        help="slurm: inside an allocation (sbatch slurm/bench.sbatch), the DDP rows run on its nodes through srun",
-    )
-    p.add_argument("--nodes", type=int, help="with --launcher slurm: the nodes the DDP rows run on (all of the job's)")
-    p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
-    p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
-    p.error = fail
-    args = p.parse_args(argv)
+
+
+def rows_asked(args):
+    """--variants and --loaders as lists of known rows (the catalogue's, or train_all.py's combinations)."""
     args.default_variants = args.variants is None  # every variant; dp is left out where there is no GPU (plan.py)
     args.variants = list(plan.TRAIN) if args.variants is None else [v for v in args.variants.split(",") if v]
     args.default_loaders = args.loaders is None  # both; none for vit, whose data is another workload's (plan.py)
@@ -254,6 +245,10 @@ def parse_args(argv=None):
                 f"unknown loader benchmark {name!r}{close(name, plan.LOADERS)}: choose from"
                 f" {', '.join(plan.LOADERS)} or none"
             )
+
+
+def check_work(args):
+    """The counts in their ranges, and the data named once."""
     counts = dict(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats, eval_samples=args.eval_samples)
     counts.update(loader_steps=args.loader_steps, timeout=args.timeout, nproc=args.nproc)
     for name, value in counts.items():
@@ -279,6 +274,10 @@ def parse_args(argv=None):
         fail("--data synthetic is what the ceiling rows train on: name a folder of images (or a --workload)")
     if not args.variants and not args.loaders:
         fail("nothing to run: --variants and --loaders are both empty")
+
+
+def mode_of(args):
+    """The one mode the flags ask for ("run": the bench); two are refused."""
     modes = [("resume", args.resume), ("summarize", args.summarize), ("check", args.check), ("readme", args.readme)]
     modes += [("max_batch", args.max_batch), ("to_accuracy", args.to_accuracy is not None)]
     modes += [("scaling", args.scaling is not None)]
@@ -286,45 +285,11 @@ def parse_args(argv=None):
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
         fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
-    args.mode = modes[0] if modes else "run"
-    if args.to_accuracy is not None and not 0 < args.to_accuracy <= 1:
-        fail(f"--to-accuracy {args.to_accuracy:g}: a share of the validation images, above 0 and at most 1")
-    if args.max_epochs is not None and args.mode != "to_accuracy":
-        fail("--max-epochs goes with --to-accuracy")
-    if args.max_epochs is not None and args.max_epochs < 1:
-        fail(f"--max-epochs {args.max_epochs}: 1 or more")
-    if args.scaling_mode is not None and args.mode != "scaling":
-        fail("--scaling-mode goes with --scaling")
-    if args.scaling is not None:
-        try:
-            args.scaling = scaling.counts_flag(args.scaling)
-            args.scaling_variants = scaling.variants_of(args.variants)
-        except BenchError as e:
-            fail(str(e))
-        if args.workload == "all":
-            fail("--scaling runs one workload: --workload small or imagenet, or --data")
-        args.scaling_mode = args.scaling_mode or "weak"
-    if args.nodes is not None and args.launcher != "slurm":
-        fail("--nodes goes with --launcher slurm")
-    if args.nodes is not None and args.nodes < 1:
-        fail(f"--nodes {args.nodes}: 1 or more")
-    if args.launcher == "slurm":
-        if args.mode not in ("run", "scaling"):
-            fail(f"--launcher slurm goes with a bench or --scaling, not --{args.mode.replace('_', '-')}")
-        try:
-            args.nodes = len(slurm.allocation(args.nodes)["hosts"])
-        except BenchError as e:
-            fail(str(e))
-    if args.paths is not None and args.mode != "check":
-        fail("--paths goes with --check")
-    if args.paths is not None:
-        args.paths = [word for word in args.paths.split(",") if word.strip()]
-        if not args.paths:
-            fail("--paths names no word: give one or more, comma-separated (e.g. --paths dali,fsdp)")
-    if args.memory_limit is not None and args.mode != "max_batch":
-        fail("--memory-limit goes with --max-batch")
-    if args.memory_limit is not None and args.memory_limit < 1:
-        fail(f"--memory-limit {args.memory_limit}: MiB, 1 or more")
+    return modes[0] if modes else "run"
+
+
+def check_run(args):
+    """The flags that go with a bench or --resume alone."""
     if args.allow_changed and args.mode != "resume":
         fail("--allow-changed goes with --resume")
     if args.tensorboard and args.mode not in ("run", "resume"):
@@ -333,8 +298,6 @@ def parse_args(argv=None):
         fail(f"--profile goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
     if args.tensorboard and importlib.util.find_spec("tensorboard") is None:
         fail(f"--tensorboard needs the tensorboard package: {sys.executable} -m pip install tensorboard")
-    args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
-    return args
 
 
 def machine():
@@ -414,17 +377,14 @@ def new_id():
 
 def resume(args):
     """Finish the last bench of any mode (or the one named): its planned runs with no finished record."""
-    from bench.check import Check
-
-    resumable = {m.name: m for m in (speed.Bench, Check, maxbatch.MaxBatch, accuracy.ToAccuracy, scaling.Scaling)}
+    modes = (speed.Bench, check_mode.Check, maxbatch.MaxBatch, accuracy.ToAccuracy, scaling.Scaling)
+    resumable = {m.name: m for m in modes}
     execute.resume(args, machine(), resumable)
 
 
 def check(args):
     """Does every technique work on this machine? (bench/check.py)"""
-    from bench import check as paths
-
-    paths.main(args, machine(), new_id())
+    check_mode.main(args, machine(), new_id())
 
 
 def max_batch(args):

@@ -67,6 +67,22 @@ COLUMNS = [
 ]
 
 
+def add_flags(p):
+    p.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="the largest batch each training variant trains without running out of memory, and its speed there",
+    )
+    p.add_argument("--memory-limit", type=int, metavar="MIB", help="with --max-batch on a CPU: each probe's memory")
+
+
+def check_flags(args):
+    if args.memory_limit is not None and args.mode != "max_batch":
+        raise BenchError("--memory-limit goes with --max-batch")
+    if args.memory_limit is not None and args.memory_limit < 1:
+        raise BenchError(f"--memory-limit {args.memory_limit}: MiB, 1 or more")
+
+
 def step(batch, processes=1):
     """The search's resolution near batch: an eighth of it, at least one batch per process."""
     return max(processes, batch // 8)

@@ -50,6 +50,31 @@ COLUMNS = [
 ]
 
 
+def add_flags(p):
+    p.add_argument(
+        "--scaling",
+        metavar="COUNTS",
+        help="process counts, e.g. 1,2,4,8: the DDP rows (ddp, all) at each, with speed-up and efficiency",
+    )
+    p.add_argument(
+        "--scaling-mode",
+        choices=["weak", "strong"],
+        help="with --scaling: weak (default: each process keeps the batch) or strong (the global batch is split)",
+    )
+
+
+def check_flags(args):
+    """--scaling's counts and rows read, its mode weak unless told."""
+    if args.scaling_mode is not None and args.mode != "scaling":
+        raise BenchError("--scaling-mode goes with --scaling")
+    if args.scaling is not None:
+        args.scaling = counts_flag(args.scaling)
+        args.scaling_variants = variants_of(args.variants)
+        if args.workload == "all":
+            raise BenchError("--scaling runs one workload: --workload small or imagenet, or --data")
+        args.scaling_mode = args.scaling_mode or "weak"
+
+
 def counts_flag(text):
     """--scaling's value: process counts, comma-separated, each 1 or more, each once; sorted."""
     try:

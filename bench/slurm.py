@@ -23,6 +23,28 @@ from bench import BenchError
 PORT = 29500  # the rendezvous port on the first node (RDZV_PORT to change it)
 
 
+def add_flags(p):
+    p.add_argument(
+        "--launcher",
+        choices=["local", "slurm"],
+        default="local",
+        help="slurm: inside an allocation (sbatch slurm/bench.sbatch), the DDP rows run on its nodes through srun",
+    )
+    p.add_argument("--nodes", type=int, help="with --launcher slurm: the nodes the DDP rows run on (all of the job's)")
+
+
+def check_flags(args):
+    """--nodes with the Slurm launcher alone, which reads them from its allocation."""
+    if args.nodes is not None and args.launcher != "slurm":
+        raise BenchError("--nodes goes with --launcher slurm")
+    if args.nodes is not None and args.nodes < 1:
+        raise BenchError(f"--nodes {args.nodes}: 1 or more")
+    if args.launcher == "slurm":
+        if args.mode not in ("run", "scaling"):
+            raise BenchError(f"--launcher slurm goes with a bench or --scaling, not --{args.mode.replace('_', '-')}")
+        args.nodes = len(allocation(args.nodes)["hosts"])
+
+
 def allocation(nodes=None):
     """The allocation the bench runs in: its job id, node names (the first first; the first `nodes` of them when
     asked) and CPUs per node. A BenchError when this is not the first node of a Slurm allocation."""
