@@ -292,40 +292,55 @@ class Meter:
         """The record (--metrics-out, rank 0) and the printed summary: throughput = images in the window / its wall
         time; memory from every process."""
         self.progress.close()
-        seconds, step_ms, starved_s = self.timed
-        args, info, device, world_size, batch_size = self.args, self.info, self.device, self.world_size, self.batch_size
+        metrics = self.record_fields()
+        if not self.is_main:
+            return
+        self.curves.close(metrics["samples_per_s"], self.steps)  # --tensorboard: the speed too
+        args = self.args
+        if args.metrics_out:
+            checks.write_whole(args.metrics_out, "metrics", json.dumps(metrics, indent=1))
+        self.say(metrics)
+
+    def gather(self):
+        """([(allocated, reserved) peak MiB of each GPU], [FLOPs per step]) of every process, on all of them."""
         memory = [self.peaks.get(d) or peak_memory_mib(d) for d in self.devices()] or [(None, None)]
         flops = [self.flops]
-        if torch.distributed.is_available() and torch.distributed.is_initialized():  # every process's, on all
-            gathered = [None] * world_size
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            gathered = [None] * self.world_size
             torch.distributed.all_gather_object(gathered, (memory, self.flops))
             memory, flops = [m for rank in gathered for m in rank[0]], [rank[1] for rank in gathered]
-        allocated = [m[0] for m in memory if m[0] is not None]
-        reserved = [m[1] for m in memory if m[1] is not None]
-        images_timed = len(step_ms) * batch_size * world_size
-        times = torch.tensor(step_ms, dtype=torch.float64)
-        median, p90 = times.quantile(times.new_tensor([0.5, 0.9])).tolist()
-        cuda = device.type == "cuda"
+        return memory, flops
+
+    def identity(self):
+        """What ran: the script, its row in the bench, the device, the model, the data and the batch."""
+        args, info, device = self.args, self.info, self.device
         script = os.path.basename(sys.argv[0])
         variant = self.fields.pop("variant", None) or variant_of(script)
         if args.loader != "torchvision":
             variant = args.loader if variant == "baseline" else f"{variant}+{args.loader}"
-        compiling = self.fields.get("compile_mode") is not None
-        matmul_precision, conv_precision = precisions(device)
-        metrics = dict(
+        return dict(
             script=script,
             variant=variant,
-            world_size=world_size,
+            world_size=self.world_size,
             device=device.type,
-            device_name=torch.cuda.get_device_name(device) if cuda else cpu_name(),
+            device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
             model=args.model,
             dataset=info.dataset,
             image_size=info.image_size,
             num_classes=info.num_classes,
-            batch_size=batch_size,
-            global_batch_size=batch_size * world_size,
+            batch_size=self.batch_size,
+            global_batch_size=self.batch_size * self.world_size,
             loader=info.loader,
             workers=args.workers,
+        )
+
+    def timing(self):
+        """The timed window: its steps, its time and where it went."""
+        seconds, step_ms, starved_s = self.timed
+        images_timed = len(step_ms) * self.batch_size * self.world_size
+        times = torch.tensor(step_ms, dtype=torch.float64)
+        median, p90 = times.quantile(times.new_tensor([0.5, 0.9])).tolist()
+        return dict(
             steps_timed=len(step_ms),
             window_s=seconds,
             setup_s=self.setup_s,
@@ -340,7 +355,21 @@ class Meter:
             starved_frac=min(starved_s / seconds, 1.0),
             epoch_starts_timed=self.window.epoch_starts,
             eval_pauses=self.window.pauses,
-            epoch_time_s=info.train_size * seconds / images_timed,
+            epoch_time_s=self.info.train_size * seconds / images_timed,
+        )
+
+    def record_fields(self):
+        """The run's record: every field of docs/runs.md's train fields (the technique's own among them)."""
+        args, device = self.args, self.device
+        memory, flops = self.gather()
+        allocated = [m[0] for m in memory if m[0] is not None]
+        reserved = [m[1] for m in memory if m[1] is not None]
+        cuda, compiling = device.type == "cuda", self.fields.get("compile_mode") is not None
+        matmul_precision, conv_precision = precisions(device)
+        cpu_s, seconds = self.window.cpu_s, self.timed[0]
+        metrics = dict(
+            **self.identity(),
+            **self.timing(),
             train_loss_first=self.train_loss_first,
             train_loss_final=self.train_loss,
             diverged_step=self.diverged,
@@ -355,8 +384,8 @@ class Meter:
             optimizer=args.optimizer,
             matmul_precision=matmul_precision,
             conv_precision=conv_precision,
-            cpu_model_cores=self.window.cpu_s[0] / seconds if self.window.cpu_s else None,
-            cpu_loader_cores=self.window.cpu_s[1] / seconds if self.window.cpu_s else None,
+            cpu_model_cores=cpu_s[0] / seconds if cpu_s else None,
+            cpu_loader_cores=cpu_s[1] / seconds if cpu_s else None,
         )
         metrics.update(self.fields)  # the technique's own (train_amp.py's amp_dtype, say)
         if "amp_dtype" in self.fields:
@@ -364,7 +393,7 @@ class Meter:
         if "compile_mode" in self.fields:
             metrics["compile_s"] = self.first_step_s if compiling else None
             metrics.update(compile_fields(self.graphs, self.compiled_steps) if compiling else NOT_COMPILED)
-        metrics.update(flop_rates(metrics, flops, len(step_ms) / seconds))
+        metrics.update(flop_rates(metrics, flops, metrics["steps_timed"] / seconds))
         metrics.update(self.profile.fields() if self.profile is not None else NO_PROFILE)
         metrics.update(
             seed=args.seed,
@@ -373,26 +402,26 @@ class Meter:
             torchvision_version=torchvision.__version__,
             cuda_version=torch.version.cuda if cuda else None,
             cudnn_version=torch.backends.cudnn.version() if cuda else None,
-            dali_version=info.dali_version,
+            dali_version=self.info.dali_version,
             timed_spans=self.window.spans,
             loss_curve=self.curves.loss(),
             val_curve=self.curves.val,
         )
-        if not self.is_main:
-            return
-        self.curves.close(metrics["samples_per_s"], self.steps)  # --tensorboard: the speed too
-        if args.metrics_out:
-            checks.write_whole(args.metrics_out, "metrics", json.dumps(metrics, indent=1))
+        return metrics
+
+    def say(self, metrics):
+        """The printed summary of the record."""
+        args, info, cuda, script = self.args, self.info, self.device.type == "cuda", metrics["script"]
         first = f", first step {self.first_step_s:.2f} s" if self.first_step_s is not None else ""
         # on a CPU the host waits for its batch and the device starves alike: one figure; a GPU's two can differ
         starved = f", starved {metrics['starved_frac']:.1%}" if cuda else ""
         warmup = f"after {plural(self.warmup, 'warm-up step')}, " if self.warmup else ""
         print(
-            f"{script}: {args.model} on {info.dataset} ({info.image_size} px), {device.type} x{world_size},"
-            f" batch {batch_size * world_size}\n  setup   {'; '.join(settings(metrics, info))}\n"
+            f"{script}: {args.model} on {info.dataset} ({info.image_size} px), {self.device.type} x{self.world_size},"
+            f" batch {metrics['global_batch_size']}\n  setup   {'; '.join(settings(metrics, info))}\n"
             f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
-            f" step {median:.1f} ms median{first}\n"
-            f"  timed   {plural(len(step_ms), 'step')} ({warmup}evaluation left out)\n"
+            f" step {metrics['step_time_median_ms']:.1f} ms median{first}\n"
+            f"  timed   {plural(metrics['steps_timed'], 'step')} ({warmup}evaluation left out)\n"
             f"  data    wait {metrics['data_wait_frac']:.1%}{starved}, {self.window.epoch_starts} epoch starts timed\n"
             f"  result  loss {self.train_loss:.3f}, val acc {self.val_acc:.3f} on {self.val_samples} of"
             f" {info.val_size} validation images\n  memory  {memory_words(metrics, cuda)}"
@@ -406,7 +435,7 @@ class Meter:
             print(f"  flops   {flop_words(metrics)}")
         if self.profile is not None:
             print(f"  profile {self.profile.words()}")
-        if compiling:
+        if self.fields.get("compile_mode") is not None:
             warm = "warm" if self.fields.get("compile_cache_warm") else "cold"
             print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache); {compile_words(metrics)}")
         if args.eval_samples is None and self.val_samples < info.val_size:

@@ -439,8 +439,18 @@ def summarize(runs):
 
     Training runs are compared with the `baseline` variant of their workload, loader-only runs with `loader`.
     """
-    rows = []
     runs = runs.assign(workload=runs["workload"].fillna("custom"))  # rows of schema version 1 name none
+    summary = per_variant(runs)
+    against_references(summary, runs)
+    against_ceilings(summary, runs)
+    summary = add(summary)
+    return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
+
+
+def per_variant(runs):
+    """A row per workload, kind and variant: its runs, the median and spread of its rate, its medians and firsts,
+    its memory (the first source every run of it has) and its cold compile."""
+    rows = []
     for (workload, kind, variant), group in runs.groupby(["workload", "kind", "variant"], sort=False):
         ok = group[group["status"] == "ok"]
         rate = ok["samples_per_s"]
@@ -465,7 +475,13 @@ def summarize(runs):
             cold = ok[ok["compile_cache_warm"].astype(str).str.lower().eq("false")]
             row["compile_cold_s"] = cold["compile_s"].median()
         rows.append(row)
-    summary = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def against_references(summary, runs):
+    """Each row against its workload's reference (baseline; loader for a loader's rows), paired by round: the
+    speed-up and the memory with their intervals and answers, each PEERS row against its peer too, and the ratios
+    of the medians."""
     for workload in summary["workload"].unique():
         for kind, reference in ("train", "baseline"), ("loader", "loader"):
             mine = (summary["kind"] == kind) & (summary["workload"] == workload)
@@ -509,6 +525,10 @@ def summarize(runs):
                 summary.loc[mine, ratio] = summary.loc[mine, column] / base[column].iloc[0]
                 if column in TORCH_MEMORY:
                     summary.loc[blind, ratio] = None
+
+
+def against_ceilings(summary, runs):
+    """Each real training row's share of the ceiling of its precision (synthetic, amp-synthetic), paired by round."""
     against = {}  # (workload, ceiling): {variant: rate / the ceiling's rate, per round}
     for i, row in summary.iterrows():  # against the ceiling of its precision, paired by round like the speed-up
         ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
@@ -524,8 +544,6 @@ def summarize(runs):
         estimate, low, high = interval(ratios.get(row.variant, []))
         summary.loc[i, "ceiling"] = ceiling
         summary.loc[i, ["ceiling_pct", "ceiling_low_pct", "ceiling_high_pct"]] = 100 * estimate, 100 * low, 100 * high
-    summary = add(summary)
-    return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
 
 
 def busy_note(summary):

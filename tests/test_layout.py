@@ -28,3 +28,14 @@ def test_no_import_circle_in_bench():
 
     circles = sorted(name for name in graph if reaches(name, name, {name}))
     assert circles == [], f"modules in an import circle: {circles}"
+
+
+def test_no_function_of_the_bench_the_meter_or_the_checks_is_over_80_lines():
+    files = [*(ROOT / "bench").glob("*.py"), ROOT / "meter.py", ROOT / "checks.py"]
+    long = [
+        f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > 80
+    ]
+    assert long == []
