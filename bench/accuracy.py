@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import BenchError, data, execute, machine, plan, plots, write_whole
-from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
+from bench.verdicts import fmt, present  # the cells' rules, one for every table
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, max_epochs=5, warmup_steps=5),

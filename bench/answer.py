@@ -23,8 +23,9 @@ import math
 
 import pandas as pd
 
-from bench import diffs, plan, summarize
-from bench.summarize import num, plural
+from bench import diffs, plan, summarize, verdicts
+from bench.summarize import num
+from bench.verdicts import plural
 
 ROUNDS_AT_MOST = (
     50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise
@@ -38,9 +39,9 @@ def group(row):
     """pays, trades, costs, same, unsettled, n/a or failed: what the row's answers say to do."""
     if not row.get("runs_ok") or row.get("runs_diverged"):
         return "failed"
-    if summarize.not_applied(row):
+    if verdicts.not_applied(row):
         return "n/a"
-    if summarize.ran_eager(row):
+    if verdicts.ran_eager(row):
         return "eager"
     speed, memory = row.get("speed_answer"), row.get("memory_answer")
     if speed == "faster":
@@ -205,10 +206,10 @@ def items(train):
         said.append(("Not settled", "; ".join(items)))
     if groups.get("n/a"):
         said.append(
-            ("Does not apply here", "; ".join(f"{r.variant}: {summarize.not_applied(r)}" for r in groups["n/a"]))
+            ("Does not apply here", "; ".join(f"{r.variant}: {verdicts.not_applied(r)}" for r in groups["n/a"]))
         )
     if groups.get("eager"):
-        said.append(("Not compiled", "; ".join(f"{r.variant}: {summarize.ran_eager(r)}, so its {r.speedup:.2f}x is"
+        said.append(("Not compiled", "; ".join(f"{r.variant}: {verdicts.ran_eager(r)}, so its {r.speedup:.2f}x is"
                                                " eager code's" for r in groups["eager"])))  # fmt: skip
     if groups.get("failed"):
         said.append(
@@ -248,6 +249,6 @@ def limit_items(train):
         what = "in mixed precision" if ceiling.variant == "amp-synthetic" else "in full precision"
         words = f"{ceiling.variant}: {ceiling.rate_median:,.1f} samples/s {what} with no loading at all"
         if ceiling.variant == "synthetic" and not base.empty and pd.notna(base.iloc[0].get("ceiling_pct")):
-            words += summarize.ceiling_words(base.iloc[0]).replace("; it", "; the baseline", 1)
+            words += verdicts.ceiling_words(base.iloc[0]).replace("; it", "; the baseline", 1)
         said.append(("Limit", words))
     return said

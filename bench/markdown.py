@@ -3,12 +3,9 @@ report.html shows alike."""
 
 import pandas as pd
 
-from bench import answer, plan, summarize
-from bench.summarize import busy_note, diverged_note, num, settled_note, torch_blind
-
-
-def fmt(value, pattern="{:,.0f}"):
-    return "" if value is None or pd.isna(value) else pattern.format(value)
+from bench import answer, plan, summarize, verdicts
+from bench.summarize import num, torch_blind
+from bench.verdicts import busy_note, diverged_note, fmt, settled_note
 
 
 def cells(frame, columns):
@@ -40,12 +37,12 @@ def interval_cell(row):
 def answer_cell(row):
     if row.get("dataset") == "synthetic":  # a speed limit to read the real rows against, not an option
         return "limit (no loading)" if row.get("kind") == "train" else ""
-    if summarize.not_applied(row):
+    if verdicts.not_applied(row):
         return "does not apply here"
     answer = row.get("speed_answer")
     if answer is None or pd.isna(answer):
         return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
-    words = dict(same="no difference", unsettled=f"not settled ({summarize.plural(row.rounds_paired, 'round')})")
+    words = dict(same="no difference", unsettled=f"not settled ({verdicts.plural(row.rounds_paired, 'round')})")
     return words.get(answer, answer)
 
 
@@ -84,7 +81,7 @@ def label(row):
             return f"{row.variant} (1 GPU: overhead only)"
     if row.variant == "dp" and row.get("device") == "cpu":
         return "dp (no GPU: a passthrough)"
-    if summarize.not_applied(row):
+    if verdicts.not_applied(row):
         return f"{row.variant} (does not apply here)"
     return row.variant
 

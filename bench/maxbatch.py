@@ -27,6 +27,7 @@ import matplotlib
 import pandas as pd
 
 from bench import BenchError, execute, machine, plan, write_whole
+from bench.verdicts import fmt, present
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -311,10 +312,6 @@ def line(row):
     return text
 
 
-def present(value):
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
 def write(out, table, info, spent):
     out = Path(out)
     write_whole(out / "max_batch.csv", lambda tmp: table.to_csv(tmp, index=False))
@@ -332,10 +329,6 @@ def write(out, table, info, spent):
     lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
     write_whole(out / "max_batch.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
     plot(table, out / "max_batch.png", lines[0].removeprefix("### "))
-
-
-def fmt(value, pattern):
-    return pattern.format(value) if present(value) else ""
 
 
 def plot(table, path, title):

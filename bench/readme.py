@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, answer, diffs, markdown, schema, summarize, write_whole
+from bench import BenchError, answer, diffs, markdown, schema, verdicts, write_whole
 from bench.machine import ROOT
 
 BLOCK = re.compile(
@@ -77,7 +77,7 @@ def headline_block(folder, link):
         columns = markdown.main_columns(train)
         lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *answer.answer(train)]
         lines += [*markdown.table(train, columns), ""]
-    note = summarize.settled_note(summary)
+    note = verdicts.settled_note(summary)
     lines += [f"**{note}**", ""] if note else []
     lines += [
         f"Every column, the verdict of each row and the plots: [summary.md]({link}/summary.md); all of it with each"

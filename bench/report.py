@@ -10,7 +10,6 @@ from pathlib import Path
 
 import jinja2
 import markupsafe
-import pandas as pd
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
@@ -18,6 +17,7 @@ from pygments.lexers import PythonLexer
 from bench import answer, diffs, markdown, profiles, write_whole
 from bench.machine import ROOT
 from bench.machine import where as machine_where
+from bench.verdicts import present
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 PLOTS = [
@@ -46,10 +46,6 @@ MACHINE = [  # (label, machine field)
 ANSWER_CLASS = {"faster": "faster", "slower": "slower"}
 # the main table's columns a phone's screen leaves out (in the full table below it): speed-up, answer and memory stay
 PHONE_HIDDEN = ["samples/s (median)", "95% interval", "of ceiling", "host memory MiB (PSS)", "NVML MiB (process tree)"]
-
-
-def present(value):
-    return value is not None and not (isinstance(value, float) and pd.isna(value)) and value != ""
 
 
 def machine_items(machine, runs=None):

@@ -23,7 +23,7 @@ import matplotlib
 import pandas as pd
 
 from bench import BenchError, execute, machine, plan, slurm, summarize, write_whole
-from bench.maxbatch import fmt, present  # the same empty-cell rules as the max-batch table
+from bench.verdicts import fmt, present  # the cells' rules, one for every table
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -11,7 +11,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import baseline, execute, markdown, plan, plots, profiles, record, schema, slurm, summarize, write_whole
+from bench import (
+    baseline,
+    execute,
+    markdown,
+    plan,
+    plots,
+    profiles,
+    record,
+    schema,
+    slurm,
+    summarize,
+    verdicts,
+    write_whole,
+)
 from bench import report as html_report
 from bench.machine import where as machine_where
 from bench.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
@@ -38,7 +51,7 @@ def write_outputs(out, bench_id, machine):
     runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
     if runs.empty:
         return None
-    summary = summarize.summarize(runs)
+    summary = verdicts.summary(runs)
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
@@ -53,7 +66,7 @@ def write_outputs(out, bench_id, machine):
     learned = plots.gather_curves(out, bench_id, runs)
     if learned:
         plots.plot_curves(learned, out / "curves.png", headings)
-    notes = [summarize.settled_note(summary), *notes, summarize.diverged_note(summary), summarize.busy_note(summary)]
+    notes = [verdicts.settled_note(summary), *notes, verdicts.diverged_note(summary), verdicts.busy_note(summary)]
     profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's changed operators
     html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiled)
     return summary
@@ -117,7 +130,7 @@ def next_round(out, bench_id, works, context, repeat):
     if repeat > summarize.MAX_ROUNDS:
         return None, f"{summarize.MAX_ROUNDS} rounds is the most --repeats auto runs"
     rows = record.read_runs(out / "runs.csv")
-    summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
+    summary = verdicts.summary(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
     wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
     wide = wide[[not summarize.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
     if wide.empty:

@@ -5,12 +5,12 @@ name what decides the numbers."""
 import pandas as pd
 from test_verdicts import STEADY, runs_of
 
-from bench import answer, diffs, machine, markdown, summarize
+from bench import answer, diffs, machine, markdown, verdicts
 
 
 def told(variants):
     """{label: words} of the answer for made-up runs, and the summary."""
-    summary = summarize.summarize(runs_of(variants))
+    summary = verdicts.summary(runs_of(variants))
     said = {}
     for label, words in answer.items(summary):
         said[label] = f"{said[label]}; {words}" if label in said else words
@@ -135,14 +135,14 @@ def test_the_ceilings_are_limits_never_options():
     assert markdown.answer_cell(summary.loc["synthetic"].rename("synthetic")) == "limit (no loading)"
     assert "synthetic" not in said["Pays"] and said["Limit"].startswith("synthetic: 140.0 samples/s in full precision")
     assert "the baseline reaches 71% of the ceiling" in said["Limit"]
-    assert summarize.settled_note(summary.reset_index()).startswith("Settled: 1 of 1 row ")  # amp; not the ceiling
+    assert verdicts.settled_note(summary.reset_index()).startswith("Settled: 1 of 1 row ")  # amp; not the ceiling
 
 
 def test_one_memory_ratio_in_the_table_the_verdict_and_the_plot():
     """Medians of 1000/1000/1000 against 1100/900/1300 differ from the paired geometric mean: the table shows the
     paired one, which the verdict says and the trade-off plot draws (memory_vs_baseline)."""
     memory = [(r, dict(peak_host_mem_mib=m)) for (r, _), m in zip(STEADY, (1500, 900, 1100))]
-    summary = summarize.summarize(runs_of({"baseline": STEADY, "compile": memory}))
+    summary = verdicts.summary(runs_of({"baseline": STEADY, "compile": memory}))
     row = summary.set_index("variant").loc["compile"]
     paired = row["memory_vs_baseline"]
     assert round(paired, 2) != round(row["peak_host_mem_vs_baseline"], 2)  # two definitions would disagree here

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, cli, markdown, record, summarize
+from bench import BenchError, baseline, cli, markdown, record, summarize, verdicts
 from bench.launch import launch
 from bench.plan import Run
 from bench.sample import Sampler
@@ -360,7 +360,7 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
         fake_rows("small", {"baseline": 100.0, "amp": 150.0, "synthetic": 200.0, "amp-synthetic": 300.0})
         + fake_rows("imagenet", {"baseline": 10.0, "amp": 30.0, "synthetic": 20.0, "amp-synthetic": 40.0})
     ).reindex(columns=record.RUN_COLUMNS)
-    summary = summarize.summarize(runs).set_index(["workload", "variant"])
+    summary = verdicts.summary(runs).set_index(["workload", "variant"])
     assert summary.loc[("small", "amp"), "speedup"] == pytest.approx(1.5)
     assert summary.loc[("imagenet", "amp"), "speedup"] == pytest.approx(3.0)
     assert summary.loc[("small", "baseline"), "ceiling"] == "synthetic"
@@ -368,7 +368,7 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
     assert summary.loc[("imagenet", "amp"), "ceiling"] == "amp-synthetic"  # mixed precision against its own
     assert summary.loc[("imagenet", "amp"), "ceiling_pct"] == pytest.approx(75.0)
     assert pd.isna(summary.loc[("small", "synthetic"), "ceiling_pct"])  # a ceiling is not read against itself
-    text = markdown.markdown(summarize.summarize(runs), {"small": "A", "imagenet": "B"}, "now")
+    text = markdown.markdown(verdicts.summary(runs), {"small": "A", "imagenet": "B"}, "now")
     assert text.index("### A (now)") < text.index("| synthetic (ceiling) |") < text.index("### B (now)")
 
 

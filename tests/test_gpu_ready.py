@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
-from bench import BenchError, launch, machine, nvml, plan, sample, summarize
+from bench import BenchError, launch, machine, nvml, plan, sample, verdicts
 from helpers import ROOT, SMALL_MODEL, train
 
 sys.path.insert(0, str(ROOT))
@@ -430,8 +430,8 @@ def test_a_slower_amp_row_names_emulated_bf16():
     amp = dict(base, variant="amp", rate_median=20.0, speedup=0.2, speedup_low=0.18, speedup_high=0.22, rounds_paired=3)
     amp["speed_answer"] = "slower"
     amp.update(amp_dtype="bf16", bf16_native=False, device="cpu")
-    line = summarize.verdict(pd.Series(amp), pd.Series(base))
+    line = verdicts.verdict(pd.Series(amp), pd.Series(base))
     assert "0.20x slower" in line and "bf16 is emulated on this CPU (no AVX-512-BF16 or AMX)" in line
     native = dict(amp, bf16_native=True)
-    line = summarize.verdict(pd.Series(native), pd.Series(base))
+    line = verdicts.verdict(pd.Series(native), pd.Series(base))
     assert "emulated" not in line

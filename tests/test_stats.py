@@ -9,7 +9,7 @@ import types
 import pandas as pd
 import pytest
 
-from bench import cli, execute, plan, record, speed, summarize
+from bench import cli, execute, plan, record, speed, summarize, verdicts
 
 MACHINE = dict(machine_class="cpu-test", gpu_count=0, gpu_name=None, cpu_model="a test CPU", cpu_cores=2)
 
@@ -29,7 +29,7 @@ def made_up(effects, rounds, noise, drift=0.0, seed=0):
 
 
 def answers(runs):
-    summary = summarize.summarize(runs.reindex(columns=list(dict.fromkeys(record.RUN_COLUMNS + list(runs.columns)))))
+    summary = verdicts.summary(runs.reindex(columns=list(dict.fromkeys(record.RUN_COLUMNS + list(runs.columns)))))
     return summary.set_index("variant")
 
 

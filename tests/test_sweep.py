@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bench import cli, markdown, record, summarize
+from bench import cli, markdown, record, verdicts
 from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, check_clean_failure, fast_first, run, train
 
 TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
@@ -297,7 +297,7 @@ def test_the_tables_say_which_runs_diverged():
     rows = [dict(ROW, run=f"baseline-{i}", variant="baseline", samples_per_s=10.0 + i) for i in (1, 2)]
     rows += [dict(ROW, run="amp-1", variant="amp", samples_per_s=20.0, diverged_step=3)]
     rows += [dict(ROW, run="amp-2", variant="amp", samples_per_s=21.0)]
-    summary = summarize.summarize(pd.DataFrame(rows).reindex(columns=record.RUN_COLUMNS))
+    summary = verdicts.summary(pd.DataFrame(rows).reindex(columns=record.RUN_COLUMNS))
     assert summary.set_index("variant")["runs_diverged"].to_dict() == {"baseline": 0, "amp": 1}
     text = markdown.markdown(summary, {"custom": "work"}, "now")
     assert "| amp (DIVERGED) |" in text and "| baseline |" in text

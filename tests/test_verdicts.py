@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from bench import markdown, record, summarize
+from bench import verdicts as words
 
 BASE = dict(
     workload="small", kind="train", status="ok", busy=False, dataset="generated", model="net", device="cpu",
@@ -25,7 +26,7 @@ def runs_of(variants):
 
 
 def verdicts(variants):
-    summary = summarize.summarize(runs_of(variants))
+    summary = words.summary(runs_of(variants))
     return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
 
 
@@ -140,7 +141,7 @@ def test_the_reference_and_the_ceiling_say_what_they_are():
 
 def test_the_verdicts_are_in_summary_md_and_match_its_table():
     runs = runs_of({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
-    summary = summarize.summarize(runs)
+    summary = words.summary(runs)
     text = markdown.markdown(summary, {"small": "small"}, "now")
     amp_row = next(line for line in text.splitlines() if line.startswith("| amp |"))
     cells = [cell.strip() for cell in amp_row.split("|")]

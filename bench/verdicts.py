@@ -1,0 +1,336 @@
+"""The words of a bench: each row's verdict and the summary's notes, from the numbers and answers of
+bench/summarize.py, never written by hand. Every number in a verdict is a field of the summary (or the plain
+arithmetic of one: a step is global_batch_size / samples_per_s), so it matches the table; memory is read alike.
+The renderers (bench/markdown.py, bench/answer.py, bench/report.py) read the summary and these words, and the
+cells' rules (fmt, present) are here once for all of them.
+
+    summary(runs)   the summary with its verdicts: what summary.csv holds
+"""
+
+import pandas as pd
+
+from bench.summarize import (
+    ACCURACY_GAP,
+    BAND,
+    CORES_CHANGE,
+    WAIT_BOUND,
+    WAIT_CHANGE,
+    WAIT_LITTLE,
+    against_ceiling,
+    classify,
+    clearly_faster,
+    compute_ms,
+    emulated_bf16,
+    in_order,
+    num,
+    summarize,
+    torch_blind,
+    waited,
+)
+
+
+def summary(runs):
+    """The summary of the runs (bench/summarize.py) with a verdict for every row."""
+    return with_verdicts(summarize(runs))
+
+
+def present(value):
+    """A cell's value is there: not None, not NaN (nor pandas' NA), not ''."""
+    if value is None or (isinstance(value, str) and value == ""):
+        return False
+    try:
+        return not bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or an array: there
+        return True
+
+
+def fmt(value, pattern="{:,.0f}"):
+    """A table's cell: the value by pattern, '' where it is not there."""
+    return pattern.format(value) if present(value) else ""
+
+
+def with_verdicts(summary):
+    """summary with a `verdict` for every row: training rows against their workload's baseline, loader rows
+    against loader.py."""
+    summary = summary.copy()
+    summary["verdict"] = None
+    for i, row in summary.iterrows():
+        same = summary[(summary["workload"] == row.workload) & (summary["kind"] == row.kind)]
+        reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
+        summary.at[i, "verdict"] = verdict(row, reference.iloc[0] if not reference.empty else None)
+    return in_order(summary)
+
+
+def verdict(row, base):
+    """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
+    measured fields."""
+    name = row.variant
+    if not row.runs_ok:
+        return f"{name}: no verdict: all {row.runs_failed} of its runs failed ({row.error})."
+    if row.get("runs_diverged"):
+        return (
+            f"{name}: no verdict: its loss diverged (NaN or inf) in {row.runs_diverged} of {row.runs_ok} runs, so its"
+            " speed was measured on meaningless numbers."
+        )
+    if row.kind == "loader":
+        if base is None or row.variant == base.variant:
+            return f"{name}: the input pipeline alone delivers {row.rate_median:,.0f} images/s{noise_of(row)}."
+        return f"{name}: {speed(row, 'images/s of loader.py')}, the input pipeline alone.{busy(row)}"
+    if row.get("dataset") == "synthetic":
+        return (
+            f"{name}: the ceiling: {row.rate_median:,.1f} samples/s on batches already on the device, the speed"
+            f" limit of {row.model} here; the real rows of its precision are read against it.{busy(row)}"
+        )
+    if base is None or name == base.variant:
+        reached = ceiling_words(row)
+        parts = [f"compute {compute_ms(row):.1f} ms a step"] if pd.notna(compute_ms(row)) else []
+        parts += [f"waiting for data {waited(row):.0%} of the time"] if pd.notna(waited(row)) else []
+        if pd.notna(num(row, "energy_per_1k_samples_j")):
+            parts += [f"{num(row, 'energy_per_1k_samples_j'):,.1f} J per 1,000 samples ({row.energy_source})"]
+        said = f": {', '.join(parts)}" if parts else ""
+        return (
+            f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{mfu_words(row)}"
+            f"{busy(row)}"
+        )
+    if not_applied(row):
+        return f"{name}: does not apply here: {not_applied(row)}, as the baseline ({speed(row, 'speed')}).{busy(row)}"
+    if ran_eager(row):
+        return f"{name}: no verdict on compiling: {ran_eager(row)} ({speed(row, 'speed')} is eager code's).{busy(row)}"
+    head = f"{name}: {speed(row, 'speed')}"
+    if pd.notna(row.get("memory_vs_baseline")):
+        head += f", {memory(row)}"
+    if pd.notna(num(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
+        head += f" and {num(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
+    said = reasons(row, base)
+    return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{busy(row)}"
+
+
+def ran_eager(row):
+    """Why a compiled row measured no compiled code ('compiled code did not run in its timed window'), or ''.
+    Its runs count the timed steps whose loss came through compiled code (meter.py): none, and the row's speed is
+    eager code's, whatever it reads (torch 2.11 once fell back to eager silently after the FLOP count)."""
+    if pd.isna(row.get("compile_mode")) or num(row, "compiled_steps_timed") != 0:
+        return ""
+    return "compiled code did not run in its timed window (torch.compile fell back to eager code)"
+
+
+def mfu_words(row):
+    """' It reaches 41% of this GPU's datasheet peak for its precision (MFU).', or '' where the peak is not known."""
+    mfu = num(row, "mfu_pct")
+    if pd.isna(mfu):
+        return ""
+    peak, gpus = num(row, "peak_tflop_per_s"), num(row, "world_size")
+    whose = "this GPU's" if not gpus > 1 else f"its {gpus:.0f} GPUs'"
+    return f" It reaches {mfu:.0f}% of {whose} datasheet peak for its precision ({peak:.0f} TFLOP/s: MFU)."
+
+
+def peer_words(row):
+    """' Against ddp (the same 2 processes and global batch): 0.84x the speed (...), 0.95x the memory per process
+    (...).', or '' for a row without a peer."""
+    peer = row.get("peer")
+    if not isinstance(peer, str) or pd.isna(num(row, "speedup_vs_peer")):
+        return ""
+    said = f" Against {peer} (the same {num(row, 'world_size'):.0f} processes and global batch): "
+    said += ratio_words(row, "speedup_vs_peer", "the speed")
+    if pd.notna(num(row, "memory_vs_peer")):
+        said += ", " + ratio_words(row, "memory_vs_peer", "the memory per process")
+    return said + "."
+
+
+def ratio_words(row, column, what):
+    """'0.84x the speed, slower (0.80x to 0.88x)' by the interval (as the speed-up's answer), '(one round)' without."""
+    value, low, high = num(row, column), num(row, f"{column}_low"), num(row, f"{column}_high")
+    if pd.isna(low):
+        return f"{value:.2f}x {what} (one round)"
+    answer = classify(low, high)
+    if "speed" not in what:
+        answer = dict(faster="more", slower="less").get(answer, answer)
+    said = dict(same="no measurable difference", unsettled="not settled").get(answer, answer)
+    return f"{value:.2f}x {what}, {said} ({low:.2f}x to {high:.2f}x)"
+
+
+def plural(count, word):
+    """'1 round', '3 rounds'."""
+    return f"{count:.0f} {word}{'' if round(count) == 1 else 's'}"
+
+
+def not_applied(row):
+    """Why a row's technique did nothing here, where its own record says so, else '': tf32 on a device with neither
+    TF32 nor native bf16 left its matmuls in fp32 (train_tf32.py said so), so the run was the baseline's."""
+    if row.get("variant") == "tf32" and row.get("matmul_precision") == "fp32":
+        return (
+            f"this {'GPU' if row.get('device') == 'cuda' else 'CPU'} has neither TF32 nor native bf16, so it ran fp32"
+        )
+    return ""
+
+
+def ceiling_words(row):
+    """'; it reaches 76% of the ceiling (71% to 80%)', or that it cannot be told from it, by the paired interval."""
+    standing, pct, low, high = against_ceiling(row)
+    if standing is None:
+        return ""
+    if standing == "one":
+        return f"; it reaches {pct:.0f}% of the ceiling (one round)"
+    if standing == "at":
+        return f"; it runs at the ceiling, as far as the rounds tell ({low:.0f}% to {high:.0f}% of it)"
+    spread = f" ({low:.0f}% to {high:.0f}%)" if round(low) != round(high) else ""
+    return f"; it reaches {pct:.0f}% of the ceiling{spread}"
+
+
+def interval_words(low, high, rounds):
+    return f"95% interval {low:.2f}x to {high:.2f}x over {plural(rounds, 'paired round')}"
+
+
+def speed(row, what):
+    """'1.51x faster (95% interval 1.21x to 1.88x over 3 paired rounds)', 'not settled after 3 rounds ...'."""
+    s, low, high, rounds = row.speedup, num(row, "speedup_low"), num(row, "speedup_high"), num(row, "rounds_paired")
+    answer = row.get("speed_answer")
+    if pd.isna(low):
+        return f"{s:.2f}x the {what}, not settled: one paired round, no interval to judge the noise by"
+    if answer in ("faster", "slower"):
+        return f"{s:.2f}x {answer} ({interval_words(low, high, rounds)})"
+    if answer == "same":
+        words = interval_words(low, high, rounds)
+        return f"no measurable difference in {what} ({s:.2f}x; {words}, inside 1 +- {BAND:.0%})"
+    return (
+        f"{s:.2f}x the {what}, not settled after {plural(rounds, 'round')} ({interval_words(low, high, rounds)}:"
+        f" the noise, +-{row.speedup_precision_pct:.0f}%, is wider than the effect)"
+    )
+
+
+def memory(row):
+    what = "GPU memory" if row.get("memory_source") == "nvml_peak_mib" else "memory"
+    if row.get("memory_source") == "peak_host_mem_mib":
+        what = "host memory"
+    m, low, high = row.memory_vs_baseline, num(row, "memory_vs_baseline_low"), num(row, "memory_vs_baseline_high")
+    answer = row.get("memory_answer")
+    if pd.isna(low):
+        return f"{m:.2f}x the {what} (one round)"
+    if answer == "same":
+        return f"{what} unchanged ({m:.2f}x, {low:.2f}x to {high:.2f}x)"
+    if answer in ("more", "less"):
+        return f"{m:.2f}x the {what}, {answer} ({low:.2f}x to {high:.2f}x)"
+    return f"{m:.2f}x the {what}, not settled ({low:.2f}x to {high:.2f}x)"
+
+
+def reasons(row, base):
+    """Why, from the fields: the data wait and the compute per step, then what else the row shows."""
+    said = []
+    wait, base_wait = waited(row), waited(base)
+    fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
+    if fresh_loader and pd.notna(base_wait) and base_wait < WAIT_LITTLE and not clearly_faster(row):
+        said.append(f"the baseline waited for data {base_wait:.0%} of the time, so a faster loader had little to win")
+    if base_wait >= WAIT_BOUND and wait >= WAIT_BOUND and not clearly_faster(row):
+        said.append(
+            f"the data wait stayed high ({base_wait:.0%} to {wait:.0%}): the input pipeline, not compute, sets the pace"
+        )
+    if emulated_bf16(row) and row.speedup < 1:
+        where = "GPU (before Ampere)" if row.get("device") == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
+        said.append(f"bf16 is emulated on this {where}, so autocast costs more than it saves")
+    step = f"compute per step went from {compute_ms(base):.1f} ms to {compute_ms(row):.1f} ms"
+    if pd.isna(compute_ms(row)) or pd.isna(compute_ms(base)):
+        step = None
+    if pd.isna(wait) or pd.isna(base_wait):
+        said += [step] if step else []
+    elif abs(wait - base_wait) < WAIT_CHANGE:
+        said.append(f"{step or 'compute per step unknown'} while the data wait stayed at {wait:.0%}")
+    else:
+        moved = "fell" if wait < base_wait else "rose"
+        said.append(
+            f"{step or 'compute per step unknown'} and the data wait {moved} from {base_wait:.0%} to {wait:.0%}"
+        )
+    cores = cores_words(row, base)
+    if cores:
+        said.append(cores)
+    if torch_blind(row):
+        said.append(
+            "its GPU memory is NVML's, which sees DALI's own memory where its batches live (torch's counters do not)"
+            if row.get("memory_source") == "nvml_peak_mib"
+            else "its GPU memory is not compared: its batches live in DALI's own memory, which torch's counters do"
+            " not see, and NVML gave no figure"
+        )
+    if num(row, "world_size") > 1:
+        where = "the same CPU" if row.get("device") == "cpu" else f"{row.world_size:.0f} GPUs"
+        said.append(f"{row.world_size:.0f} processes of batch {row.global_batch_size / row.world_size:.0f} on {where}")
+    if pd.notna(num(row, "compile_s")):
+        cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(num(row, "compile_cold_s")) else ""
+        said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
+    if num(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
+        graphs, breaks = int(num(row, "compile_graphs")), int(num(row, "compile_graph_breaks"))
+        said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
+    if pd.notna(num(row, "val_acc")) and pd.notna(num(base, "val_acc")):
+        if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
+            said.append(
+                f"its validation accuracy, {row.val_acc:.3f} against the baseline's {base.val_acc:.3f} after the"
+                " same steps, says to check that it learns alike"
+            )
+    return said
+
+
+def cores_words(row, base):
+    """On a CPU, where a change of loader (or its share) moved the cores: 'its loading took 0.1 cores from the model
+    (the baseline's: 0.4), which used 1.9 (1.6)'; None where not measured or not moved."""
+    if row.get("device") != "cpu":
+        return None
+    loader, model = num(row, "cpu_loader_cores"), num(row, "cpu_model_cores")
+    base_loader, base_model = num(base, "cpu_loader_cores"), num(base, "cpu_model_cores")
+    if any(pd.isna(v) for v in (loader, model, base_loader, base_model)):
+        return None
+    fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
+    if not fresh_loader and abs(loader - base_loader) < CORES_CHANGE:
+        return None
+    return (
+        f"on this CPU its loading took {loader:.2f} cores from the model (the baseline's: {base_loader:.2f}), and the"
+        f" model used {model:.2f} ({base_model:.2f})"
+    )
+
+
+def noise_of(row):
+    if row.runs_ok < 2:
+        return " (one run)"
+    return f" (repeats spread {row.spread_pct:.0f}%)"
+
+
+def busy(row):
+    if not row.get("runs_busy"):
+        return ""
+    return f" Taken on a busy machine in {row.runs_busy} of {row.runs_ok} runs: not to be trusted."
+
+
+def busy_note(summary):
+    """A sentence on the runs taken while something else competed, or None."""
+    busy, total = int(summary["runs_busy"].sum()), int(summary["runs_ok"].sum())
+    if not busy:
+        return None
+    return (
+        f"The machine was busy during {busy} of {total} runs: read these numbers with care (busy_reason in runs.csv)."
+    )
+
+
+def diverged_note(summary):
+    """A sentence on the runs whose loss diverged, or None: their speed must not be read without it."""
+    diverged = summary[summary["runs_diverged"] > 0]
+    if diverged.empty:
+        return None
+    names = ", ".join(sorted(set(diverged["variant"])))
+    return (
+        f"The loss diverged (NaN or inf) in {int(diverged['runs_diverged'].sum())} runs ({names}): their speed was"
+        " measured on meaningless numbers and is not a fair comparison (diverged_step in runs.csv; try a lower --lr)."
+    )
+
+
+def settled_note(summary):
+    """How many of the rows compared with a reference got a settled answer, and over how many rounds."""
+    asked = summary[summary["speed_answer"].notna()] if "speed_answer" in summary else summary.iloc[:0]
+    if "dataset" in asked:  # the ceilings are limits, not answers
+        asked = asked[asked["dataset"] != "synthetic"]
+    if asked.empty:
+        return None
+    settled = asked[asked["speed_answer"] != "unsettled"]
+    rounds = asked["rounds_paired"]
+    span = plural(rounds.max(), "paired round")
+    span = span if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {span}"
+    return (
+        f"Settled: {len(settled)} of {plural(len(asked), 'row')} (faster, slower or no difference beyond"
+        f" +-{BAND:.0%}, by 95% intervals over {span})."
+    )
