@@ -14,14 +14,14 @@
 
 Delete every line that names the meter and a script still trains and evaluates (tests/test_meter.py does).
 
-How it times (docs/timing.md): the window is opened and closed by a synchronize, and nothing inside it waits for
-the device. Each step leaves two marks on the compute stream, its batch ready and its update done (CUDA events, read
-only once the window has closed; host clocks on a CPU). From the previous step's end to this step's batch ready the
-device was starved for data (the copy included); from the previous end to this end is the step's time. The host's
-time blocked waiting for the loader is counted apart: a host running ahead of the device can wait without starving
-it. The loss stays on the device, read at each epoch's end (outside the window) or, with a progress bar, every 50
-steps: the one documented sync. Warm-up, compilation (the first step) and evaluation are outside the window.
-"""
+How it times (docs/runs.md, "How a run is timed"): the window is opened and closed by a synchronize, and nothing
+inside it waits for the device. Each step leaves two marks on the compute stream, its batch ready and its update
+done (CUDA events, read only once the window has closed; host clocks on a CPU). From the previous step's end to this
+step's batch ready the device was starved for data (the copy included); from the previous end to this end is the
+step's time. The host's time blocked waiting for the loader is counted apart: a host running ahead of the device can
+wait without starving it. The loss stays on the device, read at each epoch's end (outside the window) or, with a
+progress bar, every 50 steps: the one documented sync. Warm-up, compilation (the first step) and evaluation are
+outside the window."""
 
 import json
 import os

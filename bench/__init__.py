@@ -61,6 +61,14 @@ def write_whole(path, write):
         raise BenchError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+LOGS = "logs"  # a results folder's logs: LOGS/BENCH/ holds a bench's plan, every run's log and metrics, rounds.txt
+
+
+def logs_of(out, bench_id):
+    """The folder of a bench's logs in a results folder: OUT/logs/BENCH (the one place this layout is spelled)."""
+    return Path(out) / LOGS / str(bench_id)
+
+
 DAMAGED = set()  # the run metrics files said to be damaged (once each, though the curves and profiles both read)
 
 
@@ -68,7 +76,7 @@ def run_metrics(out, bench_id, runs):
     """(row, metrics) of the bench's ok training runs, in the order they ran, whose metrics (logs/BENCH/RUN.json)
     read as a JSON object. A file that is missing is passed over (a saved baseline keeps no logs); one that is there
     and does not read is named once, on stderr: its curve and its profile are left out."""
-    logs = Path(out) / "logs" / str(bench_id)
+    logs = logs_of(out, bench_id)
     for row in runs[(runs["kind"] == "train") & (runs["status"] == "ok")].itertuples():
         path = logs / f"{row.run}.json"
         try:

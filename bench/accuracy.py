@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, data, execute, machine, plan, plots, write_whole
+from bench import BenchError, data, execute, logs_of, machine, plan, plots, write_whole
 from bench.verdicts import fmt, present  # the cells' rules, one for every table
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
@@ -157,10 +157,10 @@ class ToAccuracy(execute.Mode):
 
 def main(args, info, bench_id):
     """Plan a run per training variant and run them through the executor."""
-    logs = args.out / "logs" / bench_id
+    logs = logs_of(args.out, bench_id)
     runs, epochs = runs_of(args, info, info["gpu_count"], logs)
     gpu = bool(info["gpu_count"])
-    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
+    budget_s = plan.budget_s(args.budget, gpu)
     budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
     print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
           f" {estimate_s(runs, epochs, gpu, info['cpu_bf16_native']) / 60:.0f} min{budget}", flush=True)  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, check_folder, record, schema, write_whole
+from bench import BenchError, check_folder, logs_of, record, schema, write_whole
 from bench.machine import ROOT
 
 BASELINE_DIR = ROOT / "baseline"
@@ -37,7 +37,7 @@ def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
         runs = record.read_runs(results_dir / "runs.csv")
         runs = runs[runs["bench_id"] == runs["bench_id"].iloc[-1]]
         write_whole(folder / "runs.csv", lambda tmp: runs.to_csv(tmp, index=False))
-        rounds = results_dir / "logs" / str(runs["bench_id"].iloc[-1]) / "rounds.txt"  # why its rounds stopped
+        rounds = logs_of(results_dir, runs["bench_id"].iloc[-1]) / "rounds.txt"  # why its rounds stopped
         if rounds.exists():
             write_whole(folder / "rounds.txt", lambda tmp: shutil.copy2(rounds, tmp))
     if runs_kept or not (folder / "machine.json").exists():  # the machine of the runs kept (a mode alone keeps it)

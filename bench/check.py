@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import BenchError, check_folder, data, execute, write_whole
+from bench import BenchError, check_folder, data, execute, plan, write_whole
 from bench.plan import TORCHRUN, Run
 
 MODEL = "examples/smallnet.py:build"
@@ -358,5 +358,5 @@ def main(args, info, bench_id):
     )
     mode = Check(args, info, bench_id, runs, dict(check=dict(data=str(where))), options)
     execute.start(mode)
-    budget = None if args.budget in (None, "none") else 60 * args.budget
+    budget = plan.budget_s(args.budget)
     execute.execute(mode, budget, args.chunk)

@@ -39,6 +39,7 @@ from bench import (
     check_folder,
     data,
     execute,
+    logs_of,
     maxbatch,
     plan,
     record,
@@ -353,7 +354,7 @@ def run(args):
     info = machine()
     gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
     bench_id = new_id()
-    logs = args.out / "logs" / bench_id
+    logs = logs_of(args.out, bench_id)
     if not args.dry_run:
         logs.mkdir(parents=True, exist_ok=True)
     native = info["cpu_bf16_native"]
@@ -395,14 +396,12 @@ def max_batch(args):
         fail("--max-batch on a CPU needs --memory-limit MIB: without it a probe would take all of the machine's memory")
     if gpu_count and args.memory_limit:
         fail("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the limit")
-    logs = args.out / "logs" / new_id()
+    logs = logs_of(args.out, new_id())
     whole = argparse.Namespace(**{**vars(args), "budget": "none"})  # the budget is the mode's, not the bench's plan's
     runs, works, _ = plan.make_plan(whole, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
     if args.dry_run:
         train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
-        budget_s = (
-            None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu_count else "cpu"])
-        )
+        budget_s = plan.budget_s(args.budget, gpu_count)
         print(f"{maxbatch.say_estimate(train, bool(gpu_count), budget_s)}:")
         for r in train:
             print(f"  {r.variant}: {shlex.join(r.cmd)} --batch-size N")
@@ -428,7 +427,7 @@ def to_accuracy(args):
     if args.gpus is not None:
         info = {**info, "gpu_count": args.gpus}
     bench_id = new_id()
-    logs = args.out / "logs" / bench_id
+    logs = logs_of(args.out, bench_id)
     if args.dry_run:
         runs, epochs = accuracy.runs_of(args, info, info["gpu_count"], logs, generate=False)
         estimate = accuracy.estimate_s(runs, epochs, info["gpu_count"], info["cpu_bf16_native"])
@@ -445,7 +444,7 @@ def scale(args):
     info = machine()
     gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
     info = {**info, "gpu_count": gpu_count}
-    logs = args.out / "logs" / new_id()
+    logs = logs_of(args.out, new_id())
     counts = args.scaling
     scaling.check_counts(counts, gpu_count, info["cpu_cores"], args.nodes)
     one = argparse.Namespace(**{**vars(args), "variants": args.scaling_variants, "loaders": [], "repeats": 1})

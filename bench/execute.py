@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import BenchError, data, plan, write_whole
+from bench import LOGS, BenchError, data, logs_of, plan, write_whole
 from bench.launch import launch
 from bench.machine import code_fingerprint
 
@@ -39,7 +39,7 @@ class Mode:
     def __init__(self, args, info, bench_id, runs, works, options=None):
         self.args, self.info, self.bench_id, self.runs, self.works = args, info, bench_id, runs, works
         self.options = dict(options or {})  # what the mode needs besides its runs to go on after --resume
-        self.logs = args.out / "logs" / bench_id
+        self.logs = logs_of(args.out, bench_id)
 
     # ------------------------------------------------------------------------ what a mode may change
     def groups(self, runs):
@@ -258,7 +258,7 @@ def last_of_each(records):
 
 def resume(args, info, modes):
     """Finish a bench of any mode: its saved plan, less the runs with a finished record. modes: name -> Mode class."""
-    plans = sorted((args.out / "logs").glob("*/plan.json"))
+    plans = sorted((args.out / LOGS).glob("*/plan.json"))
     if args.resume != "last":
         plans = [p for p in plans if p.parent.name == args.resume]
     if not plans:
@@ -284,5 +284,5 @@ def resume(args, info, modes):
     mode = modes[name](args, info, saved["bench_id"], runs, saved["works"], options)
     before = len({r["run"] for r in mode.recorded() if r.get("status") == "ok"} & {r.name for r in runs})
     print(f"resuming {name} {saved['bench_id']}: {before} of {len(runs)} {mode.what} finished before")
-    budget = None if args.budget in (None, "none") else 60 * args.budget  # the plan fitted its own; a new one here
+    budget = plan.budget_s(args.budget)  # the plan fitted its own; a new one here
     execute(mode, budget, args.chunk, resumed=True)

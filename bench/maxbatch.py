@@ -263,7 +263,7 @@ def main(args, info, runs, logs, works):
     if not train:
         raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
     gpu = bool(info["gpu_count"])
-    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
+    budget_s = plan.budget_s(args.budget, gpu)
     limit = f"{args.memory_limit:,} MiB of address space per process" if args.memory_limit else "the GPU's memory"
     print(f"{say_estimate(train, gpu, budget_s)}; in {limit}", flush=True)
     for run in train:

@@ -122,6 +122,15 @@ WINDOW_MIN_S = 3.0  # the shortest window a budget may ask for
 # min, each workload's round under 9: a lent GPU runs it in parts, --chunk 9 and --resume)
 BUDGET_MIN = dict(gpu=35, cpu=25)
 
+
+def budget_s(budget, gpu=None):
+    """--budget in seconds (the one place minutes become seconds): None for none; unset, the machine's default
+    (BUDGET_MIN), or None where gpu is None (a plan that fitted its own budget already)."""
+    if budget == "none" or (budget is None and gpu is None):
+        return None
+    return 60 * (budget or BUDGET_MIN["gpu" if gpu else "cpu"])
+
+
 # What the estimate assumes before a bench has measured anything (after its first round, its own measured run times
 # take over). A training run's seconds outside its timed window (start-up, setup, warm-up, evaluation), the window
 # (a CPU: the baseline's per 20 steps timed), a compile cold (the first repeat) and warm, a loader run in all, a
@@ -477,7 +486,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
     if gpu_count and nproc > gpu_count:
         raise BenchError(f"--nproc {nproc}: DDP runs one process per GPU and this machine has {gpu_count} GPU(s)")
     gpu, variants = bool(gpu_count), ordered(asked_variants(args, gpu_count), gpu_count)
-    budget = None if args.budget == "none" else 60 * (args.budget or BUDGET_MIN["gpu" if gpu else "cpu"])
+    budget = budget_s(args.budget, gpu)
     window = fit_window(budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native)
     calibrations = 0
     for workload in names:

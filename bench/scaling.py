@@ -219,7 +219,7 @@ class Scaling(execute.Mode):
 def main(args, info, runs, logs, counts, works):
     """Run the rounds through the executor."""
     gpu = bool(info["gpu_count"])
-    budget_s = None if args.budget == "none" else 60 * (args.budget or plan.BUDGET_MIN["gpu" if gpu else "cpu"])
+    budget_s = plan.budget_s(args.budget, gpu)
     rounds = max(r.repeat for r in runs)
     print(f"scaling ({args.scaling_mode}): {', '.join(variants_of(args.variants))} at {', '.join(map(str, counts))}"
           f" processes, {rounds} rounds, about {estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"

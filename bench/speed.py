@@ -14,6 +14,7 @@ import pandas as pd
 from bench import (
     baseline,
     execute,
+    logs_of,
     markdown,
     plan,
     plots,
@@ -55,7 +56,7 @@ def write_outputs(out, bench_id, machine):
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
-    rounds = [out / "logs" / bench_id / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
+    rounds = [logs_of(out, bench_id) / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
     notes = [path.read_text().strip() for path in rounds if path.exists()][:1]
     text = markdown.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
     write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
