@@ -18,7 +18,7 @@
       record.py       the record: runs.csv, a whole row at a time (schema.py: every field, once; baseline.py: the
       |               saved results a bench is compared with)
       |
-      summarize.py    paired statistics, the verdicts, the summary: a row per variant
+      summarize.py    paired statistics and answers, a row per variant (numbers only); verdicts.py: its words
       |
       markdown.py     the outputs: summary.md; plots.py: the PNGs and the learning curves; report.py: report.html;
                       readme.py: the README's result blocks
