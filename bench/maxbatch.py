@@ -101,7 +101,7 @@ def probe_run(run, batch, steps, name, warmup=1):
     """run at another global batch (and steps): its flags come last, so they win."""
     cmd = [*run.cmd, "--batch-size", str(batch)]
     cmd += ["--steps", str(steps), "--warmup-steps", str(warmup)] if steps else []
-    return dataclasses.replace(run, name=name, cmd=cmd)
+    return dataclasses.replace(run, name=name, cmd=cmd, batch_size=batch)
 
 
 def sized_run(run, batch, work):
@@ -216,7 +216,7 @@ class MaxBatch(execute.Mode):
 
     def do(self, run, job):
         limit = self.options["memory_limit"]
-        start = int(run.cmd[run.cmd.index("--batch-size") + 1])
+        start = run.batch_size
         began = time.monotonic()
         try:
             fits, fails, why, probes, error = search(run, start, limit, job)
@@ -224,7 +224,7 @@ class MaxBatch(execute.Mode):
             return None
         row = dict(variant=run.variant, max_batch=fits, first_failed_batch=fails, why_it_stops=why, probes=probes)
         row.update(memory_limit_mib=limit, error=error, workload=run.workload)
-        row["model"] = run.cmd[run.cmd.index("--model") + 1]  # memory.png matches it to the bench's rows
+        row["model"] = run.model  # memory.png matches it to the bench's rows
         while fits is not None and error is None and not job.over():  # its speed at the largest batch
             measured = job.launch(sized_run(run, fits, self.works[run.workload]), memory_limit_mib=limit)
             if measured is None:

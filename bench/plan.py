@@ -171,6 +171,8 @@ class Run:
     env: dict = field(default_factory=dict)  # set for the run, e.g. TORCHINDUCTOR_CACHE_DIR
     estimate_s: float = 0.0  # the planned estimate of its wall time (see COST_S)
     nodes: int = 0  # --launcher slurm: the nodes its torchrun agents run on (bench/slurm.py); 0: this machine
+    batch_size: int = 0  # the global batch its command trains or loads (0: a run planned without one, a probe)
+    model: str = ""  # the model its command trains ("": a loader's run)
 
 
 def asked_variants(args, gpu_count):
@@ -419,6 +421,7 @@ def training_run(
     cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
     cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress", "--no-data-check"]  # checked once
     run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
+    run.batch_size, run.model = int(chosen["batch_size"]), str(chosen["model"])
     run.env["OMP_NUM_THREADS"] = str(threads(cores, processes))
     if compiled(variant) and cache is not None:
         run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
@@ -434,6 +437,7 @@ def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workloa
     cmd += ["--steps", steps, "--warmup-steps", 5, "--workers", workers, "--device", "cuda" if gpu_count else "cpu"]
     cmd += ["--no-data-check"]  # describe() checked every file, once for the bench
     run = Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd)), workload)
+    run.batch_size = int(chosen["batch_size"])
     run.env["OMP_NUM_THREADS"] = str(threads(cores, 1))
     return run
 
@@ -563,12 +567,22 @@ def save(path, bench_id, machine_class, runs, works, mode="bench", options=None)
     write_whole(path, lambda tmp: Path(tmp).write_text(json.dumps(plan, indent=1) + "\n"))
 
 
+def saved_run(fields):
+    """A Run from a saved plan; one saved before runs kept their batch and model gets them from its command."""
+    run = Run(**fields)
+    if "batch_size" not in fields and "--batch-size" in run.cmd:
+        run.batch_size = int(run.cmd[run.cmd.index("--batch-size") + 1])
+    if "model" not in fields and "--model" in run.cmd:
+        run.model = run.cmd[run.cmd.index("--model") + 1]
+    return run
+
+
 def load(path):
     """The plan saved by save(); a damaged one is a BenchError naming it (the bench's rows are in runs.csv: --summarize
     still reads them)."""
     try:
         plan = json.loads(Path(path).read_text())
-        return plan, [Run(**run) for run in plan["runs"]]
+        return plan, [saved_run(run) for run in plan["runs"]]
     except (ValueError, KeyError, TypeError) as e:  # not JSON, or not a plan: nothing --resume can trust
         raise BenchError(
             f"{path} is damaged ({type(e).__name__}: {str(e)[:80]}): --resume cannot finish that bench; --summarize"

@@ -195,8 +195,8 @@ class Scaling(execute.Mode):
         row = job.launch(run)
         if row is None:
             return None
-        batch = int(run.cmd[run.cmd.index("--batch-size") + 1])
-        return dict(row, variant=run.variant, processes=run.processes, nodes=run.nodes or 1, global_batch=batch)
+        nodes = run.nodes or 1
+        return dict(row, variant=run.variant, processes=run.processes, nodes=nodes, global_batch=run.batch_size)
 
     def say(self, run, record):
         rate = f"{record['samples_per_s']:,.1f} samples/s" if record["status"] == "ok" else f"failed: {record['error']}"
