@@ -71,7 +71,7 @@ train: $(SETUP)
 
 # the tutorial: a variant against its base, every added line marked `# new #`
 diff:
-	@pair=$$(python3 bench/catalogue.py diff "$(V)") || exit 2; \
+	@pair=$$(python3 -m bench.catalogue diff "$(V)") || exit 2; \
 	diff -u $$pair; test $$? -le 1
 
 # the browser the report's test opens: Debian's chromium and chromium-driver, installed when missing (as root, or sudo)

@@ -14,17 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, data, execute, logs_of, machine, plan, plots, write_whole
+from bench import BenchError, cost, data, execute, logs_of, machine, plan, plots, write_whole
 from bench.verdicts import fmt, present  # the cells' rules, one for every table
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, max_epochs=5, warmup_steps=5),
     gpu=dict(model="resnet18", batch_size=256, max_epochs=30, warmup_steps=20),
 )
-# the estimate of a run: its start (importing torch, building the data and model) and an epoch with its evaluation,
-# seconds. CPU: the tiny CNN on the 2-core AMD EPYC (an epoch 7.3 s, 2026-11-23); GPU: assumed until a GPU runs it.
-START_S = dict(cpu=10, gpu=20)
-EPOCH_S = dict(cpu=9, gpu=5)
 COLUMNS = [
     "variant",
     "reached",
@@ -82,20 +78,6 @@ def runs_of(args, info, gpu_count, logs, generate=True):
         run.cmd += ["--epochs", str(epochs), "--target-accuracy", str(args.to_accuracy)]
         runs.append(run)
     return runs, epochs
-
-
-def estimate_s(runs, epochs, gpu, bf16_native=True):
-    """The most the runs may take: every one training all its epochs. A CPU's rows take the bench's factors
-    (plan.SLOWER, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
-    kind = "gpu" if gpu else "cpu"
-    total = 0.0
-    for run in runs:
-        slower = 1.0 if gpu else plan.SLOWER["cpu"].get(plan.family(run.variant), 1.0)
-        if not gpu and not bf16_native and plan.uses_amp(run.variant):
-            slower *= plan.EMULATED_BF16
-        compiling = plan.COST_S[kind]["cold"] if plan.compiled(run.variant) else 0.0
-        total += START_S[kind] + epochs * EPOCH_S[kind] * slower + compiling
-    return total
 
 
 def time_to_target(metrics, target):
@@ -160,15 +142,16 @@ def main(args, info, bench_id):
     logs = logs_of(args.out, bench_id)
     runs, epochs = runs_of(args, info, info["gpu_count"], logs)
     gpu = bool(info["gpu_count"])
-    budget_s = plan.budget_s(args.budget, gpu)
+    budget_s = cost.budget_s(args.budget, gpu)
     budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
+    most = cost.accuracy_s(runs, epochs, gpu, info["cpu_bf16_native"])
     print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
-          f" {estimate_s(runs, epochs, gpu, info['cpu_bf16_native']) / 60:.0f} min{budget}", flush=True)  # fmt: skip
+          f" {most / 60:.0f} min{budget}", flush=True)  # fmt: skip
     for run in runs:
-        run.estimate_s = estimate_s([run], epochs, gpu, info["cpu_bf16_native"])
+        run.estimate_s = cost.accuracy_s([run], epochs, gpu, info["cpu_bf16_native"])
     path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
     works = dict(hard=dict(data=str(path), generated=not args.data, seed=args.seed))
-    options = dict(target=args.to_accuracy, epochs=epochs, timeout=args.timeout or 3600 * 6)
+    options = dict(target=args.to_accuracy, epochs=epochs, timeout=cost.timeout_s(args.timeout, gpu, "accuracy"))
     mode = ToAccuracy(args, info, bench_id, runs, works, options)
     execute.start(mode)
     execute.execute(mode, budget_s, args.chunk)

@@ -23,7 +23,7 @@ import math
 
 import pandas as pd
 
-from bench import diffs, plan, summarize, verdicts
+from bench import catalogue, diffs, summarize, verdicts
 from bench.summarize import num
 from bench.verdicts import plural
 
@@ -31,7 +31,7 @@ ROUNDS_AT_MOST = (
     50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise
 )
 
-# the techniques a combination holds, by its switches (plan.SWITCHES)
+# the techniques a combination holds, by its switches (catalogue.SWITCHES)
 PARTS = {"no-ddp": "ddp", "no-amp": "amp", "no-channels-last": "channels_last", "no-compile": "compile"}
 
 
@@ -86,7 +86,7 @@ def why_it_costs(row):
         return ": bf16 is emulated on this device"
     if num(row, "world_size") > 1 and row.get("device") == "cpu":
         return f": {row.world_size:.0f} processes share the same cores"
-    if row.variant in plan.MULTI_GPU and row.get("device") == "cuda" and num(row, "world_size") < 2:
+    if row.variant in catalogue.MULTI_GPU and row.get("device") == "cuda" and num(row, "world_size") < 2:
         return ": one GPU, so only its overhead shows"
     return ""
 
@@ -152,7 +152,7 @@ def parts_of(variant):
     """The techniques a combination row holds (all: ddp, amp, channels_last, compile), () for any other row."""
     if variant == "all":
         return tuple(PARTS.values())
-    switches = plan.combination(variant) if variant.startswith("all:") else None
+    switches = catalogue.combination(variant) if variant.startswith("all:") else None
     return tuple(part for switch, part in PARTS.items() if switch not in switches) if switches else ()
 
 

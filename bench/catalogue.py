@@ -11,13 +11,18 @@ passthrough there: the bench leaves it out by default, the check still runs it);
 cache per row and bench: the first repeat compiles cold, the rest warm); and, for a row that measures a technique
 under another name (the mixed-precision ceiling, DALI's pipeline alone), that technique.
 
-This file imports nothing of the bench (the Makefile runs it with any Python):
+Below the rows, what the rest reads out of them: the command after `python` that runs each row (TRAIN, LOADERS),
+the sets of rows by their properties, and the combinations of the whole recipe (all:no-compile, ...): a row name
+that switches blocks of train_all.py off. This file imports nothing of the bench but its error (the Makefile runs it
+with any Python):
 
-    python3 bench/catalogue.py diff amp      # "train.py train_amp.py": the pair `make diff V=amp` compares
+    python3 -m bench.catalogue diff amp      # "train.py train_amp.py": the pair `make diff V=amp` compares
 """
 
 import sys
 from dataclasses import dataclass
+
+from bench import BenchError
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,66 @@ def tutorials():
     """Each technique's tutorial in reading order: its name (the technique's) -> (base, script)."""
     rows = sorted((row for row in ROWS if row.base), key=lambda row: row.lesson)
     return {row.measures or row.name: (row.base, row.script) for row in rows}
+
+
+TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
+# variant -> the command after `python`: the script and the flags that make the technique, in the catalogue's order
+# (the order they run in and are left out from the end of when the budget is short); the sets read from its rows
+TRAIN = {
+    row.name: [*(TORCHRUN if row.launch == "torchrun" else []), row.script, *row.flags] for row in training().values()
+}
+LOADERS = {row.name: row.script for row in loaders().values()}
+MULTI_GPU = {r.name for r in ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
+DISTRIBUTED = {r.name for r in ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
+COMPILED = {r.name for r in ROWS if r.compiles}  # one compile cache per variant and bench
+# the rows a workload runs by default (its variants asked for by name run on any workload): a CNN's the techniques of
+# convolutional training, a transformer's those of transformers (channels_last and DALI change nothing there)
+TRANSFORMER_ONLY = {r.name for r in ROWS if r.workloads == "transformer"}
+CNN_ONLY = {r.name for r in ROWS if r.workloads == "cnn"}
+# a combination: train_all.py with some of its blocks switched off, a row of its own named all:SWITCH[:SWITCH...],
+# e.g. all:no-ddp:no-compile (AMP + channels_last in one process, the usual single-GPU recipe)
+SWITCHES = {"no-ddp": [], "no-amp": ["--amp-dtype", "none"], "no-channels-last": ["--no-channels-last"],
+            "no-compile": ["--no-compile"]}  # fmt: skip
+
+
+def combination(variant):
+    """The switches of a combination (all:no-compile, ...), () for any other variant; a bad one is a BenchError."""
+    if not variant.startswith("all:"):
+        return ()
+    switches = variant.split(":")[1:]
+    unknown = [s for s in switches if s not in SWITCHES]
+    if unknown or not switches or len(set(switches)) < len(switches) or len(switches) == len(SWITCHES):
+        why = f"unknown switch {unknown[0]!r}" if unknown else "each switch once, and not all of them"
+        raise BenchError(f"variant {variant!r}: {why}; all:SWITCH[:SWITCH...] with switches {', '.join(SWITCHES)}")
+    return tuple(switches)
+
+
+def family(variant):
+    """The variant whose script and estimates a row shares: all for a combination, else itself."""
+    return "all" if combination(variant) else variant
+
+
+def command(variant):
+    """The command after `python` that runs a training variant (the placeholders of TRAIN unfilled)."""
+    switches = combination(variant)
+    if not switches:
+        return TRAIN[variant]
+    cmd = ["train_all.py"] if "no-ddp" in switches else [*TORCHRUN, "train_all.py"]
+    return cmd + [flag for s in switches for flag in SWITCHES[s]]
+
+
+def distributed(variant):
+    switches = combination(variant)
+    return variant in DISTRIBUTED if not switches else "no-ddp" not in switches
+
+
+def compiled(variant):
+    switches = combination(variant)
+    return variant in COMPILED if not switches else "no-compile" not in switches
+
+
+def uses_amp(variant):
+    return family(variant) in ("amp", "amp-synthetic", "all") and "no-amp" not in combination(variant)
 
 
 def main(argv):

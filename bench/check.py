@@ -21,17 +21,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import BenchError, check_folder, data, execute, plan, write_whole
-from bench.plan import TORCHRUN, Run
+from bench import BenchError, check_folder, cost, data, execute, write_whole
+from bench.catalogue import TORCHRUN
+from bench.plan import Run
 
 MODEL = "examples/smallnet.py:build"
 VIT = "examples/vit_small.py:vit_small"  # the CPU's vit workload: a small ViT
 DATA = dict(train=60, val=10, size=32, photo=False)  # data/check: 700 images, generated in a few seconds
 FLAGS = ["--batch-size", "8", "--steps", "20", "--warmup-steps", "3", "--workers", "1", "--no-progress"]
-# seconds a path takes, for the estimate printed before the first run: on a CPU as measured on a 2-core AMD EPYC
-# (AVX2 only, `python -m bench --check`, 2026-11-23); on a GPU as the first GPU run's check measured on an H100
-# (2026-11-25: 11 to 22 s a path, reduce-overhead's compile 35 s more, with the imagenet data made beside it)
-ESTIMATE_S = dict(cpu=dict(run=9, compile=35, process=5, emulated=25), gpu=dict(run=17, compile=35, process=3))
 MEASURED = dict(cpu="as measured on a 2-core CPU", gpu="as measured on an H100")
 
 
@@ -174,14 +171,6 @@ def applies(path, gpus):
     if path.needs == "gpus" and gpus < 2:
         return f"needs 2 GPUs or more: {gpus or 'none'} here"
     return None
-
-
-def estimate_s(todo, gpus, bf16_native=True):
-    cost = ESTIMATE_S["gpu" if gpus else "cpu"]
-    seconds = sum(cost["run"] + cost["compile"] * p.compiled + cost["process"] * (p.processes - 1) for p in todo)
-    if not gpus and not bf16_native:  # bf16 emulated: the paths that autocast run several times slower
-        seconds += cost["emulated"] * sum("train_amp.py" in p.cmd or "train_all.py" in p.cmd for p in todo)
-    return seconds
 
 
 def capabilities(info):
@@ -333,7 +322,7 @@ def main(args, info, bench_id):
     gpus = info["gpu_count"] if args.gpus is None else args.gpus  # --gpus: the plan of another machine (--dry-run)
     every = chosen(in_order(paths(gpus, args.model or MODEL), gpus), getattr(args, "paths", None))
     todo = [p for p in every if applies(p, gpus) is None]
-    minutes = estimate_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
+    minutes = cost.check_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
     for line in capabilities(info):
         print(line)
     source = MEASURED["gpu" if gpus else "cpu"]
@@ -351,12 +340,15 @@ def main(args, info, bench_id):
             run = Run(f"check-{i:02d}", path.name, "loader" if path.kind == "loader" else "train", 1, path.processes,
                       command(path, where, snapshot), "check")  # fmt: skip
             run.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "compile-cache" / f"{i:02d}")  # each path its own
-            run.estimate_s = estimate_s([path], gpus, info.get("cpu_bf16_native", True))
+            run.estimate_s = cost.check_s([path], gpus, info.get("cpu_bf16_native", True))
             runs.append(run)
     options = dict(
-        gpus=gpus, model=args.model or MODEL, timeout=args.timeout or 600, paths=getattr(args, "paths", None)
+        gpus=gpus,
+        model=args.model or MODEL,
+        timeout=cost.timeout_s(args.timeout, gpus, "check"),
+        paths=getattr(args, "paths", None),
     )
     mode = Check(args, info, bench_id, runs, dict(check=dict(data=str(where))), options)
     execute.start(mode)
-    budget = plan.budget_s(args.budget)
+    budget = cost.budget_s(args.budget)
     execute.execute(mode, budget, args.chunk)

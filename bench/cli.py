@@ -36,7 +36,10 @@ from bench import (
     BenchError,
     accuracy,
     baseline,
+    calibrate,
+    catalogue,
     check_folder,
+    cost,
     data,
     execute,
     logs_of,
@@ -170,11 +173,11 @@ def work_flags(p):
         "--variants",
         help="training variants, comma-separated (default: every one; on a machine without a GPU every one but dp, a"
         " passthrough there); all:no-compile and the like: train_all.py with blocks switched off"
-        f" (switches {', '.join(plan.SWITCHES)})",
+        f" (switches {', '.join(catalogue.SWITCHES)})",
     )
     p.add_argument(
         "--loaders",
-        help=f"loader-only benchmarks, or 'none' (default: {','.join(plan.LOADERS)}; vit: none, its data's)",
+        help=f"loader-only benchmarks, or 'none' (default: {','.join(catalogue.LOADERS)}; vit: none, its data's)",
     )
     p.add_argument(
         "--model",
@@ -229,22 +232,22 @@ def run_flags(p):
 def rows_asked(args):
     """--variants and --loaders as lists of known rows (the catalogue's, or train_all.py's combinations)."""
     args.default_variants = args.variants is None  # every variant; dp is left out where there is no GPU (plan.py)
-    args.variants = list(plan.TRAIN) if args.variants is None else [v for v in args.variants.split(",") if v]
+    args.variants = list(catalogue.TRAIN) if args.variants is None else [v for v in args.variants.split(",") if v]
     args.default_loaders = args.loaders is None  # both; none for vit, whose data is another workload's (plan.py)
-    args.loaders = [v for v in (args.loaders or ",".join(plan.LOADERS)).split(",") if v and v != "none"]
+    args.loaders = [v for v in (args.loaders or ",".join(catalogue.LOADERS)).split(",") if v and v != "none"]
     for name in args.variants:
-        if name not in plan.TRAIN and not plan.combination(name):  # a bad combination is its own error
+        if name not in catalogue.TRAIN and not catalogue.combination(name):  # a bad combination is its own error
             fail(
-                f"unknown variant {name!r}{close(name, plan.TRAIN)}: choose from {', '.join(plan.TRAIN)},"
+                f"unknown variant {name!r}{close(name, catalogue.TRAIN)}: choose from {', '.join(catalogue.TRAIN)},"
                 " or all:SWITCH[:SWITCH...]"
             )
     if len(set(args.variants)) < len(args.variants):
         fail(f"--variants names a row twice: {','.join(args.variants)}")
     for name in args.loaders:
-        if name not in plan.LOADERS:
+        if name not in catalogue.LOADERS:
             fail(
-                f"unknown loader benchmark {name!r}{close(name, plan.LOADERS)}: choose from"
-                f" {', '.join(plan.LOADERS)} or none"
+                f"unknown loader benchmark {name!r}{close(name, catalogue.LOADERS)}: choose from"
+                f" {', '.join(catalogue.LOADERS)} or none"
             )
 
 
@@ -359,7 +362,7 @@ def run(args):
         logs.mkdir(parents=True, exist_ok=True)
     native = info["cpu_bf16_native"]
     started = time.monotonic()
-    runs, works, fit = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, native)
+    runs, works, fit = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, native, calibrate.steps)
     if args.dry_run:
         speed.print_plan(runs, works, gpu_count)
         plan.print_estimate(fit, runs)
@@ -398,10 +401,12 @@ def max_batch(args):
         fail("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the limit")
     logs = logs_of(args.out, new_id())
     whole = argparse.Namespace(**{**vars(args), "budget": "none"})  # the budget is the mode's, not the bench's plan's
-    runs, works, _ = plan.make_plan(whole, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
+    runs, works, _ = plan.make_plan(
+        whole, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+    )
     if args.dry_run:
         train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
-        budget_s = plan.budget_s(args.budget, gpu_count)
+        budget_s = cost.budget_s(args.budget, gpu_count)
         print(f"{maxbatch.say_estimate(train, bool(gpu_count), budget_s)}:")
         for r in train:
             print(f"  {r.variant}: {shlex.join(r.cmd)} --batch-size N")
@@ -430,7 +435,7 @@ def to_accuracy(args):
     logs = logs_of(args.out, bench_id)
     if args.dry_run:
         runs, epochs = accuracy.runs_of(args, info, info["gpu_count"], logs, generate=False)
-        estimate = accuracy.estimate_s(runs, epochs, info["gpu_count"], info["cpu_bf16_native"])
+        estimate = cost.accuracy_s(runs, epochs, info["gpu_count"], info["cpu_bf16_native"])
         print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
               f" {estimate / 60:.0f} min:")  # fmt: skip
         for r in runs:
@@ -451,14 +456,16 @@ def scale(args):
     one.budget = "none"  # the plan gives the work; the budget is the mode's
     one.nproc = min(counts[-1], gpu_count) if args.nodes and gpu_count else counts[-1]  # per node
     one.workload = args.workload or (None if args.data else "small")
-    _, works, _ = plan.make_plan(one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"])
+    _, works, _ = plan.make_plan(
+        one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+    )
     work = next(iter(works.values()))
     runs = scaling.runs_of(args, counts, gpu_count, info["cpu_cores"], work, logs)
     if args.dry_run:
         gpu = bool(gpu_count)
-        minutes = scaling.estimate_s(runs, gpu, info["cpu_bf16_native"]) / 60
+        minutes = cost.scaling_s(runs, gpu, info["cpu_bf16_native"]) / 60
         print(
-            f"scaling ({args.scaling_mode}): {len(runs)} runs, about {minutes:.0f} min{plan.cold_compiles(runs, gpu)}:"
+            f"scaling ({args.scaling_mode}): {len(runs)} runs, about {minutes:.0f} min{cost.cold_compiles(runs, gpu)}:"
         )
         for r in runs:
             print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(slurm.launched(r))}")

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import LOGS, BenchError, data, logs_of, plan, write_whole
+from bench import LOGS, BenchError, cost, data, logs_of, plan, write_whole
 from bench.launch import launch
 from bench.machine import code_fingerprint
 
@@ -48,7 +48,7 @@ class Mode:
 
     def timeout(self, run):
         """A run's time limit: the mode's (options: timeout, kept for --resume), else the machine's default."""
-        return self.options.get("timeout") or plan.TIMEOUT["gpu" if self.info["gpu_count"] else "cpu"]
+        return cost.timeout_s(self.options.get("timeout"), self.info["gpu_count"])
 
     def folder(self):
         """Where the runs' logs and metrics go."""
@@ -284,5 +284,5 @@ def resume(args, info, modes):
     mode = modes[name](args, info, saved["bench_id"], runs, saved["works"], options)
     before = len({r["run"] for r in mode.recorded() if r.get("status") == "ok"} & {r.name for r in runs})
     print(f"resuming {name} {saved['bench_id']}: {before} of {len(runs)} {mode.what} finished before")
-    budget = plan.budget_s(args.budget)  # the plan fitted its own; a new one here
+    budget = cost.budget_s(args.budget)  # the plan fitted its own; a new one here
     execute(mode, budget, args.chunk, resumed=True)

@@ -3,7 +3,7 @@ report.html shows alike."""
 
 import pandas as pd
 
-from bench import answer, plan, summarize, verdicts
+from bench import answer, catalogue, summarize, verdicts
 from bench.summarize import num, torch_blind
 from bench.verdicts import busy_note, diverged_note, fmt, settled_note
 
@@ -75,7 +75,7 @@ def label(row):
         return f"{row.variant} (DIVERGED)"
     if row.get("dataset") == "synthetic":
         return f"{row.variant} (ceiling)"
-    if row.variant in plan.MULTI_GPU and row.get("device") == "cuda":
+    if row.variant in catalogue.MULTI_GPU and row.get("device") == "cuda":
         gpus = row.get("dp_devices") if row.variant == "dp" else row.get("world_size")
         if pd.notna(gpus) and gpus < 2:
             return f"{row.variant} (1 GPU: overhead only)"

@@ -26,7 +26,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, execute, machine, plan, write_whole
+from bench import BenchError, catalogue, cost, execute, machine, write_whole
 from bench.verdicts import fmt, present
 
 matplotlib.use("Agg")
@@ -34,7 +34,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's state exists from the first)
 MAX_BATCH = 2**16  # the doubling stops here
-PROBE_S = dict(cpu=15, gpu=25)  # the estimate of a probe, seconds (CPU: measured here, 9-15 s), a compile apart
 PROBES = 10  # the estimate of the probes of one variant
 MIN_TIMED = 10  # the fewest steps the run at the largest batch times (unless the plan times fewer)
 # of the run at the largest batch
@@ -178,27 +177,19 @@ def search(run, start, limit_mib, job):
     return fits, fails, reason, probes, None
 
 
-def estimate_s(runs, gpu):
-    """The mode's estimate, seconds: PROBES probes a variant and one measured run, each a new process at a new batch
-    (a new shape), so a compiled variant compiles cold in every one of them (plan.COST_S's cold compile)."""
-    where = "gpu" if gpu else "cpu"
-    cold = plan.COST_S[where]["cold"]
-    return sum((PROBES + 1) * (PROBE_S[where] + (cold if plan.compiled(r.variant) else 0)) for r in runs)
-
-
 def say_estimate(runs, gpu, budget_s=None):
     """The estimate as printed (by --dry-run too): the total, the cold compiles in it, and where a budget is given,
     the variants it is expected to reach (the search goes in plan order; the rest are listed as not searched)."""
     where = "gpu" if gpu else "cpu"
-    compiles = sum(PROBES + 1 for r in runs if plan.compiled(r.variant))
-    text = f"max batch: {len(runs)} variants, about {estimate_s(runs, gpu) / 60:.0f} min"
+    compiles = sum(PROBES + 1 for r in runs if catalogue.compiled(r.variant))
+    text = f"max batch: {len(runs)} variants, about {cost.maxbatch_s(runs, gpu, PROBES) / 60:.0f} min"
     if compiles:
-        text += (f" ({compiles} cold compiles of about {plan.COST_S[where]['cold']:.0f} s in it: every probe of a"
+        text += (f" ({compiles} cold compiles of about {cost.COST_S[where]['cold']:.0f} s in it: every probe of a"
                  " compiled variant is a new process at a new batch)")  # fmt: skip
     if budget_s:
         reached, spent = [], 0.0
         for r in runs:
-            spent += estimate_s([r], gpu)
+            spent += cost.maxbatch_s([r], gpu, PROBES)
             if spent > budget_s:
                 break
             reached.append(r.variant if len({x.workload for x in runs}) == 1 else f"{r.workload} {r.variant}")
@@ -263,12 +254,12 @@ def main(args, info, runs, logs, works):
     if not train:
         raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
     gpu = bool(info["gpu_count"])
-    budget_s = plan.budget_s(args.budget, gpu)
+    budget_s = cost.budget_s(args.budget, gpu)
     limit = f"{args.memory_limit:,} MiB of address space per process" if args.memory_limit else "the GPU's memory"
     print(f"{say_estimate(train, gpu, budget_s)}; in {limit}", flush=True)
     for run in train:
-        run.estimate_s = estimate_s([run], gpu)
-    options = dict(memory_limit=args.memory_limit, timeout=args.timeout or (900 if gpu else 600))
+        run.estimate_s = cost.maxbatch_s([run], gpu, PROBES)
+    options = dict(memory_limit=args.memory_limit, timeout=cost.timeout_s(args.timeout, gpu))
     mode = MaxBatch(args, info, logs.name, train, works, options)
     execute.start(mode)
     execute.execute(mode, budget_s, args.chunk)

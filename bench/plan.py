@@ -10,8 +10,9 @@ every variant alike.
 The defaults depend on the machine and the workload (DEFAULTS). On a GPU the steps are calibrated
 (--steps auto): a short run of the fastest row, the mixed-precision ceiling (without ceilings, the
 first row that is not compiled), run as a row runs, gives its step time, and every row then runs
-enough steps for that row's timed window to last WINDOW_S seconds. The plan
-is stored with the bench (plan.json in its log folder) so that `--resume` can finish it.
+enough steps for that row's timed window to last WINDOW_S seconds (bench/calibrate.py runs it; the planner
+launches nothing itself). What the runs should take is bench/cost.py's. The plan is stored with the bench (plan.json
+in its log folder) so that `--resume` can finish it.
 """
 
 import contextlib
@@ -22,69 +23,23 @@ import random
 import subprocess
 import sys
 import tempfile
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, catalogue, data, launch, slurm, summarize, write_whole
+from bench import BenchError, catalogue, data, slurm, summarize, write_whole
+from bench.catalogue import (
+    CNN_ONLY,
+    LOADERS,
+    MULTI_GPU,
+    TRAIN,
+    TRANSFORMER_ONLY,
+    command,
+    compiled,
+    distributed,
+    family,
+)
+from bench.cost import COST_S, WINDOW_MIN_S, WINDOW_S, budget_s, run_s, timeout_s
 from bench.machine import ROOT
-
-TORCHRUN = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "{nproc}"]
-# variant -> the command after `python`: the script and the flags that make the technique, in the catalogue's order
-# (the order they run in and are left out from the end of when the budget is short); the sets read from its rows
-TRAIN = {
-    row.name: [*(TORCHRUN if row.launch == "torchrun" else []), row.script, *row.flags]
-    for row in catalogue.training().values()
-}
-LOADERS = {row.name: row.script for row in catalogue.loaders().values()}
-MULTI_GPU = {r.name for r in catalogue.ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
-DISTRIBUTED = {r.name for r in catalogue.ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
-COMPILED = {r.name for r in catalogue.ROWS if r.compiles}  # one compile cache per variant and bench
-# a combination: train_all.py with some of its blocks switched off, a row of its own named all:SWITCH[:SWITCH...],
-# e.g. all:no-ddp:no-compile (AMP + channels_last in one process, the usual single-GPU recipe)
-SWITCHES = {"no-ddp": [], "no-amp": ["--amp-dtype", "none"], "no-channels-last": ["--no-channels-last"],
-            "no-compile": ["--no-compile"]}  # fmt: skip
-
-
-def combination(variant):
-    """The switches of a combination (all:no-compile, ...), () for any other variant; a bad one is a BenchError."""
-    if not variant.startswith("all:"):
-        return ()
-    switches = variant.split(":")[1:]
-    unknown = [s for s in switches if s not in SWITCHES]
-    if unknown or not switches or len(set(switches)) < len(switches) or len(switches) == len(SWITCHES):
-        why = f"unknown switch {unknown[0]!r}" if unknown else "each switch once, and not all of them"
-        raise BenchError(f"variant {variant!r}: {why}; all:SWITCH[:SWITCH...] with switches {', '.join(SWITCHES)}")
-    return tuple(switches)
-
-
-def family(variant):
-    """The variant whose script and estimates a row shares: all for a combination, else itself."""
-    return "all" if combination(variant) else variant
-
-
-def command(variant):
-    """The command after `python` that runs a training variant (the placeholders of TRAIN unfilled)."""
-    switches = combination(variant)
-    if not switches:
-        return TRAIN[variant]
-    cmd = ["train_all.py"] if "no-ddp" in switches else [*TORCHRUN, "train_all.py"]
-    return cmd + [flag for s in switches for flag in SWITCHES[s]]
-
-
-def distributed(variant):
-    switches = combination(variant)
-    return variant in DISTRIBUTED if not switches else "no-ddp" not in switches
-
-
-def compiled(variant):
-    switches = combination(variant)
-    return variant in COMPILED if not switches else "no-compile" not in switches
-
-
-def uses_amp(variant):
-    return family(variant) in ("amp", "amp-synthetic", "all") and "no-amp" not in combination(variant)
-
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only). vit: a vision
 # transformer trained as transformers are (AdamW, warmed up), on the 224 px photos on a GPU, the 32 px images on a CPU
@@ -108,55 +63,7 @@ DEFAULTS = {
     ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=30, warmup_steps=5, eval_samples=500),
 }
 DATA_OF = dict(vit=dict(gpu="imagenet", cpu="small"))  # a workload that trains on another's generated data
-# the rows a workload runs by default (its variants asked for by name run on any workload): a CNN's the techniques of
-# convolutional training, a transformer's those of transformers (channels_last and DALI change nothing there)
-TRANSFORMER_ONLY = {r.name for r in catalogue.ROWS if r.workloads == "transformer"}
-CNN_ONLY = {r.name for r in catalogue.ROWS if r.workloads == "cnn"}
 LOADER_ONLY_STEPS = 200  # batches a loader row times where steps are auto and no training row calibrates them
-WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
-STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
-TIMEOUT = dict(gpu=900, cpu=600)  # seconds a run may take (a cold compile on 2 cores: minutes)
-WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
-WINDOW_MIN_S = 3.0  # the shortest window a budget may ask for
-# the default --budget, minutes: on a GPU two rounds of both workloads by the first GPU run's costs (about 31
-# min, each workload's round under 9: a lent GPU runs it in parts, --chunk 9 and --resume)
-BUDGET_MIN = dict(gpu=35, cpu=25)
-
-
-def budget_s(budget, gpu=None):
-    """--budget in seconds (the one place minutes become seconds): None for none; unset, the machine's default
-    (BUDGET_MIN), or None where gpu is None (a plan that fitted its own budget already)."""
-    if budget == "none" or (budget is None and gpu is None):
-        return None
-    return 60 * (budget or BUDGET_MIN["gpu" if gpu else "cpu"])
-
-
-# What the estimate assumes before a bench has measured anything (after its first round, its own measured run times
-# take over). A training run's seconds outside its timed window (start-up, setup, warm-up, evaluation), the window
-# (a CPU: the baseline's per 20 steps timed), a compile cold (the first repeat) and warm, a loader run in all, a
-# calibration: on a CPU as measured by the default plan on a 2-core AMD EPYC (AVX2 only, 2026-11-23: 26 runs, 21 min);
-# on a GPU as the first GPU run measured on an H100 (2026-11-25, baseline/h100-first-run-*: a row outside its window
-# 13 to 34 s, resnet50's cuDNN autotuning and 15 loader workers the most; a cold compile 40 to 66 s more than the
-# baseline's row), its warm compile and calibration still assumed.
-COST_S = dict(
-    cpu=dict(fixed=10.0, window=6.0, cold=110.0, warm=10.0, loader=9.0, calibrate=0.0),
-    gpu=dict(fixed=25.0, window=WINDOW_S, cold=60.0, warm=15.0, loader=15.0, calibrate=25.0),
-)
-# a row's window against the fastest row's (a GPU: the mixed-precision ceiling's, which calibrates the steps; a CPU:
-# the baseline's, at its fixed steps). GPU, by the step times of the first GPU run (H100, one round each): resnet50
-# in fp32 (TF32 convolutions) 1.2x its bf16, channels_last 0.91x, compile 0.75x; vit_b_16 in fp32 (its matmuls without
-# Tensor Cores) 5.3x its bf16, TF32 2.1x, checkpoint 6.5x; the rows it did not reach as their nearest measured one.
-# CPU, as measured there: checkpoint 1.3x, the synthetic ceiling 0.75x, and bf16 where the CPU does not compute it
-# natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x); the small ViT on a 2-core Xeon with AVX-512-BF16:
-# bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window
-SLOWER = {
-    "gpu": dict(synthetic=1.2, baseline=1.2, channels_last=0.9, compile=0.75, all=0.75, dali=1.2, checkpoint=1.6,
-                dp=1.2, ddp=1.2, fsdp=1.2, fused=1.2, tf32=1.2),  # a CNN (resnet50)
-    "gpu-vit": dict(synthetic=5.3, baseline=5.3, tf32=2.1, fused=5.3, compile=4.9, all=0.95, checkpoint=6.5,
-                    ddp=5.3, fsdp=5.3, channels_last=5.3, dali=5.3, dp=5.3),  # a transformer (vit_b_16)
-    "cpu": dict(checkpoint=1.3, synthetic=0.75, dali=0.75, tf32=1.6, fsdp=1.2),
-}  # fmt: skip
-EMULATED_BF16 = 6.0
 
 
 @dataclass
@@ -192,26 +99,6 @@ def ordered(variants, gpu_count):
     return sorted(variants, key=lambda v: (order.index(family(v)), v != family(v), variants.index(v)))
 
 
-def estimate_s(run, window_s, gpu, bf16_native=True):
-    """The seconds a run should take, by COST_S and SLOWER (window_s: the fastest row's window)."""
-    cost = COST_S["gpu" if gpu else "cpu"]
-    if run.kind == "loader":
-        return cost["loader"]
-    slower = SLOWER[("gpu-vit" if run.workload == "vit" else "gpu") if gpu else "cpu"].get(family(run.variant), 1)
-    if not gpu and not bf16_native and uses_amp(run.variant):
-        slower *= EMULATED_BF16
-    compiling = (cost["cold"] if run.repeat == 1 else cost["warm"]) if compiled(run.variant) else 0
-    return cost["fixed"] + window_s * slower + compiling
-
-
-def cold_compiles(runs, gpu):
-    """What an estimate holds for compiling: ' (N cold compiles of about S s each in it)', or '' where none."""
-    cold = [r for r in runs if r.kind == "train" and r.repeat == 1 and compiled(r.variant)]
-    if not cold:
-        return ""
-    return f" ({len(cold)} cold compiles of about {COST_S['gpu' if gpu else 'cpu']['cold']:.0f} s each in it)"
-
-
 def rounds(runs):
     """The runs grouped by (repeat, workload), in plan order: each group one complete round of a workload."""
     groups = {}
@@ -227,8 +114,8 @@ def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native):
         return WINDOW_S
     probe = [Run("", v, "train", 2, 1, workload=name) for v in variants for name in names]
     probe += [Run("", v, "loader", 2, 1, workload=name) for v in loaders for name in names]
-    fixed = sum(estimate_s(r, 0, gpu, bf16_native) for r in probe)
-    weight = sum(estimate_s(r, 1, gpu, bf16_native) - estimate_s(r, 0, gpu, bf16_native) for r in probe)
+    fixed = sum(run_s(r, 0, gpu, bf16_native) for r in probe)
+    weight = sum(run_s(r, 1, gpu, bf16_native) - run_s(r, 0, gpu, bf16_native) for r in probe)
     cold = sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if compiled(v)) * len(names)
     wanted = min(repeats, 2)
     spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * len(names) - cold - wanted * fixed  # 3% to spare
@@ -304,7 +191,7 @@ def work(args, gpu_count, workload):
             f"--profile records {tail} steps after the window: --warmup-steps {chosen['warmup_steps']} and --steps"
             f" {chosen['steps']} leave none to time"
         )
-    chosen["timeout"] = args.timeout or TIMEOUT["gpu" if gpu_count else "cpu"]
+    chosen["timeout"] = timeout_s(args.timeout, gpu_count)
     return chosen
 
 
@@ -368,41 +255,6 @@ def default_workers(cores, processes, gpu):
     if gpu:
         return max(1, cores // processes - 1)
     return max(1, min(8, cores // (2 * processes)))
-
-
-def calibration_variant(variants):
-    """The row that calibrates: the fastest, a ceiling, where one is planned; else the first row that is not compiled
-    (a cold compile inside the calibration would take minutes); else the first."""
-    ceilings = [v for v in ("amp-synthetic", "synthetic") if v in variants]
-    return (ceilings or [v for v in variants if not compiled(v)] or variants)[0]
-
-
-def calibrate(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WINDOW_S, workers=None, cores=1):
-    """Steps for every row: enough for the fastest one to time window_s seconds. The fastest single process is the
-    mixed-precision ceiling; DDP rows on nproc GPUs split each step over them, so they may be up to nproc times
-    faster still, and the steps are multiplied by nproc where such rows are planned. The calibration run warms up
-    for WARMUP_STEADY steps: where its steps are steady after them (STEADY), chosen's warm-up is cut to that.
-    It runs as a row runs (bench/launch.py): the loader workers a one-process row gets, the run time limit (a hung
-    calibration ends the bench with one line), its log in log/calibration-VARIANT-0.log."""
-    variant = calibration_variant(variants)
-    warmup = min(chosen["warmup_steps"], WARMUP_STEADY)
-    run = training_run(variant, 0, path, info, dict(chosen, steps=warmup + 60, warmup_steps=warmup), gpu_count, 1,
-                       workers, cores, "custom", prefix="calibration-")  # fmt: skip
-    log = Path(log)
-    log.mkdir(parents=True, exist_ok=True)
-    row = launch.launch(run, log, chosen["timeout"], threading.Event())
-    if row["status"] != "ok":
-        raise BenchError(f"calibration ({variant}) failed: {row['error']} (its log: {log / run.name}.log)")
-    step_s = row["step_time_median_ms"] / 1e3
-    if row["step_time_p90_ms"] > STEADY * row["step_time_median_ms"]:  # not steady yet: the full warm-up
-        warmup = chosen["warmup_steps"]
-    chosen["warmup_steps"] = warmup
-    split = nproc if gpu_count and any(distributed(v) for v in variants) else 1
-    timed = max(50, math.ceil(window_s * split / step_s))
-    over = f" ({split} DDP processes may split a step)" if split > 1 else ""
-    print(f"calibrated: {variant} takes {step_s * 1e3:.1f} ms a step: {timed} steps timed after {warmup}{over}"
-          f" (90th percentile {row['step_time_p90_ms']:.1f} ms)", flush=True)  # fmt: skip
-    return warmup + timed
 
 
 def training_run(
@@ -476,14 +328,15 @@ def round_runs(repeat, works, variants, loaders, context):
         chosen = works[run.workload]
         timed = chosen["steps"] - chosen["warmup_steps"] if not chosen["steps_auto"] else None
         fastest = c["window_s"] if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's: 20
-        run.estimate_s = estimate_s(run, fastest, gpu, c["bf16_native"])
+        run.estimate_s = run_s(run, fastest, gpu, c["bf16_native"])
     return runs
 
 
-def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True):
+def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None):
     """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
     ({workload: flags}) and how the plan fits its budget (a dict for print_estimate). Steps "auto" are calibrated
-    here unless dry_run. Rounds run repeat after repeat, each workload's round whole, rows in priority order."""
+    unless dry_run, by calibrate (bench/calibrate.py's steps: the caller's, so that planning launches nothing). Rounds
+    run repeat after repeat, each workload's round whole, rows in priority order."""
     runs, works = [], {}
     names = workloads(args, gpu_count)
     nproc = args.nproc or gpu_count or 2
@@ -506,6 +359,8 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True)
         auto = chosen["steps"] == "auto"
         calibrations += auto
         if auto and not dry_run and variants:
+            if calibrate is None:
+                raise BenchError("--steps auto: this mode plans no calibration run; give --steps N")
             chosen["steps"] = calibrate(
                 path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores
             )

@@ -22,7 +22,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, execute, machine, plan, slurm, summarize, write_whole
+from bench import BenchError, catalogue, cost, execute, machine, plan, slurm, summarize, write_whole
 from bench.verdicts import fmt, present  # the cells' rules, one for every table
 
 matplotlib.use("Agg")
@@ -90,9 +90,9 @@ def counts_flag(text):
 
 def variants_of(asked):
     """The distributed variants to scale: ddp and all by default (the bench's whole list), else those named."""
-    if asked == list(plan.TRAIN):
+    if asked == list(catalogue.TRAIN):
         return ["ddp", "all"]
-    chosen = [v for v in asked if plan.distributed(v)]
+    chosen = [v for v in asked if catalogue.distributed(v)]
     if not chosen:
         raise BenchError("--scaling runs the distributed rows (ddp, fsdp, all): --variants names none of them")
     return chosen
@@ -133,18 +133,6 @@ def runs_of(args, counts, gpu_count, cores, work, logs):
                                     "scaling", prefix=f"n{n}-", cache=logs)  # fmt: skip
             runs.append(slurm.on_nodes(run, nodes) if nodes else run)
     return runs
-
-
-def estimate_s(runs, gpu, bf16_native=True):
-    """The bench's estimate of each run (bench/plan.py), its window the default plan's: the first run of a compiled
-    variant at each count compiles cold (each count has its own cache); on a GPU the steps' calibration too."""
-    calibration = plan.COST_S["gpu" if gpu else "cpu"]["calibrate"]
-    return calibration + sum(plan.estimate_s(run, window_s(gpu), gpu, bf16_native) for run in runs)
-
-
-def window_s(gpu):
-    """The timed window the estimates take: the default plan's."""
-    return plan.WINDOW_S if gpu else plan.COST_S["cpu"]["window"] * 25 / 20
 
 
 def table_of(rows, mode):
@@ -219,19 +207,18 @@ class Scaling(execute.Mode):
 def main(args, info, runs, logs, counts, works):
     """Run the rounds through the executor."""
     gpu = bool(info["gpu_count"])
-    budget_s = plan.budget_s(args.budget, gpu)
+    budget_s = cost.budget_s(args.budget, gpu)
     rounds = max(r.repeat for r in runs)
     print(f"scaling ({args.scaling_mode}): {', '.join(variants_of(args.variants))} at {', '.join(map(str, counts))}"
-          f" processes, {rounds} rounds, about {estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"
-          f"{plan.cold_compiles(runs, gpu)}"
+          f" processes, {rounds} rounds, about {cost.scaling_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"
+          f"{cost.cold_compiles(runs, gpu)}"
           + (f" (budget {budget_s / 60:g} min)" if budget_s else ""), flush=True)  # fmt: skip
     if not gpu:
         print(f"  on a CPU the processes share its {info['cpu_cores']} cores (each gets cores / processes threads):"
               " this measures what DDP costs, not what more GPUs would give", flush=True)  # fmt: skip
-    options = dict(counts=counts, scaling_mode=args.scaling_mode, timeout=args.timeout or plan.TIMEOUT["gpu" if gpu
-                   else "cpu"])  # fmt: skip
+    options = dict(counts=counts, scaling_mode=args.scaling_mode, timeout=cost.timeout_s(args.timeout, gpu))
     for run in runs:  # the executor's budget and --chunk go by them until a run of the kind has been measured
-        run.estimate_s = plan.estimate_s(run, window_s(gpu), gpu, info["cpu_bf16_native"])
+        run.estimate_s = cost.run_s(run, cost.scaling_window_s(gpu), gpu, info["cpu_bf16_native"])
     mode = Scaling(args, info, logs.name, runs, works, options)
     execute.start(mode)
     execute.execute(mode, budget_s, args.chunk)

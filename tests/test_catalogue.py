@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from bench import catalogue, check, diffs, plan
+from bench import catalogue, check, diffs
 from helpers import PY, ROOT, SCRIPTS
 
 
@@ -25,12 +25,14 @@ def test_every_technique_has_a_path_in_the_check():
 
 
 def test_the_lists_read_from_the_catalogue_are_its_rows():
-    assert list(plan.TRAIN) == list(catalogue.training()) and list(plan.LOADERS) == list(catalogue.loaders())
-    assert plan.TRAIN["ddp"][-1] == "train_ddp.py" and plan.TRAIN["ddp"][:2] == ["-m", "torch.distributed.run"]
-    assert plan.TRAIN["dali"] == ["train.py", "--loader", "dali"]
-    assert plan.MULTI_GPU == {"dp", "ddp", "fsdp"} and plan.DISTRIBUTED == {"ddp", "fsdp", "all"}
-    assert plan.COMPILED == {"compile", "all"}
-    assert plan.TRANSFORMER_ONLY == {"fsdp", "fused", "tf32"} and plan.CNN_ONLY == {"channels_last", "dali", "dp"}
+    train = catalogue.TRAIN
+    assert list(train) == list(catalogue.training()) and list(catalogue.LOADERS) == list(catalogue.loaders())
+    assert train["ddp"][-1] == "train_ddp.py" and train["ddp"][:2] == ["-m", "torch.distributed.run"]
+    assert train["dali"] == ["train.py", "--loader", "dali"]
+    assert catalogue.MULTI_GPU == {"dp", "ddp", "fsdp"} and catalogue.DISTRIBUTED == {"ddp", "fsdp", "all"}
+    assert catalogue.COMPILED == {"compile", "all"}
+    assert catalogue.TRANSFORMER_ONLY == {"fsdp", "fused", "tf32"}
+    assert catalogue.CNN_ONLY == {"channels_last", "dali", "dp"}
     assert diffs.ROWS == {"amp-synthetic": "amp", "loader_dali": "dali"}
     assert list(SCRIPTS) == ["train", *diffs.TECHNIQUES]
 

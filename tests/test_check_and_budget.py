@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import BenchError, check, execute, plan, record
+from bench import BenchError, catalogue, check, cost, execute, plan, record
 from helpers import ROOT, TINY_MODEL, run
 
 sys.path.insert(0, str(ROOT))
@@ -185,7 +185,7 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
 
 
 def test_rows_run_in_the_order_a_user_needs_them():
-    every = list(plan.TRAIN)
+    every = list(catalogue.TRAIN)
     one = plan.ordered(every, 1)
     assert one[:3] == ["synthetic", "amp-synthetic", "baseline"] and one[-3:] == ["dp", "ddp", "fsdp"]
     assert one.index("amp") < one.index("channels_last") < one.index("compile") < one.index("all") < one.index("dali")
@@ -216,12 +216,12 @@ def test_the_budget_keeps_whole_rounds_then_leaves_rows_out_from_the_end():
 
 def test_the_window_shrinks_to_fit_two_rounds_but_never_below_its_floor():
     args = (["baseline", "amp", "compile"], ["loader"], ["small", "imagenet"], 3, True, True)
-    assert plan.fit_window(None, *args) == plan.WINDOW_S
-    assert plan.fit_window(10**6, *args) == plan.WINDOW_S
-    assert plan.fit_window(60, *args) == plan.WINDOW_MIN_S
+    assert plan.fit_window(None, *args) == cost.WINDOW_S
+    assert plan.fit_window(10**6, *args) == cost.WINDOW_S
+    assert plan.fit_window(60, *args) == cost.WINDOW_MIN_S
     middle = plan.fit_window(11 * 60, *args)
-    assert plan.WINDOW_MIN_S < middle < plan.WINDOW_S
-    assert plan.fit_window(60, *args[:-2], False, True) == plan.WINDOW_S  # a CPU's steps are fixed
+    assert cost.WINDOW_MIN_S < middle < cost.WINDOW_S
+    assert plan.fit_window(60, *args[:-2], False, True) == cost.WINDOW_S  # a CPU's steps are fixed
 
 
 @pytest.mark.slow
@@ -248,12 +248,13 @@ def test_make_compare_on_a_gpu_runs_one_workload_with_room_for_3_rounds():
     estimate (a 5-minute compare of both workloads planned one round, no interval). The default bench: both."""
     makefile = (ROOT / "Makefile").read_text()
     minutes = re.search(r"^COMPARE_MIN = \$\(if \$\(shell nvidia-smi -L 2>/dev/null\),(\d+),5\)$", makefile, re.M)[1]
-    for technique in sorted(set(plan.TRAIN) - {"baseline", "synthetic"}):
+    for technique in sorted(set(catalogue.TRAIN) - {"baseline", "synthetic"}):
         args = ("--variants", f"baseline,{technique}", "--loaders", "none", "--budget", minutes, "--repeats", 3)
         result = run("-m", "bench", *args, "--dry-run", "--gpus", 1)
         assert result.returncode == 0, result.stderr
         workloads = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("# ")]
-        assert workloads == ["# vit" if technique in plan.TRANSFORMER_ONLY else "# imagenet"], (technique, workloads)
+        expected = ["# vit" if technique in catalogue.TRANSFORMER_ONLY else "# imagenet"]
+        assert workloads == expected, (technique, workloads)
         (line,) = [line for line in result.stdout.splitlines() if line.startswith("estimate: ")]
         assert " in 3 round(s) (budget " in line and f"(budget {minutes} min)" in line, (technique, line)
     default = run("-m", "bench", "--dry-run", "--gpus", 1).stdout

@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
-from bench import BenchError, launch, machine, nvml, plan, sample, verdicts
+from bench import BenchError, calibrate, cli, cost, launch, machine, nvml, plan, sample, verdicts
 from helpers import ROOT, SMALL_MODEL, train
 
 sys.path.insert(0, str(ROOT))
@@ -307,7 +307,7 @@ def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
     step_ms, p90_ms = 20.0, 21.0
 
     def probe(run, log_dir, timeout, stop, *args):
-        assert run.cmd[run.cmd.index("--warmup-steps") + 1] == str(plan.WARMUP_STEADY)
+        assert run.cmd[run.cmd.index("--warmup-steps") + 1] == str(calibrate.WARMUP_STEADY)
         return dict(status="ok", step_time_median_ms=step_ms, step_time_p90_ms=p90_ms)
 
     monkeypatch.setattr(launch, "launch", probe)
@@ -316,16 +316,16 @@ def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
         chosen = dict(
             model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
         )
-        steps = plan.calibrate("data", info, chosen, 8, variants, tmp_path, nproc)
+        steps = calibrate.steps("data", info, chosen, 8, variants, tmp_path, nproc)
         warmup = chosen["warmup_steps"]
-        assert warmup == plan.WARMUP_STEADY  # steady: p90 within 10% of the median
-        assert (steps - warmup) * step_ms / 1e3 / split >= plan.WINDOW_S, (variants, steps)
-        assert (steps - warmup - 1) * step_ms / 1e3 / split < plan.WINDOW_S
+        assert warmup == calibrate.WARMUP_STEADY  # steady: p90 within 10% of the median
+        assert (steps - warmup) * step_ms / 1e3 / split >= cost.WINDOW_S, (variants, steps)
+        assert (steps - warmup - 1) * step_ms / 1e3 / split < cost.WINDOW_S
     chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900)
-    assert plan.calibrate("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 10 + 350  # CPU processes share cores
+    assert calibrate.steps("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 10 + 350  # CPU processes share cores
     p90_ms = 30.0  # not steady after 10 steps: the full warm-up
     chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900)
-    assert plan.calibrate("data", info, chosen, 1, ["amp"], tmp_path, 1) == 20 + 350 and chosen["warmup_steps"] == 20
+    assert calibrate.steps("data", info, chosen, 1, ["amp"], tmp_path, 1) == 20 + 350 and chosen["warmup_steps"] == 20
 
 
 @pytest.mark.parametrize(
@@ -349,13 +349,32 @@ def test_the_calibration_runs_as_a_row_runs(monkeypatch, tmp_path, variants, exp
     monkeypatch.setattr(launch, "launch", probe)
     chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77)
     info = dict(image_size=32, classes=list(range(10)))
-    plan.calibrate("data", info, chosen, 1, variants, tmp_path / "logs" / "bench", 1, cores=16)
+    calibrate.steps("data", info, chosen, 1, variants, tmp_path / "logs" / "bench", 1, cores=16)
     ((run, log_dir, timeout),) = calls
     assert run.variant == expected and timeout == 77 and log_dir == tmp_path / "logs" / "bench" and log_dir.is_dir()
     assert run.cmd[run.cmd.index("--workers") + 1] == str(plan.default_workers(16, 1, True)) == "15"
     calls.clear()
-    plan.calibrate("data", info, dict(chosen), 1, variants, tmp_path / "logs" / "bench", 1, workers=3, cores=16)
+    calibrate.steps("data", info, dict(chosen), 1, variants, tmp_path / "logs" / "bench", 1, workers=3, cores=16)
     assert calls[0][0].cmd[calls[0][0].cmd.index("--workers") + 1] == "3"  # --workers, as every row
+
+
+def test_the_planner_launches_nothing_it_asks_the_calibration_it_is_given(monkeypatch, tiny_data, tmp_path):
+    """Steps auto (a GPU plan) are the calibration's: make_plan calls the one it is given, once a workload, with the
+    work and the window it fitted; a mode that gives none is told to give --steps (no run is launched from plan.py)."""
+    monkeypatch.setattr(launch, "launch", lambda *a, **k: pytest.fail("the planner launched a run"))
+    argv = ["--data", str(tiny_data), "--variants", "baseline,amp", "--loaders", "none", "--repeats", "1"]
+    args = cli.parse_args([*argv, "--batch-size", "8"])
+    asked = []
+
+    def steps(path, info, chosen, gpu_count, variants, log, nproc, window_s, workers, cores):
+        asked.append((chosen["warmup_steps"], variants, window_s))
+        return chosen["warmup_steps"] + 123
+
+    runs, works, _ = plan.make_plan(args, 1, 2, tmp_path, dry_run=False, calibrate=steps)
+    assert asked == [(20, ["baseline", "amp"], cost.WINDOW_S)] and works["custom"]["steps"] == 143
+    assert {r.cmd[r.cmd.index("--steps") + 1] for r in runs} == {"143"}
+    with pytest.raises(BenchError, match="--steps auto: this mode plans no calibration run; give --steps N"):
+        plan.make_plan(args, 1, 2, tmp_path, dry_run=False)
 
 
 def test_a_calibration_that_hangs_ends_the_bench_in_one_line(monkeypatch, tmp_path):
@@ -364,7 +383,7 @@ def test_a_calibration_that_hangs_ends_the_bench_in_one_line(monkeypatch, tmp_pa
     info = dict(image_size=32, classes=list(range(10)))
     with pytest.raises(BenchError, match=r"calibration \(baseline\) failed: timed out after 77 s \(its log: .*"
                        r"calibration-baseline-0.log\)"):  # fmt: skip
-        plan.calibrate("data", info, chosen, 1, ["baseline", "ddp"], tmp_path, 8)
+        calibrate.steps("data", info, chosen, 1, ["baseline", "ddp"], tmp_path, 8)
 
 
 # ----------------------------------------------------------------------------- capabilities

@@ -43,11 +43,11 @@ def test_no_function_of_the_bench_the_meter_or_the_checks_is_over_80_lines():
 
 
 def test_the_budget_becomes_seconds_in_one_place():
-    from bench import plan
+    from bench import cost
 
-    assert plan.budget_s("none", True) is None and plan.budget_s(None) is None  # no budget; a plan's own, fitted
-    assert plan.budget_s(None, True) == 60 * plan.BUDGET_MIN["gpu"] and plan.budget_s(None, False) == 60 * 25
-    assert plan.budget_s(2.5, False) == 150 and plan.budget_s(2.5) == 150
+    assert cost.budget_s("none", True) is None and cost.budget_s(None) is None  # no budget; a plan's own, fitted
+    assert cost.budget_s(None, True) == 60 * cost.BUDGET_MIN["gpu"] and cost.budget_s(None, False) == 60 * 25
+    assert cost.budget_s(2.5, False) == 150 and cost.budget_s(2.5) == 150
     sources = "".join(path.read_text() for path in (ROOT / "bench").glob("*.py"))
     assert sources.count("60 * (args.budget") == 0 and sources.count("60 * args.budget") == 0
 

@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from bench import execute, maxbatch
+from bench import cost, execute, maxbatch
 from bench.plan import Run
 from helpers import fast_first, run, train
 
@@ -217,9 +217,9 @@ def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, ste
 
 def test_the_estimate_counts_a_cold_compile_in_every_probe_of_a_compiled_variant():
     runs = [Run(f"{v}-1", v, "train", 1, 1, []) for v in ("baseline", "compile", "all:no-compile", "all")]
-    gpu = maxbatch.estimate_s(runs, gpu=True)
-    cold = maxbatch.plan.COST_S["gpu"]["cold"]
-    assert gpu == 4 * 11 * maxbatch.PROBE_S["gpu"] + 2 * 11 * cold
-    said = maxbatch.say_estimate(runs, True, budget_s=2 * 11 * maxbatch.PROBE_S["gpu"] + 11 * cold + 100)
+    gpu = cost.maxbatch_s(runs, True, maxbatch.PROBES)
+    cold = maxbatch.cost.COST_S["gpu"]["cold"]
+    assert gpu == 4 * 11 * cost.PROBE_S["gpu"] + 2 * 11 * cold
+    said = maxbatch.say_estimate(runs, True, budget_s=2 * 11 * cost.PROBE_S["gpu"] + 11 * cold + 100)
     assert f"about {gpu / 60:.0f} min (22 cold compiles of about {cold:.0f} s" in said
     assert said.endswith("which reaches about 2: baseline, compile")  # the third would pass the budget

@@ -12,7 +12,7 @@ import pytest
 import tqdm
 from test_bad_input import fail
 
-from bench import diffs, plan
+from bench import catalogue, diffs, plan
 from bench.machine import cpu_model
 from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, fast_first, generate, run, train
 
@@ -102,13 +102,14 @@ def test_the_ddp_diff_shows_its_sampler_and_its_share_of_the_batch():
 def test_the_bench_runs_a_combination_as_a_row_of_its_own():
     """all:SWITCH[:SWITCH...] is train_all.py with those blocks off: no torchrun for no-ddp, a flag for each other;
     it is compiled (its own cache), distributed and slowed by emulated bf16 only where its blocks say so."""
-    assert plan.command("all:no-ddp:no-compile") == ["train_all.py", "--no-compile"]
-    assert plan.command("all:no-amp") == [*plan.TORCHRUN, "train_all.py", "--amp-dtype", "none"]
-    assert plan.command("all:no-channels-last") == [*plan.TORCHRUN, "train_all.py", "--no-channels-last"]
-    assert plan.command("all") == plan.TRAIN["all"] and plan.combination("amp") == ()
-    assert [plan.distributed(v) for v in ("all", "all:no-ddp", "all:no-compile", "amp")] == [True, False, True, False]
-    assert [plan.compiled(v) for v in ("all", "all:no-compile", "all:no-ddp", "baseline")] == [True, False, True, False]
-    assert [plan.uses_amp(v) for v in ("all", "all:no-amp", "all:no-ddp", "compile")] == [True, False, True, False]
+    assert catalogue.command("all:no-ddp:no-compile") == ["train_all.py", "--no-compile"]
+    assert catalogue.command("all:no-amp") == [*catalogue.TORCHRUN, "train_all.py", "--amp-dtype", "none"]
+    assert catalogue.command("all:no-channels-last") == [*catalogue.TORCHRUN, "train_all.py", "--no-channels-last"]
+    assert catalogue.command("all") == catalogue.TRAIN["all"] and catalogue.combination("amp") == ()
+    yes_no_yes_no = [True, False, True, False]
+    assert [catalogue.distributed(v) for v in ("all", "all:no-ddp", "all:no-compile", "amp")] == yes_no_yes_no
+    assert [catalogue.compiled(v) for v in ("all", "all:no-compile", "all:no-ddp", "baseline")] == yes_no_yes_no
+    assert [catalogue.uses_amp(v) for v in ("all", "all:no-amp", "all:no-ddp", "compile")] == yes_no_yes_no
     asked = ["ddp", "all:no-ddp:no-compile", "baseline", "all", "all:no-compile"]
     assert plan.ordered(asked, 0) == ["baseline", "all", "all:no-ddp:no-compile", "all:no-compile", "ddp"]
     run = plan.training_run("all:no-ddp:no-compile", 1, "data", dict(image_size=32, classes=range(10)),

@@ -13,7 +13,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from bench import cli, diffs, markdown, plan, record, speed
+from bench import catalogue, cli, diffs, markdown, record, speed
 from helpers import ROOT, fast_first
 
 SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
@@ -44,7 +44,7 @@ def test_the_report_holds_the_tables_plots_and_every_measured_technique_with_its
     assert html.count('src="data:image/png;base64,') == 4  # the plots, embedded
     assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched: it opens offline
     measured = {diffs.technique(v) for v in summary["variant"]} - {None}
-    assert measured == set(diffs.TECHNIQUES) - plan.TRANSFORMER_ONLY  # this bench ran every technique of a CNN
+    assert measured == set(diffs.TECHNIQUES) - catalogue.TRANSFORMER_ONLY  # this bench ran every technique of a CNN
     for name in measured:
         section = html.split(f'id="technique-{name}"')[1].split("</section>")[0]
         assert f"{diffs.cost(name)} lines added or changed" in section
@@ -130,7 +130,7 @@ def test_the_report_shows_in_a_real_browser(report, width, tmp_path):
             assert image.is_displayed() and driver.execute_script("return arguments[0].naturalWidth", image) > 0
             assert image.size["width"] <= WIDTHS[width][0]  # fits the screen
         sections = driver.find_elements(By.CSS_SELECTOR, "section.technique")
-        cnn = [n for n in diffs.TECHNIQUES if n not in plan.TRANSFORMER_ONLY]  # the bench's: a CNN's techniques
+        cnn = [n for n in diffs.TECHNIQUES if n not in catalogue.TRANSFORMER_ONLY]  # the bench's: a CNN's techniques
         assert [s.get_attribute("id") for s in sections] == [f"technique-{n}" for n in cnn]
         for section in sections:
             diff = section.find_element(By.CSS_SELECTOR, "pre.diff")

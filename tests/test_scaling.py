@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from bench import plan, scaling
+from bench import cost, scaling
 from helpers import fast_first, run
 
 CORES = len(os.sched_getaffinity(0))
@@ -83,7 +83,7 @@ def test_a_gpu_cluster_plan_shows_every_count_and_its_batch(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("scaling (weak): 24 runs, about ")  # ddp and all, 4 counts, 3 rounds
     # train_all.py compiles cold once at each count (each has its own cache): in the estimate, and said
-    assert f" min (4 cold compiles of about {plan.COST_S['gpu']['cold']:.0f} s each in it):" in result.stdout
+    assert f" min (4 cold compiles of about {cost.COST_S['gpu']['cold']:.0f} s each in it):" in result.stdout
     for n in 1, 2, 4, 8:
         assert f"ddp x{n}: " in result.stdout and f"--nproc-per-node {n} train_ddp.py" in result.stdout
         assert f"--nproc-per-node {n} train_all.py --data" in result.stdout

@@ -9,7 +9,7 @@ import types
 import pandas as pd
 import pytest
 
-from bench import cli, execute, plan, record, speed, summarize, verdicts
+from bench import catalogue, cli, execute, plan, record, speed, summarize, verdicts
 
 MACHINE = dict(machine_class="cpu-test", gpu_count=0, gpu_name=None, cpu_model="a test CPU", cpu_cores=2)
 
@@ -210,7 +210,7 @@ def test_rounds_after_the_first_run_in_a_shuffled_order_the_seed_fixes(described
     runs, _, _ = plan.make_plan(args, 0, 2, dry_run=True)
     order = {r: [run.variant for run in runs if run.repeat == r and run.kind == "train"] for r in (1, 2, 3)}
     # no GPU: dp, a passthrough, left out; a CNN's workload leaves the transformers' techniques to theirs
-    assert order[1] == plan.ordered([v for v in plan.TRAIN if v not in ("dp", *plan.TRANSFORMER_ONLY)], 0)
+    assert order[1] == plan.ordered([v for v in catalogue.TRAIN if v not in ("dp", *catalogue.TRANSFORMER_ONLY)], 0)
     assert sorted(order[2]) == sorted(order[1]) and order[2] != order[1] and order[3] != order[2]
     again, _, _ = plan.make_plan(args, 0, 2, dry_run=True)
     assert [r.name for r in again] == [r.name for r in runs]

@@ -11,7 +11,7 @@ from test_verdicts import STEADY, verdicts
 
 import checks
 import meter
-from bench import cli, markdown, plan
+from bench import catalogue, cli, cost, markdown, plan
 from helpers import SMALL_MODEL, TINY_MODEL, check_clean_failure, run, train
 
 VIT = "examples/vit_small.py:vit_small"
@@ -281,8 +281,8 @@ def test_the_vit_workload_runs_the_transformer_techniques_and_a_gpu_plan_keeps_i
                     "ddp", "fsdp"}  # fmt: skip
     assert all("--optimizer" in r.cmd and VIT in r.cmd for r in runs) and works["vit"]["data"].endswith("small")
     small, _, _ = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 0, 2, dry_run=True)
-    assert not {r.variant for r in small} & plan.TRANSFORMER_ONLY  # a CNN's default bench is as it was
+    assert not {r.variant for r in small} & catalogue.TRANSFORMER_ONLY  # a CNN's default bench is as it was
     gpu, works, fit = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 1, 16, dry_run=True)
     assert list(works) == ["imagenet", "vit"] and works["vit"]["model"] == "vit_b_16"
-    assert fit["rounds"] >= 2 and fit["total_s"] <= plan.BUDGET_MIN["gpu"] * 60 and not fit["left_out"]
+    assert fit["rounds"] >= 2 and fit["total_s"] <= cost.BUDGET_MIN["gpu"] * 60 and not fit["left_out"]
     assert {r.variant for r in gpu if r.workload == "vit"} >= {"fsdp", "fused", "tf32", "ddp"}

@@ -7,8 +7,7 @@ import os
 import pytest
 from test_data import digest
 
-from bench import data, record
-from bench import plan as plan_module
+from bench import catalogue, data, record
 from helpers import build_loaders, run, train
 
 
@@ -60,8 +59,8 @@ def test_the_gpu_plan_prints_from_any_machine():
     header, *lines = plan.strip().splitlines()
     commands = [line for line in lines if not line.startswith(("estimate: ", "  "))]
     assert "imagenet: resnet50" in header and "(224 px, 10 classes)" in header and "steps auto" in header
-    cnn = [v for v in plan_module.TRAIN if v not in plan_module.TRANSFORMER_ONLY]  # a CNN's rows: fsdp, ... on vit's
-    assert len(commands) == len(cnn) + len(plan_module.LOADERS)
+    cnn = [v for v in catalogue.TRAIN if v not in catalogue.TRANSFORMER_ONLY]  # a CNN's rows: fsdp, ... on vit's
+    assert len(commands) == len(cnn) + len(catalogue.LOADERS)
     assert all("--device cuda" in c for c in commands if "--bench" not in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c for c in commands)
     assert any("--nproc-per-node 1 train_all.py" in c for c in commands)

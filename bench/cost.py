@@ -1,0 +1,140 @@
+"""What the bench's work costs in time, in one place: every assumption an estimate makes before a bench has measured
+anything (after its first round, a bench's own measured run times take over: bench/execute.py), each mode's
+estimate, the time a run may take before it is stopped, and --budget in seconds.
+
+The assumptions were measured: on a CPU by the default plans on a 2-core AMD EPYC (AVX2 only, 2026-11-23); on a GPU
+by the first GPU run on an H100 (2026-11-25, baseline/h100-first-run-*), what it did not reach still assumed.
+"""
+
+from bench import catalogue
+
+WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
+WINDOW_MIN_S = 3.0  # the shortest window a budget may ask for
+# the default --budget, minutes: on a GPU two rounds of both workloads by the first GPU run's costs (about 31
+# min, each workload's round under 9: a lent GPU runs it in parts, --chunk 9 and --resume)
+BUDGET_MIN = dict(gpu=35, cpu=25)
+# seconds a run may take before it is stopped, unless --timeout says (a cold compile on 2 cores: minutes); a run of
+# --to-accuracy trains up to its epochs
+TIMEOUT_S = dict(run=dict(gpu=900, cpu=600), check=dict(gpu=600, cpu=600), accuracy=dict(gpu=6 * 3600, cpu=6 * 3600))
+
+
+def budget_s(budget, gpu=None):
+    """--budget in seconds (the one place minutes become seconds): None for none; unset, the machine's default
+    (BUDGET_MIN), or None where gpu is None (a plan that fitted its own budget already)."""
+    if budget == "none" or (budget is None and gpu is None):
+        return None
+    return 60 * (budget or BUDGET_MIN["gpu" if gpu else "cpu"])
+
+
+def timeout_s(asked, gpu, mode="run"):
+    """The seconds a run may take: --timeout where given, else the mode's default on this kind of machine."""
+    return asked or TIMEOUT_S[mode]["gpu" if gpu else "cpu"]
+
+
+# The bench (speed, scaling): a training run's seconds outside its timed window (start-up, setup, warm-up,
+# evaluation), the window (a CPU: the baseline's per 20 steps timed), a compile cold (the first repeat) and warm, a
+# loader run in all, a calibration. The GPU's from the first GPU run (a row outside its window 13 to 34 s, resnet50's
+# cuDNN autotuning and 15 loader workers the most; a cold compile 40 to 66 s more than the baseline's row), its warm
+# compile and calibration still assumed.
+COST_S = dict(
+    cpu=dict(fixed=10.0, window=6.0, cold=110.0, warm=10.0, loader=9.0, calibrate=0.0),
+    gpu=dict(fixed=25.0, window=WINDOW_S, cold=60.0, warm=15.0, loader=15.0, calibrate=25.0),
+)
+# a row's window against the fastest row's (a GPU: the mixed-precision ceiling's, which calibrates the steps; a CPU:
+# the baseline's, at its fixed steps). GPU, by the step times of the first GPU run (H100, one round each): resnet50
+# in fp32 (TF32 convolutions) 1.2x its bf16, channels_last 0.91x, compile 0.75x; vit_b_16 in fp32 (its matmuls without
+# Tensor Cores) 5.3x its bf16, TF32 2.1x, checkpoint 6.5x; the rows it did not reach as their nearest measured one.
+# CPU, as measured there: checkpoint 1.3x, the synthetic ceiling 0.75x, and bf16 where the CPU does not compute it
+# natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x); the small ViT on a 2-core Xeon with AVX-512-BF16:
+# bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window
+SLOWER = {
+    "gpu": dict(synthetic=1.2, baseline=1.2, channels_last=0.9, compile=0.75, all=0.75, dali=1.2, checkpoint=1.6,
+                dp=1.2, ddp=1.2, fsdp=1.2, fused=1.2, tf32=1.2),  # a CNN (resnet50)
+    "gpu-vit": dict(synthetic=5.3, baseline=5.3, tf32=2.1, fused=5.3, compile=4.9, all=0.95, checkpoint=6.5,
+                    ddp=5.3, fsdp=5.3, channels_last=5.3, dali=5.3, dp=5.3),  # a transformer (vit_b_16)
+    "cpu": dict(checkpoint=1.3, synthetic=0.75, dali=0.75, tf32=1.6, fsdp=1.2),
+}  # fmt: skip
+EMULATED_BF16 = 6.0
+# --check: a path's seconds; on a CPU as `python -m bench --check` measured them (9 s a path, a compile 35 s more);
+# on a GPU as the first GPU run's check measured them (11 to 22 s a path, reduce-overhead's compile 35 s more)
+CHECK_S = dict(cpu=dict(run=9, compile=35, process=5, emulated=25), gpu=dict(run=17, compile=35, process=3))
+# --to-accuracy: a run's start (importing torch, building the data and model) and an epoch with its evaluation. CPU:
+# the tiny CNN on the 2-core AMD EPYC (an epoch 7.3 s); GPU: assumed until a GPU runs it
+START_S = dict(cpu=10, gpu=20)
+EPOCH_S = dict(cpu=9, gpu=5)
+PROBE_S = dict(cpu=15, gpu=25)  # --max-batch: a probe (CPU: measured here, 9-15 s), a compile apart
+
+
+def slower(variant, workload, gpu, bf16_native=True):
+    """A row's window against the fastest row's (SLOWER), bf16 emulated on a CPU without it (EMULATED_BF16)."""
+    factor = SLOWER[("gpu-vit" if workload == "vit" else "gpu") if gpu else "cpu"].get(catalogue.family(variant), 1)
+    if not gpu and not bf16_native and catalogue.uses_amp(variant):
+        factor *= EMULATED_BF16
+    return factor
+
+
+def compile_s(variant, repeat, gpu):
+    """A compiled row's compile: cold in its first repeat (each row and bench has its own cache), warm after."""
+    if not catalogue.compiled(variant):
+        return 0
+    cost = COST_S["gpu" if gpu else "cpu"]
+    return cost["cold"] if repeat == 1 else cost["warm"]
+
+
+def run_s(run, window_s, gpu, bf16_native=True):
+    """The seconds a run of the bench should take (window_s: the fastest row's window)."""
+    cost = COST_S["gpu" if gpu else "cpu"]
+    if run.kind == "loader":
+        return cost["loader"]
+    return (
+        cost["fixed"]
+        + window_s * slower(run.variant, run.workload, gpu, bf16_native)
+        + compile_s(run.variant, run.repeat, gpu)
+    )
+
+
+def cold_compiles(runs, gpu):
+    """What an estimate holds for compiling: ' (N cold compiles of about S s each in it)', or '' where none."""
+    cold = [r for r in runs if r.kind == "train" and r.repeat == 1 and catalogue.compiled(r.variant)]
+    if not cold:
+        return ""
+    return f" ({len(cold)} cold compiles of about {COST_S['gpu' if gpu else 'cpu']['cold']:.0f} s each in it)"
+
+
+def scaling_window_s(gpu):
+    """The timed window --scaling's estimates take: the default plan's (25 steps timed on a CPU)."""
+    return WINDOW_S if gpu else COST_S["cpu"]["window"] * 25 / 20
+
+
+def scaling_s(runs, gpu, bf16_native=True):
+    """--scaling: the bench's estimate of each run at the default plan's window; the first run of a compiled variant
+    at each count compiles cold (each count has its own cache); on a GPU the steps' calibration too."""
+    calibration = COST_S["gpu" if gpu else "cpu"]["calibrate"]
+    return calibration + sum(run_s(run, scaling_window_s(gpu), gpu, bf16_native) for run in runs)
+
+
+def check_s(paths, gpus, bf16_native=True):
+    """--check: the paths' seconds (each path: processes, compiled, cmd), bf16 emulated where the CPU has none."""
+    cost = CHECK_S["gpu" if gpus else "cpu"]
+    seconds = sum(cost["run"] + cost["compile"] * p.compiled + cost["process"] * (p.processes - 1) for p in paths)
+    if not gpus and not bf16_native:  # bf16 emulated: the paths that autocast run several times slower
+        seconds += cost["emulated"] * sum("train_amp.py" in p.cmd or "train_all.py" in p.cmd for p in paths)
+    return seconds
+
+
+def accuracy_s(runs, epochs, gpu, bf16_native=True):
+    """--to-accuracy: the most the runs may take, every one training all its epochs. A CPU's rows take the bench's
+    factors (SLOWER, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
+    kind = "gpu" if gpu else "cpu"
+    total = 0.0
+    for run in runs:
+        factor = 1.0 if gpu else slower(run.variant, run.workload, gpu, bf16_native)
+        total += START_S[kind] + epochs * EPOCH_S[kind] * factor + compile_s(run.variant, 1, gpu)
+    return total
+
+
+def maxbatch_s(runs, gpu, probes):
+    """--max-batch: probes probes of a variant and one measured run, each a new process at a new batch (a new
+    shape), so a compiled variant compiles cold in every one of them."""
+    where = "gpu" if gpu else "cpu"
+    return sum((probes + 1) * (PROBE_S[where] + compile_s(r.variant, 1, gpu)) for r in runs)
