@@ -1,34 +1,33 @@
-"""The bench runner: `python -m bench` (make bench). Its modules are the stages a bench goes through, in order:
+"""The bench runner: `python -m bench` (make bench). `ls bench/` shows it by role, each role importing only its own
+and those below it (tests/test_layout.py):
 
-    python -m bench [flags]
-      |
-      cli.py          parse the flags, choose the mode, hold the results folder's lock
-      |
-      plan.py         the runs: every variant on the same work, in rounds, within the budget (a GPU calibrates the
-      |               steps first). A mode is a plan, a way to do one run and a way to finish:
-      |                 speed.py (the bench: the speed table), check.py (--check), maxbatch.py (--max-batch),
-      |                 accuracy.py (--to-accuracy), scaling.py (--scaling)
-      |
-      execute.py      the one executor of every mode: rounds whole, --budget, --chunk, --resume, Ctrl-C and SIGTERM,
-      |               the progress lines
-      |
-      launch.py       one run: its process tree with a time limit, its log and its metrics
-      |   sample.py   while it runs: the tree's memory (PSS; NVML on a GPU, nvml.py guarding it), the machine's load
-      |
-      record.py       the record: runs.csv, a whole row at a time (schema.py: every field, once; baseline.py: the
-      |               saved results a bench is compared with)
-      |
-      summarize.py    paired statistics and answers, a row per variant (numbers only); verdicts.py: its words
-      |
-      markdown.py     the outputs: summary.md; plots.py: the PNGs and the learning curves; report.py: report.html;
-                      readme.py: the README's result blocks
+    cli.py, __main__.py   the entry: parse the flags, choose the mode, hold the results folder's lock; every error
+                          the bench finds in its input is a BenchError, printed once, as one line, by __main__.py
+    modes/                a plan, a way to do one run and a way to finish: speed.py (the bench: the speed table),
+                          check.py (--check), maxbatch.py (--max-batch), accuracy.py (--to-accuracy), scaling.py
+                          (--scaling), each with its own flags
+    outputs/              rendered from the stages' numbers: verdicts.py (the words), answer.py, markdown.py
+                          (summary.md), plots.py, profiles.py, diffs.py (the tutorial diffs), report.py
+                          (report.html), readme.py (the README's result blocks)
+    stages/               the path of a bench, in order:
+                            plan.py       the runs: every variant on the same work, in rounds, within the budget;
+                                          cost.py what they should take, calibrate.py the steps on a GPU
+                            execute.py    the one executor of every mode: rounds whole, --budget, --chunk, --resume,
+                                          Ctrl-C and SIGTERM, the progress lines
+                            launch.py     one run: its process tree with a time limit, its log and its metrics
+                                          (slurm.py: the DDP rows across nodes)
+                            record.py     runs.csv, a whole row at a time (baseline.py: the saved results compared)
+                            summarize.py  the paired statistics and answers, a row per variant (numbers only)
+    observe/              what a run is watched with: machine.py (what this machine is, its class), nvml.py,
+                          sample.py (the tree's memory, the machine's load), energy.py
+    catalogue.py          every row the bench can run, one line each: what the plan, the diffs, the check, the
+                          Makefile and the tests read
+    schema.py             every field of a run's record, once
+    data.py               the generated data (python -m bench.data)
 
-Beside the path: catalogue.py (every row the bench can run, one line each: what plan.py, diffs.py, check.py, the
-Makefile and the tests read), data.py (the generated data: python -m bench.data), machine.py (what this machine is
-and its class), slurm.py (the DDP rows across nodes), diffs.py (the tutorial diffs). The team's tools are not the
-package's: tools/ holds the GPU run in parts (firstgpu.py), the base fix carried into every variant (sync.py), the
-instrument's check and the FSDP probe. Every error the bench finds in its input is a BenchError, printed once, as
-one line, by __main__.py.
+The team's own aids are not the package's: tools/ holds the GPU run in parts (firstgpu.py), the base fix carried
+into every variant (sync.py), the instrument's check and the FSDP probe. Below: what every part of the bench shares
+(the error, a whole write, the logs folder's layout, the runs' metrics).
 """
 
 import contextlib

@@ -32,26 +32,11 @@ from pathlib import Path
 
 import filelock
 
-from bench import (
-    BenchError,
-    accuracy,
-    baseline,
-    calibrate,
-    catalogue,
-    check_folder,
-    cost,
-    data,
-    execute,
-    logs_of,
-    maxbatch,
-    plan,
-    record,
-    scaling,
-    slurm,
-    speed,
-)
-from bench import check as check_mode  # the --check mode (cli.check is its entry)
-from bench.machine import machine_class, machine_info
+from bench import BenchError, catalogue, check_folder, data, logs_of
+from bench.modes import accuracy, maxbatch, scaling, speed
+from bench.modes import check as check_mode  # the --check mode (cli.check is its entry)
+from bench.observe.machine import machine_class, machine_info
+from bench.stages import baseline, calibrate, cost, execute, plan, record, slurm
 
 MAX_TIMEOUT = 7 * 24 * 3600
 LOCK = ".bench.lock"  # in --out: held while a bench uses the folder (see lock())
@@ -326,8 +311,8 @@ def save_baseline(args):
 
 
 def readme(args):
-    """The result blocks of the README and docs/, from the saved runs of each folder they show (bench/readme.py)."""
-    from bench import readme as blocks
+    """The result blocks of the README and docs/, from the saved runs of each folder they show (bench/outputs/readme.py)."""
+    from bench.outputs import readme as blocks
 
     def resummarize(folder):
         if not (folder / "runs.csv").exists():
@@ -387,12 +372,12 @@ def resume(args):
 
 
 def check(args):
-    """Does every technique work on this machine? (bench/check.py)"""
+    """Does every technique work on this machine? (bench/modes/check.py)"""
     check_mode.main(args, machine(), new_id())
 
 
 def max_batch(args):
-    """The largest batch each training variant affords (bench/maxbatch.py): the plan's runs at other batches."""
+    """The largest batch each training variant affords (bench/modes/maxbatch.py): the plan's runs at other batches."""
     info = machine()
     gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
     if not gpu_count and not args.memory_limit:
@@ -427,7 +412,7 @@ def redraw(out, info):
 
 
 def to_accuracy(args):
-    """Time to a validation accuracy for each training variant (bench/accuracy.py)."""
+    """Time to a validation accuracy for each training variant (bench/modes/accuracy.py)."""
     info = machine()
     if args.gpus is not None:
         info = {**info, "gpu_count": args.gpus}
@@ -445,7 +430,7 @@ def to_accuracy(args):
 
 
 def scale(args):
-    """DDP's rows at each process count: speed-up and efficiency (bench/scaling.py)."""
+    """DDP's rows at each process count: speed-up and efficiency (bench/modes/scaling.py)."""
     info = machine()
     gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
     info = {**info, "gpu_count": gpu_count}

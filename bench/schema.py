@@ -218,7 +218,7 @@ spread_pct              %     summary -       -          (max - min) / median of
 speedup                 x     summary -       -          the geometric mean over the rounds of rate / the reference's
                                                            rate in the same round (baseline; loaders: loader)
 speedup_low             x     summary -       -          the 95% confidence interval of speedup starts here (Student's t
-                                                           on the log ratios: bench/summarize.py)
+                                                           on the log ratios: bench/stages/summarize.py)
 speedup_high            x     summary -       -          ... and ends here
 speedup_precision_pct   %     summary -       -          the interval's half-width, as a share of speedup
 rounds_paired           -     summary -       -          rounds in which both this row and its reference ran ok
@@ -252,7 +252,7 @@ memory_vs_peer          x     summary -       -          ... of memory_source / 
 memory_vs_peer_low      x     summary -       -          its 95% confidence interval starts here
 memory_vs_peer_high     x     summary -       -          ... and ends here
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
-                                                           (bench/summarize.py)
+                                                           (bench/stages/summarize.py)
 """
 
 

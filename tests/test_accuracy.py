@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from bench import accuracy, data
+from bench import data
+from bench.modes import accuracy
 from helpers import TINY_MODEL, check_clean_failure, fast_first, run, train
 
 

@@ -1,11 +1,12 @@
-"""The answer first (bench/answer.py) from made-up runs with known verdicts, through the same summarize() the bench
+"""The answer first (bench/outputs/answer.py) from made-up runs with known verdicts, through the same summarize() the bench
 uses; the ceiling compared by its interval; one memory ratio in the table, the verdict and the plot; titles that
 name what decides the numbers."""
 
 import pandas as pd
 from test_verdicts import STEADY, runs_of
 
-from bench import answer, diffs, machine, markdown, verdicts
+from bench.observe import machine
+from bench.outputs import answer, diffs, markdown, verdicts
 
 
 def told(variants):

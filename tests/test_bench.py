@@ -13,10 +13,12 @@ import time
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, cli, markdown, record, summarize, verdicts
-from bench.launch import launch
-from bench.plan import Run
-from bench.sample import Sampler
+from bench import BenchError, cli
+from bench.observe.sample import Sampler
+from bench.outputs import markdown, verdicts
+from bench.stages import baseline, record, summarize
+from bench.stages.launch import launch
+from bench.stages.plan import Run
 from helpers import PY, ROOT, assert_no_orphans, fast_first, run
 
 TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
@@ -163,7 +165,7 @@ def test_a_good_run_becomes_a_row_with_its_metrics(tmp_path):
 def test_concurrent_writers_do_not_tear_rows(tmp_path):
     path = tmp_path / "runs.csv"
     code = (
-        "import sys; from bench import markdown, record, summarize\n"
+        "import sys; from bench.outputs import markdown; from bench.stages import record, summarize\n"
         "for i in range(200): record.append_row(sys.argv[1], {'run': f'{sys.argv[2]}-{i}', 'error': 'x' * 3000})\n"
     )
     writers = [subprocess.Popen([PY, "-c", code, str(path), f"w{k}"], cwd=ROOT) for k in range(4)]
@@ -272,7 +274,8 @@ def test_host_memory_counts_pages_copied_after_a_fork(tmp_path):
 @pytest.mark.slow
 def test_the_runner_does_not_import_torch():
     """Its libraries would be shared with every run, which would then be charged only half of them (PSS)."""
-    probe = "import sys; from bench import cli, machine; machine.machine_info(); print('torch' in sys.modules)"
+    probe = "import sys; from bench import cli; from bench.observe import machine; machine.machine_info()\n"
+    probe += "print('torch' in sys.modules)"
     result = run("-c", probe)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"

@@ -7,7 +7,9 @@ import subprocess
 
 import pytest
 
-from bench import catalogue, check, diffs
+from bench import catalogue
+from bench.modes import check
+from bench.outputs import diffs
 from helpers import PY, ROOT, SCRIPTS
 
 
@@ -63,7 +65,7 @@ def test_a_made_up_technique_is_its_script_and_one_row(tmp_path):
     planned = run(PY, "-m", "bench", "--variants", "baseline,noop", "--loaders", "none", "--dry-run")
     assert "train_noop.py" in planned
     assert "+NOOP = True  # new #" in run("make", "diff", "V=noop")
-    listed = run(PY, "-m", "bench.diffs")
+    listed = run(PY, "-m", "bench.outputs.diffs")
     assert "noop              1 lines  (make diff V=noop: train_noop.py against train.py)" in listed
     found = "import sys; sys.path.insert(0, 'tests'); import helpers; print(helpers.SCRIPTS['noop'])"
     assert run(PY, "-c", found).strip() == "('train_noop.py',)"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import BenchError, catalogue, check, cost, execute, plan, record
+from bench import BenchError, catalogue
+from bench.modes import check
+from bench.stages import cost, execute, plan, record
 from helpers import ROOT, TINY_MODEL, run
 
 sys.path.insert(0, str(ROOT))

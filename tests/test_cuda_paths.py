@@ -15,8 +15,9 @@ import types
 import pytest
 import torch
 
-from bench import launch, nvml, sample
-from bench.plan import Run
+from bench.observe import nvml, sample
+from bench.stages import launch
+from bench.stages.plan import Run
 from helpers import PY, ROOT, build_loaders
 
 sys.path.insert(0, str(ROOT))

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from bench import baseline, plots
+from bench.outputs import plots
+from bench.stages import baseline
 from helpers import run, train
 
 # tiny_data has 120 training images: batch 10 is 12 steps an epoch, 2 epochs 24 steps

@@ -13,7 +13,7 @@ import psutil
 import pytest
 import torch
 
-from bench import launch
+from bench.stages import launch
 from helpers import PY, ROOT, SMALL_MODEL, assert_no_orphans, run, train
 
 TORCHRUN = [PY, "-m", "torch.distributed.run"]

@@ -11,12 +11,12 @@ import difflib
 
 import pytest
 
-from bench import diffs
+from bench.outputs import diffs
 from helpers import ROOT
 
 VARIANTS = [(script, base) for base, script in diffs.TECHNIQUES.values()]  # each technique's, from the catalogue
 MARK = diffs.MARK
-marked_lines = diffs.marked  # the rule itself, in one place: bench/diffs.py (the report's diffs and line counts)
+marked_lines = diffs.marked  # the rule itself, in one place: bench/outputs/diffs.py (the report's diffs and line counts)
 
 
 def split_docstring(text):

@@ -1,4 +1,4 @@
-"""The one executor (bench/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --scaling) stops
+"""The one executor (bench/stages/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --scaling) stops
 at --chunk and --budget between whole groups, stops on Ctrl-C keeping what finished, and --resume finishes it, each
 planned run recorded once. In-process, through python -m bench's own main(), with the launch of a run and the
 executor's clock made up: each run "takes" 10 s, so the budget and the chunk are exact and the tests take seconds."""
@@ -9,7 +9,8 @@ import signal
 import pandas as pd
 import pytest
 
-from bench import BenchError, cli, data, execute, plan
+from bench import BenchError, cli, data
+from bench.stages import execute, plan
 
 RUN_S = 10.0
 STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
@@ -295,7 +296,7 @@ if os.environ["RANK"] == "1":  # as a C++ thread's teardown ends a process
     ("", "no output"),
 ])  # fmt: skip
 def test_a_failed_runs_error_is_the_line_that_says_why(log, said):
-    from bench import launch
+    from bench.stages import launch
 
     assert launch.last_error(log) == said
 
@@ -307,7 +308,7 @@ def test_a_rank_that_aborts_under_torchrun_is_named_with_how_it_ended(tmp_path):
     import subprocess
     import sys
 
-    from bench import launch
+    from bench.stages import launch
 
     script = tmp_path / "aborts.py"
     script.write_text(ABORTS)

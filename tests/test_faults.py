@@ -12,9 +12,10 @@ import threading
 import psutil
 import pytest
 
-from bench import BenchError, baseline, execute, record
-from bench.launch import launch
-from bench.plan import Run
+from bench import BenchError
+from bench.stages import baseline, execute, record
+from bench.stages.launch import launch
+from bench.stages.plan import Run
 from helpers import PY, ROOT, fast_first, run
 
 HOLD = """import sys, time

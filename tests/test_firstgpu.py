@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import cli, plan
+from bench import cli
+from bench.stages import plan
 from helpers import ROOT, run
 
 sys.path.insert(0, str(ROOT / "tools"))  # the team's tools: scripts, not a package

@@ -13,7 +13,10 @@ import pytest
 import torch
 from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
-from bench import BenchError, calibrate, cli, cost, launch, machine, nvml, plan, sample, verdicts
+from bench import BenchError, cli
+from bench.observe import machine, nvml, sample
+from bench.outputs import verdicts
+from bench.stages import calibrate, cost, launch, plan
 from helpers import ROOT, SMALL_MODEL, train
 
 sys.path.insert(0, str(ROOT))

@@ -1,4 +1,4 @@
-"""python -m bench --max-batch (bench/maxbatch.py): the largest batch each training variant trains in the memory
+"""python -m bench --max-batch (bench/modes/maxbatch.py): the largest batch each training variant trains in the memory
 there is, found by doubling then bisecting fresh short runs, and its speed there. On a CPU the memory is
 --memory-limit, an address-space limit on each process: the search is tested here for real on one variant, its
 logic on probes made up, and its flags like every other flag."""
@@ -9,8 +9,9 @@ import os
 import pandas as pd
 import pytest
 
-from bench import cost, execute, maxbatch
-from bench.plan import Run
+from bench.modes import maxbatch
+from bench.stages import cost, execute
+from bench.stages.plan import Run
 from helpers import fast_first, run, train
 
 LIMIT_MIB = 4500  # torch takes about 4 GB of address space here: batches of a few hundred 32 px images fit
@@ -38,7 +39,7 @@ def fake_probes(monkeypatch, fits_up_to, other_error=None, train_size=100_000):
 
 
 class Job:
-    """The executor's job (bench/execute.py), its launch the one monkeypatched into bench.execute."""
+    """The executor's job (bench/stages/execute.py), its launch the one monkeypatched into bench.stages.execute."""
 
     def over(self):
         return False
@@ -154,7 +155,7 @@ def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_mode
     """A --max-batch table beside the bench's (max_batch.csv) puts each row's largest batch on memory.png, for the
     rows of its workload and model only; a table of another model, or one from before it named its model, adds
     nothing."""
-    from bench import plots
+    from bench.outputs import plots
 
     table = pd.DataFrame(dict(variant=["baseline", "checkpoint"], max_batch=[176, 308], batch_vs_baseline=[1, 1.75]))
     (tmp_path / "old.csv").write_text(table.to_csv(index=False))

@@ -12,8 +12,10 @@ import pytest
 import tqdm
 from test_bad_input import fail
 
-from bench import catalogue, diffs, plan
-from bench.machine import cpu_model
+from bench import catalogue
+from bench.observe.machine import cpu_model
+from bench.outputs import diffs
+from bench.stages import plan
 from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, fast_first, generate, run, train
 
 TRAIN_SCRIPTS = sorted({args[0] for args in SCRIPTS.values()})

@@ -1,5 +1,5 @@
-"""Where the time and the energy go: --profile's trace and operators (meter.py, bench/profiles.py), and the energy of
-the timed window from the hardware's counters (bench/energy.py), read through fakes where this machine has none."""
+"""Where the time and the energy go: --profile's trace and operators (meter.py, bench/outputs/profiles.py), and the energy of
+the timed window from the hardware's counters (bench/observe/energy.py), read through fakes where this machine has none."""
 
 import gzip
 import json
@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 
 import meter
-from bench import energy, nvml, plan, profiles
+from bench.observe import energy, nvml
+from bench.outputs import profiles
+from bench.stages import plan
 from helpers import TINY_MODEL, TORCHRUN, check_clean_failure, run, train
 
 PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)

@@ -8,7 +8,10 @@ import shutil
 
 import pytest
 
-from bench import BenchError, baseline, cli, diffs, readme, record, speed
+from bench import BenchError, cli
+from bench.modes import speed
+from bench.outputs import diffs, readme
+from bench.stages import baseline, record
 from helpers import ROOT, fast_first
 
 PAGES = {page: page.read_text() for page in readme.pages()}

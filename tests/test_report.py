@@ -1,4 +1,4 @@
-"""report.html (bench/report.py): one offline page with the machine, the tables, the verdicts, the plots and every
+"""report.html (bench/outputs/report.py): one offline page with the machine, the tables, the verdicts, the plots and every
 technique's diff beside its numbers; shown in a real browser (Debian's headless Chromium, which make test installs)
 at a laptop's width and a phone's, with screenshots kept in the test's folder."""
 
@@ -13,7 +13,10 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from bench import catalogue, cli, diffs, markdown, record, speed
+from bench import catalogue, cli
+from bench.modes import speed
+from bench.outputs import diffs, markdown
+from bench.stages import record
 from helpers import ROOT, fast_first
 
 SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"

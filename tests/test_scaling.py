@@ -1,4 +1,4 @@
-"""python -m bench --scaling (bench/scaling.py): the DDP rows at each process count, their speed-up over the
+"""python -m bench --scaling (bench/modes/scaling.py): the DDP rows at each process count, their speed-up over the
 smallest count paired by round, efficiency, and the table, text and plot; for real with gloo on the CPU (1 and 2
 processes), its arithmetic on rows made up, and its flags like every other flag."""
 
@@ -9,7 +9,8 @@ import os
 import pandas as pd
 import pytest
 
-from bench import cost, scaling
+from bench.modes import scaling
+from bench.stages import cost
 from helpers import fast_first, run
 
 CORES = len(os.sched_getaffinity(0))

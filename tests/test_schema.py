@@ -6,7 +6,9 @@ import re
 import pandas as pd
 import pytest
 
-from bench import BenchError, baseline, diffs, record, schema
+from bench import BenchError, schema
+from bench.outputs import diffs
+from bench.stages import baseline, record
 from helpers import ROOT, TINY_MODEL, run, train
 
 SCRIPTS = ["train.py", *(script for base, script in diffs.TECHNIQUES.values() if base == "train.py")]

@@ -1,4 +1,4 @@
-"""python -m bench --launcher slurm (bench/slurm.py): the DDP rows through srun + torchrun (c10d) on the job's
+"""python -m bench --launcher slurm (bench/stages/slurm.py): the DDP rows through srun + torchrun (c10d) on the job's
 nodes. For real on a one-node Slurm (tests/slurm_cluster.py, Debian's slurm-wlm and munge): the shipped
 slurm/bench.sbatch, submitted with sbatch, runs the scaling mode on the CPU with gloo; a dry run inside the job
 shows the commands; the flags fail in one line outside a job and inside one. How rows are placed on nodes and the
@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 import slurm_cluster
 
-from bench import BenchError, record, slurm
-from bench.plan import Run
+from bench import BenchError
+from bench.stages import record, slurm
+from bench.stages.plan import Run
 from helpers import PY, ROOT, run
 
 FLAGS = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0, "--eval-samples", 8]

@@ -9,7 +9,10 @@ import types
 import pandas as pd
 import pytest
 
-from bench import catalogue, cli, execute, plan, record, speed, summarize, verdicts
+from bench import catalogue, cli
+from bench.modes import speed
+from bench.outputs import verdicts
+from bench.stages import execute, plan, record, summarize
 
 MACHINE = dict(machine_class="cpu-test", gpu_count=0, gpu_name=None, cpu_model="a test CPU", cpu_cores=2)
 

@@ -15,7 +15,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bench import cli, markdown, record, verdicts
+from bench import cli
+from bench.outputs import markdown, verdicts
+from bench.stages import record
 from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, check_clean_failure, fast_first, run, train
 
 TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
@@ -246,7 +248,8 @@ def test_a_row_that_does_not_fit_on_the_disk_is_cut_off(tmp_path):
     fake_runs(path, [dict(ROW, run="baseline-1", variant="baseline", samples_per_s=1.0)])
     before = path.read_bytes()
     code = (
-        "import sys; from bench import BenchError, markdown, record, summarize\n"
+        "import sys; from bench import BenchError; from bench.outputs import markdown\n"
+        "from bench.stages import record, summarize\n"
         f"try: record.append_row({str(path)!r}, dict(run='x', error='e' * 5000))\n"
         "except BenchError as e: sys.exit(str(e))\n"
     )

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from bench import BenchError
-from bench.diffs import TECHNIQUES
+from bench.outputs.diffs import TECHNIQUES
 from helpers import ROOT, run
 
 sys.path.insert(0, str(ROOT / "tools"))  # the team's tools: scripts, not a package

@@ -11,7 +11,9 @@ from test_verdicts import STEADY, verdicts
 
 import checks
 import meter
-from bench import catalogue, cli, cost, markdown, plan
+from bench import catalogue, cli
+from bench.outputs import markdown
+from bench.stages import cost, plan
 from helpers import SMALL_MODEL, TINY_MODEL, check_clean_failure, run, train
 
 VIT = "examples/vit_small.py:vit_small"

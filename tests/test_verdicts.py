@@ -1,11 +1,12 @@
-"""The verdicts: every rule of bench/summarize.py on runs made up for it, through the same summarize() the bench
+"""The verdicts: every rule of bench/stages/summarize.py on runs made up for it, through the same summarize() the bench
 uses, and the numbers of a verdict checked against its table."""
 
 import pandas as pd
 import pytest
 
-from bench import markdown, record, summarize
-from bench import verdicts as words
+from bench.outputs import markdown
+from bench.outputs import verdicts as words
+from bench.stages import record, summarize
 
 BASE = dict(
     workload="small", kind="train", status="ok", busy=False, dataset="generated", model="net", device="cpu",

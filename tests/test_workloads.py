@@ -7,7 +7,8 @@ import os
 import pytest
 from test_data import digest
 
-from bench import catalogue, data, record
+from bench import catalogue, data
+from bench.stages import record
 from helpers import build_loaders, run, train
 
 

@@ -54,7 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package, beside tools/
 from bench import NEEDED  # noqa: E402
-from bench.machine import ROOT  # noqa: E402
+from bench.observe.machine import ROOT  # noqa: E402
 
 PART_S = 560  # a device command may run 600 s: the rest for the machine's start and the transfers
 # a session now has 15 minutes of device time (it had 30 on 2026-11-25, when four parts of 360-390 s and one of 185 s
@@ -376,7 +376,7 @@ def environment(path):
     import torch
     import torchvision
 
-    from bench import sample
+    from bench.observe import sample
 
     found = dict(python=platform.python_version(), torch=torch.__version__, torchvision=torchvision.__version__)
     found.update(cuda=torch.version.cuda, cuda_available=torch.cuda.is_available(), cores=os.cpu_count())
@@ -416,7 +416,7 @@ def last_words(text):
 def nvml_sees_our_pids(sample):
     """Does NVML's process list hold the PID of a child of ours that holds CUDA memory? yes, no (and what it saw),
     or why it could not be asked."""
-    from bench import nvml
+    from bench.observe import nvml
 
     holds = "import time, torch; torch.ones(1, device='cuda'); print('ready', flush=True); time.sleep(60)"
     child = subprocess.Popen([sys.executable, "-c", holds], stdout=subprocess.PIPE, text=True)

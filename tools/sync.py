@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package, beside tools/
 from bench import BenchError  # noqa: E402
-from bench.diffs import TECHNIQUES  # noqa: E402
-from bench.machine import ROOT  # noqa: E402
+from bench.observe.machine import ROOT  # noqa: E402
+from bench.outputs.diffs import TECHNIQUES  # noqa: E402
 
 
 def family(loaders=False, root=ROOT):

@@ -1,4 +1,4 @@
-"""Energy over a run's timed window, from the counters the hardware keeps, read by the sampler (bench/sample.py).
+"""Energy over a run's timed window, from the counters the hardware keeps, read by the sampler (bench/observe/sample.py).
 
 GPU (NVML): nvmlDeviceGetTotalEnergyConsumption, the millijoules each GPU the run sees has used since its driver
 loaded (Volta and later; a MIG instance has no counter of its own, and its GPU's would count the other instances'
@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from bench.nvml import Unavailable, call
+from bench.observe.nvml import Unavailable, call
 
 POWERCAP = Path("/sys/class/powercap")  # BENCH_POWERCAP=DIR reads another tree (a fake counter: the tests)
 

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, cost, data, execute, logs_of, machine, plan, plots, write_whole
-from bench.verdicts import fmt, present  # the cells' rules, one for every table
+from bench import BenchError, data, logs_of, write_whole
+from bench.observe import machine
+from bench.outputs import plots
+from bench.outputs.verdicts import fmt, present  # the cells' rules, one for every table
+from bench.stages import cost, execute, plan
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, max_epochs=5, warmup_steps=5),

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, check_folder, logs_of, record, schema, write_whole
-from bench.machine import ROOT
+from bench import BenchError, check_folder, logs_of, schema, write_whole
+from bench.observe.machine import ROOT
+from bench.stages import record
 
 BASELINE_DIR = ROOT / "baseline"
 OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]

@@ -1,7 +1,7 @@
 """The words of a bench: each row's verdict and the summary's notes, from the numbers and answers of
-bench/summarize.py, never written by hand. Every number in a verdict is a field of the summary (or the plain
+bench/stages/summarize.py, never written by hand. Every number in a verdict is a field of the summary (or the plain
 arithmetic of one: a step is global_batch_size / samples_per_s), so it matches the table; memory is read alike.
-The renderers (bench/markdown.py, bench/answer.py, bench/report.py) read the summary and these words, and the
+The renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and these words, and the
 cells' rules (fmt, present) are here once for all of them.
 
     summary(runs)   the summary with its verdicts: what summary.csv holds
@@ -9,7 +9,7 @@ cells' rules (fmt, present) are here once for all of them.
 
 import pandas as pd
 
-from bench.summarize import (
+from bench.stages.summarize import (
     ACCURACY_GAP,
     BAND,
     CORES_CHANGE,
@@ -30,7 +30,7 @@ from bench.summarize import (
 
 
 def summary(runs):
-    """The summary of the runs (bench/summarize.py) with a verdict for every row."""
+    """The summary of the runs (bench/stages/summarize.py) with a verdict for every row."""
     return with_verdicts(summarize(runs))
 
 

@@ -2,7 +2,7 @@
 summary tables, the verdicts, the plots, and each technique's diff against its base with its `# new #` lines
 highlighted, beside what that technique measured here. Written by every bench, by --summarize and by --readme (for
 the saved baselines), from the same summary as summary.md; rendered with Jinja2 (templates escape every value) and
-Pygments (Python highlighting), the diff from difflib (bench/diffs.py).
+Pygments (Python highlighting), the diff from difflib (bench/outputs/diffs.py).
 """
 
 import base64
@@ -14,10 +14,11 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from bench import answer, diffs, markdown, profiles, write_whole
-from bench.machine import ROOT
-from bench.machine import where as machine_where
-from bench.verdicts import present
+from bench import write_whole
+from bench.observe.machine import ROOT
+from bench.observe.machine import where as machine_where
+from bench.outputs import answer, diffs, markdown, profiles
+from bench.outputs.verdicts import present
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 PLOTS = [
@@ -72,7 +73,7 @@ def highlighted(name):
 
 
 def diff_lines(name):
-    """The technique's diff (bench/diffs.py) as HTML lines: each line highlighted as it reads in its own file."""
+    """The technique's diff (bench/outputs/diffs.py) as HTML lines: each line highlighted as it reads in its own file."""
     base, script = (highlighted(file) for file in diffs.TECHNIQUES[name])
     prefix = {"hunk": "", "same": " ", "removed": "-", "added": "+"}
     out = []
@@ -154,7 +155,7 @@ def plots(folder):
 
 
 def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None):
-    """The report's HTML for a summary whose plots are in folder; profiled: bench/profiles.py's gather()."""
+    """The report's HTML for a summary whose plots are in folder; profiled: bench/outputs/profiles.py's gather()."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = environment.from_string(TEMPLATE.read_text())
     where = next(iter(headings.values()), "") if len(headings) == 1 else machine_where(machine)

@@ -6,7 +6,7 @@ Each round runs every distributed variant (ddp and all unless --variants names o
 per GPU (on a CPU, gloo processes that share its cores). Weak scaling (the default, as the published tables): each
 process keeps the plan's batch, so the global batch grows with the count. Strong (--scaling-mode strong): the
 global batch stays the plan's, split over the processes. The rounds pair each count with one process in the same
-round, as the bench pairs a variant with the baseline (bench/summarize.py): the speed-up is the geometric mean of those
+round, as the bench pairs a variant with the baseline (bench/stages/summarize.py): the speed-up is the geometric mean of those
 ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same, slower, unsettled)
 reads the speed-up's interval by the bench's rules.
 
@@ -22,8 +22,10 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, catalogue, cost, execute, machine, plan, slurm, summarize, write_whole
-from bench.verdicts import fmt, present  # the cells' rules, one for every table
+from bench import BenchError, catalogue, write_whole
+from bench.observe import machine
+from bench.outputs.verdicts import fmt, present  # the cells' rules, one for every table
+from bench.stages import cost, execute, plan, slurm, summarize
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

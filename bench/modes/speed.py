@@ -1,7 +1,7 @@
 """The bench itself, the default mode: every variant on the same work, in rounds, a row each in runs.csv, then
 summary.csv, summary.md, the plots and report.html from them (written again by --summarize and --readme).
 
-Bench is the mode as bench/execute.py runs it; with --repeats auto it adds rounds for the rows whose interval is
+Bench is the mode as bench/stages/execute.py runs it; with --repeats auto it adds rounds for the rows whose interval is
 still wide (next_round). write_outputs summarizes a bench's rows and writes every output; report prints them, and
 each row's change against the saved baseline of this machine's class.
 """
@@ -11,24 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import (
-    baseline,
-    execute,
-    logs_of,
-    markdown,
-    plan,
-    plots,
-    profiles,
-    record,
-    schema,
-    slurm,
-    summarize,
-    verdicts,
-    write_whole,
-)
-from bench import report as html_report
-from bench.machine import where as machine_where
-from bench.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
+from bench import logs_of, schema, write_whole
+from bench.observe.machine import where as machine_where
+from bench.outputs import markdown, plots, profiles, verdicts
+from bench.outputs import report as html_report
+from bench.outputs.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
+from bench.stages import baseline, execute, plan, record, slurm, summarize
 
 
 def title(summary, machine, workload=None):

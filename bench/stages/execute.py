@@ -9,7 +9,7 @@ through execute(), so that what follows holds the same for each of them:
   (logs/BENCH/records.jsonl; the bench's runs.csv); failed runs run again;
 - Ctrl-C and SIGTERM: the run in progress is stopped, every finished record is kept, the outputs are written from
   them, exit 130; the signal handlers are installed here and nowhere else;
-- a run that hangs is stopped at the mode's time limit (bench/launch.py) and recorded as failed;
+- a run that hangs is stopped at the mode's time limit (bench/stages/launch.py) and recorded as failed;
 - the progress lines, and at the end the mode's outputs (its finish()).
 
 A mode (a Mode below) supplies its plan (runs, works), how to do a run (do(): one launch, or a search of several),
@@ -24,9 +24,10 @@ import threading
 import time
 from pathlib import Path
 
-from bench import LOGS, BenchError, cost, data, logs_of, plan, write_whole
-from bench.launch import launch
-from bench.machine import code_fingerprint
+from bench import LOGS, BenchError, data, logs_of, write_whole
+from bench.observe.machine import code_fingerprint
+from bench.stages import cost, plan
+from bench.stages.launch import launch
 
 
 class Mode:
@@ -122,7 +123,7 @@ class Job:
         return time.monotonic() > self.deadline
 
     def launch(self, run, **options):
-        """One run, as the bench runs each (bench/launch.py): its row, or None when stopped."""
+        """One run, as the bench runs each (bench/stages/launch.py): its row, or None when stopped."""
         return launch(run, self.mode.folder(), self.mode.timeout(run), self.stop, **options)
 
 

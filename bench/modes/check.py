@@ -6,7 +6,7 @@ capabilities head the table. It is printed and written to OUT/check.md; the exit
 path that applies works, 1 when one fails. What a user runs first on a new machine, and what we run
 first on a GPU.
 
-Each path runs as the bench runs its rows (bench/launch.py: a process with a time limit, its memory
+Each path runs as the bench runs its rows (bench/stages/launch.py: a process with a time limit, its memory
 sampled, through NVML on a GPU) on data/check, a small generated data set (10 classes of 60 training
 and 10 validation images, 32 px), with a small model (examples/smallnet.py:build) for 20 steps of 8
 images. The compiled paths keep their kernels in OUT/check/compile-cache: the first check compiles
@@ -21,9 +21,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import BenchError, check_folder, cost, data, execute, write_whole
+from bench import BenchError, check_folder, data, write_whole
 from bench.catalogue import TORCHRUN
-from bench.plan import Run
+from bench.stages import cost, execute
+from bench.stages.plan import Run
 
 MODEL = "examples/smallnet.py:build"
 VIT = "examples/vit_small.py:vit_small"  # the CPU's vit workload: a small ViT

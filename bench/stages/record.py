@@ -5,7 +5,7 @@ exclusive lock, in one write and flushed to disk: a bench killed at any moment l
 finished row readable, and two benches writing to the same folder do not interleave their rows.
 A runs.csv written by an older version is upgraded in place (its columns renamed and completed),
 its old form kept beside it as runs.csv.v<N>; one from a newer version is refused. The saved
-baselines that a bench is compared with are bench/baseline.py's.
+baselines that a bench is compared with are bench/stages/baseline.py's.
 """
 
 import csv

@@ -3,9 +3,11 @@ report.html shows alike."""
 
 import pandas as pd
 
-from bench import answer, catalogue, summarize, verdicts
-from bench.summarize import num, torch_blind
-from bench.verdicts import busy_note, diverged_note, fmt, settled_note
+from bench import catalogue
+from bench.outputs import answer, verdicts
+from bench.outputs.verdicts import busy_note, diverged_note, fmt, settled_note
+from bench.stages import summarize
+from bench.stages.summarize import num, torch_blind
 
 
 def cells(frame, columns):
@@ -27,7 +29,7 @@ def runs_cell(row):
 
 
 def interval_cell(row):
-    """The speed-up's 95% interval over the paired rounds (bench/summarize.py)."""
+    """The speed-up's 95% interval over the paired rounds (bench/stages/summarize.py)."""
     low, high = row.get("speedup_low"), row.get("speedup_high")
     if row.get("speed_answer") is None or pd.isna(row.get("speed_answer")):
         return ""
@@ -57,7 +59,7 @@ def ceiling_cell(row):
 
 
 def memory_cell(row):
-    """Memory against the baseline's: the one ratio of the table, the verdicts and the plots (bench/summarize.py:
+    """Memory against the baseline's: the one ratio of the table, the verdicts and the plots (bench/stages/summarize.py:
     paired by round, of the memory the verdict reads)."""
     return fmt(row.get("memory_vs_baseline"), "{:.2f}x")
 
@@ -105,7 +107,7 @@ def section(summary, title):
         lines += table(train, train_columns(train))
         lines += ["", blind_note(train)] if blind_note(train) else []
         lines += ["", energy_note(train)] if energy_note(train) else []
-        lines += ["", "Verdicts (from the fields above, by the rules of bench/summarize.py):", ""]
+        lines += ["", "Verdicts (from the fields above, by the rules of bench/outputs/verdicts.py):", ""]
         lines += [f"- {v}" for v in train["verdict"].dropna()]
     if not loaders.empty:
         lines += ["", "Input pipeline alone (`loader.py --bench`, `loader_dali.py --bench`):", ""]

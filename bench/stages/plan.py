@@ -10,8 +10,8 @@ every variant alike.
 The defaults depend on the machine and the workload (DEFAULTS). On a GPU the steps are calibrated
 (--steps auto): a short run of the fastest row, the mixed-precision ceiling (without ceilings, the
 first row that is not compiled), run as a row runs, gives its step time, and every row then runs
-enough steps for that row's timed window to last WINDOW_S seconds (bench/calibrate.py runs it; the planner
-launches nothing itself). What the runs should take is bench/cost.py's. The plan is stored with the bench (plan.json
+enough steps for that row's timed window to last WINDOW_S seconds (bench/stages/calibrate.py runs it; the planner
+launches nothing itself). What the runs should take is bench/stages/cost.py's. The plan is stored with the bench (plan.json
 in its log folder) so that `--resume` can finish it.
 """
 
@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import BenchError, catalogue, data, slurm, summarize, write_whole
+from bench import BenchError, catalogue, data, write_whole
 from bench.catalogue import (
     CNN_ONLY,
     LOADERS,
@@ -38,8 +38,9 @@ from bench.catalogue import (
     distributed,
     family,
 )
-from bench.cost import COST_S, WINDOW_MIN_S, WINDOW_S, budget_s, run_s, timeout_s
-from bench.machine import ROOT
+from bench.observe.machine import ROOT
+from bench.stages import slurm, summarize
+from bench.stages.cost import COST_S, WINDOW_MIN_S, WINDOW_S, budget_s, run_s, timeout_s
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only). vit: a vision
 # transformer trained as transformers are (AdamW, warmed up), on the 224 px photos on a GPU, the 32 px images on a CPU
@@ -77,7 +78,7 @@ class Run:
     workload: str = "custom"
     env: dict = field(default_factory=dict)  # set for the run, e.g. TORCHINDUCTOR_CACHE_DIR
     estimate_s: float = 0.0  # the planned estimate of its wall time (see COST_S)
-    nodes: int = 0  # --launcher slurm: the nodes its torchrun agents run on (bench/slurm.py); 0: this machine
+    nodes: int = 0  # --launcher slurm: the nodes its torchrun agents run on (bench/stages/slurm.py); 0: this machine
     batch_size: int = 0  # the global batch its command trains or loads (0: a run planned without one, a probe)
     model: str = ""  # the model its command trains ("": a loader's run)
 
@@ -335,7 +336,7 @@ def round_runs(repeat, works, variants, loaders, context):
 def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None):
     """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
     ({workload: flags}) and how the plan fits its budget (a dict for print_estimate). Steps "auto" are calibrated
-    unless dry_run, by calibrate (bench/calibrate.py's steps: the caller's, so that planning launches nothing). Rounds
+    unless dry_run, by calibrate (bench/stages/calibrate.py's steps: the caller's, so that planning launches nothing). Rounds
     run repeat after repeat, each workload's round whole, rows in priority order."""
     runs, works = [], {}
     names = workloads(args, gpu_count)

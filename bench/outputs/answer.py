@@ -1,7 +1,7 @@
 """The answer first: what to adopt on this machine for this model, from the settled verdicts alone.
 
 Every row a bench compares with the baseline lands in one group, by its speed answer and its memory answer
-(bench/summarize.py's intervals; nothing here reads a point estimate as a finding):
+(bench/stages/summarize.py's intervals; nothing here reads a point estimate as a finding):
 
 - pays: faster; or no difference in speed for less memory;
 - trades: slower, for less memory (worth it where memory, not speed, is the limit: a larger batch or model);
@@ -23,9 +23,11 @@ import math
 
 import pandas as pd
 
-from bench import catalogue, diffs, summarize, verdicts
-from bench.summarize import num
-from bench.verdicts import plural
+from bench import catalogue
+from bench.outputs import diffs, verdicts
+from bench.outputs.verdicts import plural
+from bench.stages import summarize
+from bench.stages.summarize import num
 
 ROUNDS_AT_MOST = (
     50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise

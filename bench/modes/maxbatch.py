@@ -26,8 +26,10 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import BenchError, catalogue, cost, execute, machine, write_whole
-from bench.verdicts import fmt, present
+from bench import BenchError, catalogue, write_whole
+from bench.observe import machine
+from bench.outputs.verdicts import fmt, present
+from bench.stages import cost, execute
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -124,7 +126,7 @@ def sized_run(run, batch, work):
 def search(run, start, limit_mib, job):
     """(largest batch that fit, first batch that did not or None, why it stops, probes made, error or None); None
     when the executor was stopped. Batches are multiples of the run's processes (DDP splits the global batch).
-    job: the executor's (bench/execute.py): each probe is job.launch'ed; the search ends when job.over()."""
+    job: the executor's (bench/stages/execute.py): each probe is job.launch'ed; the search ends when job.over()."""
     step_of = run.processes
     fits, fails, probes = None, None, 0
 

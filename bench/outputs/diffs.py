@@ -3,7 +3,7 @@
 line; tests/test_diffs.py enforces the rule). The report shows these diffs beside the numbers, and a technique's
 cost in code is the count of its marked lines: what someone copies into their own script.
 
-    python -m bench.diffs        # the marked lines of each technique; each script's lines, main() and loop
+    python -m bench.outputs.diffs        # the marked lines of each technique; each script's lines, main() and loop
 """
 
 import ast
@@ -11,7 +11,7 @@ import difflib
 import re
 
 from bench import catalogue
-from bench.machine import ROOT
+from bench.observe.machine import ROOT
 
 MARK = "# new #"
 TECHNIQUES = catalogue.tutorials()  # a technique: (its base, its script), in reading order

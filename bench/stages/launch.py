@@ -20,9 +20,10 @@ from datetime import datetime, timezone
 
 import psutil
 
-from bench import BenchError, schema, slurm
-from bench.machine import ROOT
-from bench.sample import Sampler
+from bench import BenchError, schema
+from bench.observe.machine import ROOT
+from bench.observe.sample import Sampler
+from bench.stages import slurm
 
 
 def die_with_parent():

@@ -14,8 +14,9 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from bench import kept_for_bench, run_metrics, summarize, write_whole
-from bench.markdown import label
+from bench import kept_for_bench, run_metrics, write_whole
+from bench.outputs.markdown import label
+from bench.stages import summarize
 
 matplotlib.use("Agg")  # files only, no screen needed
 import matplotlib.pyplot as plt  # noqa: E402

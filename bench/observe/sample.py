@@ -42,8 +42,8 @@ import time
 
 import psutil
 
-from bench import energy
-from bench.nvml import Unavailable, call, text
+from bench.observe import energy
+from bench.observe.nvml import Unavailable, call, text
 
 
 def mig_instances(handle):

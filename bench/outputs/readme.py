@@ -8,7 +8,7 @@ examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs 
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
 to the rest. `<!-- results: FOLDER to-accuracy -->` (or `max-batch`, `scaling`) shows the table a mode wrote there
 (accuracy.md, max_batch.md, scaling.md: python -m bench --to-accuracy, --max-batch, --scaling, kept by
---save-baseline) with its plot. The block between `<!-- lines -->` and `<!-- /lines -->` is bench/diffs.py's count
+--save-baseline) with its plot. The block between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count
 of each technique's lines. tests/test_readme.py checks that every page holds what --readme writes, so a finding in
 a block is always the verdicts'.
 """
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, answer, diffs, markdown, schema, verdicts, write_whole
-from bench.machine import ROOT
+from bench import BenchError, schema, write_whole
+from bench.observe.machine import ROOT
+from bench.outputs import answer, diffs, markdown, verdicts
 
 BLOCK = re.compile(
     r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)?(?: (?P<mode>to-accuracy|max-batch|scaling))? -->\n)"
@@ -88,7 +89,7 @@ def headline_block(folder, link):
 
 
 def lines_block():
-    """A table of each technique's cost in lines (bench/diffs.py)."""
+    """A table of each technique's cost in lines (bench/outputs/diffs.py)."""
     rows = ["| technique | lines | read it |", "|---|---|---|"]
     for name, (base, script) in diffs.TECHNIQUES.items():
         rows.append(f"| {name} | {diffs.cost(name)} | `make diff V={name}` ({script} against {base}) |")

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import psutil
 
-from bench import BenchError, nvml
+from bench import BenchError
+from bench.observe import nvml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cpu_model():

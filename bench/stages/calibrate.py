@@ -5,10 +5,11 @@ import math
 import threading
 from pathlib import Path
 
-from bench import BenchError, launch
+from bench import BenchError
 from bench.catalogue import compiled, distributed
-from bench.cost import WINDOW_S
-from bench.plan import training_run
+from bench.stages import launch
+from bench.stages.cost import WINDOW_S
+from bench.stages.plan import training_run
 
 WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
 STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
@@ -26,7 +27,7 @@ def steps(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WINDOW
     mixed-precision ceiling; DDP rows on nproc GPUs split each step over them, so they may be up to nproc times
     faster still, and the steps are multiplied by nproc where such rows are planned. The calibration run warms up
     for WARMUP_STEADY steps: where its steps are steady after them (STEADY), chosen's warm-up is cut to that.
-    It runs as a row runs (bench/launch.py): the loader workers a one-process row gets, the run time limit (a hung
+    It runs as a row runs (bench/stages/launch.py): the loader workers a one-process row gets, the run time limit (a hung
     calibration ends the bench with one line), its log in log/calibration-VARIANT-0.log."""
     variant = calibration_variant(variants)
     warmup = min(chosen["warmup_steps"], WARMUP_STEADY)
