@@ -27,6 +27,7 @@ import secrets
 import shlex
 import sys
 import time
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -311,7 +312,8 @@ def save_baseline(args):
 
 
 def readme(args):
-    """The result blocks of the README and docs/, from the saved runs of each folder they show (bench/outputs/readme.py)."""
+    """The result blocks of the README and docs/, from the saved runs of each folder they show
+    (bench/outputs/readme.py)."""
     from bench.outputs import readme as blocks
 
     def resummarize(folder):
@@ -353,10 +355,10 @@ def run(args):
         plan.print_estimate(fit, runs)
         return
     plan.print_estimate(fit, runs)
-    options = dict(auto=fit["auto"], context=fit["context"], profile=args.profile, tensorboard=args.tensorboard)
+    options = dict(auto=fit.auto, context=asdict(fit.context), profile=args.profile, tensorboard=args.tensorboard)
     bench = speed.Bench(args, info, bench_id, runs, works, options)  # the options kept for --resume
     execute.start(bench)
-    execute.execute(bench, fit["budget_s"], args.chunk, time.monotonic() - started)
+    execute.execute(bench, fit.budget_s, args.chunk, time.monotonic() - started)
 
 
 def new_id():

@@ -1,5 +1,5 @@
-"""The answer first (bench/outputs/answer.py) from made-up runs with known verdicts, through the same summarize() the bench
-uses; the ceiling compared by its interval; one memory ratio in the table, the verdict and the plot; titles that
+"""The answer first (bench/outputs/answer.py) from made-up runs with known verdicts, through the same summarize() the
+bench uses; the ceiling compared by its interval; one memory ratio in the table, the verdict and the plot; titles that
 name what decides the numbers."""
 
 import pandas as pd

@@ -16,7 +16,8 @@ from helpers import ROOT
 
 VARIANTS = [(script, base) for base, script in diffs.TECHNIQUES.values()]  # each technique's, from the catalogue
 MARK = diffs.MARK
-marked_lines = diffs.marked  # the rule itself, in one place: bench/outputs/diffs.py (the report's diffs and line counts)
+# the rule itself, in one place: bench/outputs/diffs.py (the report's diffs and line counts)
+marked_lines = diffs.marked
 
 
 def split_docstring(text):

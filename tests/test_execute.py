@@ -1,6 +1,6 @@
-"""The one executor (bench/stages/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --scaling) stops
-at --chunk and --budget between whole groups, stops on Ctrl-C keeping what finished, and --resume finishes it, each
-planned run recorded once. In-process, through python -m bench's own main(), with the launch of a run and the
+"""The one executor (bench/stages/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --scaling)
+stops at --chunk and --budget between whole groups, stops on Ctrl-C keeping what finished, and --resume finishes it,
+each planned run recorded once. In-process, through python -m bench's own main(), with the launch of a run and the
 executor's clock made up: each run "takes" 10 s, so the budget and the chunk are exact and the tests take seconds."""
 
 import json

@@ -194,7 +194,7 @@ def stored_bench(tmp_path):
     script = tmp_path / "fake.py"
     script.write_text("import json, sys\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n")
     fake = Run("fake-1", "loader", "loader", 1, 1, [sys.executable, str(script)], "custom")
-    works = {"custom": {"data": str(data), "timeout": 60}}
+    works = {"custom": cli.plan.Work(data=str(data), timeout=60)}
     plan_ = cli.plan
     plan_.save(logs / "plan.json", "b1", cli.machine()["machine_class"], [fake], works)
     (logs / "sources.json").write_text(json.dumps(execute.sources(works)))
@@ -263,7 +263,7 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
     planned = [Run(f"fake-{i}", "loader", "loader", i, 1, [sys.executable, str(script)], "custom") for i in range(1, 9)]
     out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
     logs.mkdir(parents=True)
-    works = {"custom": {"data": str(tmp_path), "timeout": 60}}
+    works = {"custom": cli.plan.Work(data=str(tmp_path), timeout=60)}
     cli.plan.save(logs / "plan.json", "b1", cli.machine()["machine_class"], planned, works)
     resume = [PY, "-m", "bench", "--resume", "--out", str(out), "--baseline-dir", str(tmp_path / "none")]
     rng, kills, tries = random.Random(0), 0, 0

@@ -7,6 +7,7 @@ import importlib
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -316,19 +317,23 @@ def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "launch", probe)
     info = dict(image_size=32, classes=list(range(10)))
     for variants, nproc, split in (["baseline", "ddp"], 4, 4), (["baseline", "amp"], 4, 1), (["all"], 8, 8):
-        chosen = dict(
+        chosen = plan.Work(
             model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
         )
         steps = calibrate.steps("data", info, chosen, 8, variants, tmp_path, nproc)
-        warmup = chosen["warmup_steps"]
+        warmup = chosen.warmup_steps
         assert warmup == calibrate.WARMUP_STEADY  # steady: p90 within 10% of the median
         assert (steps - warmup) * step_ms / 1e3 / split >= cost.WINDOW_S, (variants, steps)
         assert (steps - warmup - 1) * step_ms / 1e3 / split < cost.WINDOW_S
-    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900)
+    chosen = plan.Work(
+        model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
+    )
     assert calibrate.steps("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 10 + 350  # CPU processes share cores
     p90_ms = 30.0  # not steady after 10 steps: the full warm-up
-    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900)
-    assert calibrate.steps("data", info, chosen, 1, ["amp"], tmp_path, 1) == 20 + 350 and chosen["warmup_steps"] == 20
+    chosen = plan.Work(
+        model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
+    )
+    assert calibrate.steps("data", info, chosen, 1, ["amp"], tmp_path, 1) == 20 + 350 and chosen.warmup_steps == 20
 
 
 @pytest.mark.parametrize(
@@ -350,14 +355,16 @@ def test_the_calibration_runs_as_a_row_runs(monkeypatch, tmp_path, variants, exp
         return dict(status="ok", step_time_median_ms=10.0, step_time_p90_ms=10.5)
 
     monkeypatch.setattr(launch, "launch", probe)
-    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77)
+    chosen = plan.Work(
+        model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77
+    )
     info = dict(image_size=32, classes=list(range(10)))
     calibrate.steps("data", info, chosen, 1, variants, tmp_path / "logs" / "bench", 1, cores=16)
     ((run, log_dir, timeout),) = calls
     assert run.variant == expected and timeout == 77 and log_dir == tmp_path / "logs" / "bench" and log_dir.is_dir()
     assert run.cmd[run.cmd.index("--workers") + 1] == str(plan.default_workers(16, 1, True)) == "15"
     calls.clear()
-    calibrate.steps("data", info, dict(chosen), 1, variants, tmp_path / "logs" / "bench", 1, workers=3, cores=16)
+    calibrate.steps("data", info, replace(chosen), 1, variants, tmp_path / "logs" / "bench", 1, workers=3, cores=16)
     assert calls[0][0].cmd[calls[0][0].cmd.index("--workers") + 1] == "3"  # --workers, as every row
 
 
@@ -370,11 +377,11 @@ def test_the_planner_launches_nothing_it_asks_the_calibration_it_is_given(monkey
     asked = []
 
     def steps(path, info, chosen, gpu_count, variants, log, nproc, window_s, workers, cores):
-        asked.append((chosen["warmup_steps"], variants, window_s))
-        return chosen["warmup_steps"] + 123
+        asked.append((chosen.warmup_steps, variants, window_s))
+        return chosen.warmup_steps + 123
 
     runs, works, _ = plan.make_plan(args, 1, 2, tmp_path, dry_run=False, calibrate=steps)
-    assert asked == [(20, ["baseline", "amp"], cost.WINDOW_S)] and works["custom"]["steps"] == 143
+    assert asked == [(20, ["baseline", "amp"], cost.WINDOW_S)] and works["custom"].steps == 143
     assert {r.cmd[r.cmd.index("--steps") + 1] for r in runs} == {"143"}
     with pytest.raises(BenchError, match="--steps auto: this mode plans no calibration run; give --steps N"):
         plan.make_plan(args, 1, 2, tmp_path, dry_run=False)
@@ -382,7 +389,9 @@ def test_the_planner_launches_nothing_it_asks_the_calibration_it_is_given(monkey
 
 def test_a_calibration_that_hangs_ends_the_bench_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "launch", lambda run, *a: dict(status="failed", error="timed out after 77 s"))
-    chosen = dict(model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77)
+    chosen = plan.Work(
+        model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77
+    )
     info = dict(image_size=32, classes=list(range(10)))
     with pytest.raises(BenchError, match=r"calibration \(baseline\) failed: timed out after 77 s \(its log: .*"
                        r"calibration-baseline-0.log\)"):  # fmt: skip

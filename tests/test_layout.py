@@ -105,17 +105,20 @@ def test_the_logs_layout_is_spelled_once():
 
 def test_a_run_carries_its_batch_and_model_and_an_older_plan_gets_them_from_its_command(tmp_path):
     """The modes read a run's global batch and model from the run (maxbatch's search starts there, scaling's table
-    says it), not back out of its command line; a plan saved before runs kept them still resumes."""
+    says it), not back out of its command line; a plan saved before runs kept them still resumes, and a workload's
+    work reads back as a typed record (plan.Work) whatever fields the plan that saved it had."""
     from dataclasses import asdict
 
     from bench.stages import plan
 
-    chosen = dict(model="resnet18", batch_size=96, steps=10, warmup_steps=2, eval_samples=100)
+    chosen = plan.Work(model="resnet18", batch_size=96, steps=10, warmup_steps=2, eval_samples=100)
     info = dict(image_size=32, classes=list("abcdefghij"))
     run = plan.training_run("amp", 1, "data/small", info, chosen, 0, 2, 0, 2, "small")
     assert (run.batch_size, run.model) == (96, "resnet18")
     old = {k: v for k, v in asdict(run).items() if k not in ("batch_size", "model")}
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps(dict(bench_id="b", machine_class="m", works={}, runs=[old])))
-    _, (again,) = plan.load(path)
+    works = dict(small=dict(data="data/small", steps=10, timeout=60, a_field_of_a_newer_bench=1))
+    path.write_text(json.dumps(dict(bench_id="b", machine_class="m", works=works, runs=[old])))
+    saved, (again,) = plan.load(path)
     assert (again.batch_size, again.model) == (96, "resnet18")
+    assert saved["works"]["small"] == plan.Work(steps=10, timeout=60, data="data/small")  # typed, the rest defaults

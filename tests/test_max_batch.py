@@ -11,7 +11,7 @@ import pytest
 
 from bench.modes import maxbatch
 from bench.stages import cost, execute
-from bench.stages.plan import Run
+from bench.stages.plan import Run, Work
 from helpers import fast_first, run, train
 
 LIMIT_MIB = 4500  # torch takes about 4 GB of address space here: batches of a few hundred 32 px images fit
@@ -198,7 +198,7 @@ def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, ste
     monkeypatch.setattr(execute, "launch", lambda run, *a, **k: made.append(run) or stub(run, *a, **k))
     cmd = ["train.py", "--batch-size", "256", "--steps", str(steps), "--warmup-steps", "30", "--eval-samples", "2000"]
     job = Run("baseline-1", "baseline", "train", 1, 1, [*cmd, "--model", "resnet18"], "small")
-    work = dict(
+    work = Work(
         batch_size=256, steps=steps, warmup_steps=30, eval_samples=2000, train_size=train_size, data=str(tmp_path)
     )
     args = argparse.Namespace(budget=None, memory_limit=None, timeout=None, out=tmp_path, chunk=None)

@@ -115,7 +115,7 @@ def test_the_bench_runs_a_combination_as_a_row_of_its_own():
     asked = ["ddp", "all:no-ddp:no-compile", "baseline", "all", "all:no-compile"]
     assert plan.ordered(asked, 0) == ["baseline", "all", "all:no-ddp:no-compile", "all:no-compile", "ddp"]
     run = plan.training_run("all:no-ddp:no-compile", 1, "data", dict(image_size=32, classes=range(10)),
-                            dict(model="m", batch_size=64, steps=30, warmup_steps=5, eval_samples=10), 0, 2, 1, 2,
+                            plan.Work("m", 64, 30, 5, 10), 0, 2, 1, 2,
                             "small", cache="/tmp/c")  # fmt: skip
     assert run.processes == 1 and run.cmd[1:3] == ["train_all.py", "--no-compile"]
     assert "TORCHINDUCTOR_CACHE_DIR" not in run.env and run.env["OMP_NUM_THREADS"] == "2"

@@ -1,5 +1,6 @@
-"""Where the time and the energy go: --profile's trace and operators (meter.py, bench/outputs/profiles.py), and the energy of
-the timed window from the hardware's counters (bench/observe/energy.py), read through fakes where this machine has none."""
+"""Where the time and the energy go: --profile's trace and operators (meter.py, bench/outputs/profiles.py), and the
+energy of the timed window from the hardware's counters (bench/observe/energy.py), read through fakes where this machine
+has none."""
 
 import gzip
 import json

@@ -1,6 +1,6 @@
-"""report.html (bench/outputs/report.py): one offline page with the machine, the tables, the verdicts, the plots and every
-technique's diff beside its numbers; shown in a real browser (Debian's headless Chromium, which make test installs)
-at a laptop's width and a phone's, with screenshots kept in the test's folder."""
+"""report.html (bench/outputs/report.py): one offline page with the machine, the tables, the verdicts, the plots and
+every technique's diff beside its numbers; shown in a real browser (Debian's headless Chromium, which make test
+installs) at a laptop's width and a phone's, with screenshots kept in the test's folder."""
 
 import json
 import re

@@ -147,7 +147,7 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     args = types.SimpleNamespace(
         out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False, profile=False
     )
-    works = dict(small=dict(timeout=60, data=str(tmp_path)))
+    works = dict(small=plan.Work(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
     bench = speed.Bench(args, MACHINE, "b1", runs, works, dict(auto=True, context=context))
     bench.logs.mkdir(parents=True)

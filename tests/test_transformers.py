@@ -281,10 +281,10 @@ def test_the_vit_workload_runs_the_transformer_techniques_and_a_gpu_plan_keeps_i
     rows = {r.variant for r in runs}
     assert rows == {"synthetic", "amp-synthetic", "baseline", "amp", "tf32", "fused", "compile", "all", "checkpoint",
                     "ddp", "fsdp"}  # fmt: skip
-    assert all("--optimizer" in r.cmd and VIT in r.cmd for r in runs) and works["vit"]["data"].endswith("small")
+    assert all("--optimizer" in r.cmd and VIT in r.cmd for r in runs) and works["vit"].data.endswith("small")
     small, _, _ = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 0, 2, dry_run=True)
     assert not {r.variant for r in small} & catalogue.TRANSFORMER_ONLY  # a CNN's default bench is as it was
     gpu, works, fit = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 1, 16, dry_run=True)
-    assert list(works) == ["imagenet", "vit"] and works["vit"]["model"] == "vit_b_16"
-    assert fit["rounds"] >= 2 and fit["total_s"] <= cost.BUDGET_MIN["gpu"] * 60 and not fit["left_out"]
+    assert list(works) == ["imagenet", "vit"] and works["vit"].model == "vit_b_16"
+    assert fit.rounds >= 2 and fit.total_s <= cost.BUDGET_MIN["gpu"] * 60 and not fit.left_out
     assert {r.variant for r in gpu if r.workload == "vit"} >= {"fsdp", "fused", "tf32", "ddp"}

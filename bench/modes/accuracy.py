@@ -69,14 +69,14 @@ def runs_of(args, info, gpu_count, logs, generate=True):
     if generate and not args.data:
         data.ensure("hard", args.seed, data.HARD)
     described = plan.describe(path, "custom" if args.data else "hard")
-    chosen.update(steps=None, eval_samples="all", seed=args.seed)
+    work = plan.Work(chosen["model"], chosen["batch_size"], None, chosen["warmup_steps"], "all", seed=args.seed)
     nproc = args.nproc or gpu_count or 2
     variants = [v for v in plan.ordered(plan.asked_variants(args, gpu_count), gpu_count) if "synthetic" not in v]
     if not variants:
         raise BenchError("--to-accuracy trains training variants: --variants names none (the ceilings are left out)")
     runs = []
     for variant in variants:
-        run = plan.training_run(variant, 1, path, described, chosen, gpu_count, nproc, args.workers,
+        run = plan.training_run(variant, 1, path, described, work, gpu_count, nproc, args.workers,
                                 info["cpu_cores"], "hard", cache=logs)  # fmt: skip
         run.cmd += ["--epochs", str(epochs), "--target-accuracy", str(args.to_accuracy)]
         runs.append(run)
@@ -103,8 +103,8 @@ class ToAccuracy(execute.Mode):
     def prepare(self):
         super().prepare()
         work = self.works["hard"]
-        if work.get("generated") and not Path(work["data"]).exists():
-            data.ensure("hard", work["seed"], data.HARD)
+        if work.generated and not Path(work.data).exists():
+            data.ensure("hard", work.seed, data.HARD)
 
     def do(self, run, job):
         row = job.launch(run)
@@ -153,7 +153,7 @@ def main(args, info, bench_id):
     for run in runs:
         run.estimate_s = cost.accuracy_s([run], epochs, gpu, info["cpu_bf16_native"])
     path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
-    works = dict(hard=dict(data=str(path), generated=not args.data, seed=args.seed))
+    works = dict(hard=plan.Work(data=str(path), generated=not args.data, seed=args.seed))
     options = dict(target=args.to_accuracy, epochs=epochs, timeout=cost.timeout_s(args.timeout, gpu, "accuracy"))
     mode = ToAccuracy(args, info, bench_id, runs, works, options)
     execute.start(mode)

@@ -24,7 +24,7 @@ from pathlib import Path
 from bench import BenchError, check_folder, data, write_whole
 from bench.catalogue import TORCHRUN
 from bench.stages import cost, execute
-from bench.stages.plan import Run
+from bench.stages.plan import Run, Work
 
 MODEL = "examples/smallnet.py:build"
 VIT = "examples/vit_small.py:vit_small"  # the CPU's vit workload: a small ViT
@@ -349,7 +349,7 @@ def main(args, info, bench_id):
         timeout=cost.timeout_s(args.timeout, gpus, "check"),
         paths=getattr(args, "paths", None),
     )
-    mode = Check(args, info, bench_id, runs, dict(check=dict(data=str(where))), options)
+    mode = Check(args, info, bench_id, runs, dict(check=Work(data=str(where))), options)
     execute.start(mode)
     budget = cost.budget_s(args.budget)
     execute.execute(mode, budget, args.chunk)

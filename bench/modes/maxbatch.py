@@ -110,14 +110,14 @@ def sized_run(run, batch, work):
     timed steps times the plan's batch / this batch, MIN_TIMED at least) after a warm-up cut alike (2 steps at least:
     the first is cuDNN's search and the compile), the plan's evaluation sample; the whole run inside one epoch where
     an epoch holds the warm-up and MIN_TIMED steps."""
-    if not isinstance(work.get("steps"), int):  # the plan runs epochs (or was not calibrated): its runs as they are
+    if not isinstance(work.steps, int):  # the plan runs epochs (or was not calibrated): its runs as they are
         return probe_run(run, batch, None, f"{run.variant}-at-{batch}")
-    share, planned_warmup = work["batch_size"] / batch, work["warmup_steps"]
-    planned_timed = work["steps"] - planned_warmup
+    share, planned_warmup = work.batch_size / batch, work.warmup_steps
+    planned_timed = work.steps - planned_warmup
     fewest = min(MIN_TIMED, planned_timed)
     warmup = min(planned_warmup, max(2, math.ceil(planned_warmup * share)))
     timed = max(fewest, math.ceil(planned_timed * share))
-    per_epoch = (work.get("train_size") or math.inf) // batch
+    per_epoch = (work.train_size or math.inf) // batch
     if warmup + timed > per_epoch >= warmup + fewest:
         timed = per_epoch - warmup
     return probe_run(run, batch, warmup + timed, f"{run.variant}-at-{batch}", warmup)

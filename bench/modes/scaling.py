@@ -6,9 +6,9 @@ Each round runs every distributed variant (ddp and all unless --variants names o
 per GPU (on a CPU, gloo processes that share its cores). Weak scaling (the default, as the published tables): each
 process keeps the plan's batch, so the global batch grows with the count. Strong (--scaling-mode strong): the
 global batch stays the plan's, split over the processes. The rounds pair each count with one process in the same
-round, as the bench pairs a variant with the baseline (bench/stages/summarize.py): the speed-up is the geometric mean of those
-ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same, slower, unsettled)
-reads the speed-up's interval by the bench's rules.
+round, as the bench pairs a variant with the baseline (bench/stages/summarize.py): the speed-up is the geometric
+mean of those ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same, slower,
+unsettled) reads the speed-up's interval by the bench's rules.
 
 Writes scaling.csv, scaling.md and scaling.png to --out at the end, from the runs finished (a stopped mode keeps
 them: --resume goes on); each run's log and metrics are under logs/<bench>/scaling/. It leaves runs.csv alone: its
@@ -16,6 +16,7 @@ runs are at other batches and process counts than the bench's.
 """
 
 import random
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -115,11 +116,11 @@ def check_counts(counts, gpu_count, cores, nodes=0):
 def runs_of(args, counts, gpu_count, cores, work, logs):
     """Every round's runs: each variant at each count; the rounds after the first in a shuffled order."""
     if args.scaling_mode == "strong":
-        odd = [n for n in counts if work["batch_size"] % n]
+        odd = [n for n in counts if work.batch_size % n]
         if odd:
-            raise BenchError(f"--scaling-mode strong splits the batch {work['batch_size']} over the processes: it does"
+            raise BenchError(f"--scaling-mode strong splits the batch {work.batch_size} over the processes: it does"
                              f" not divide by {odd[0]}")  # fmt: skip
-    path, info = work["data"], dict(image_size=work["image_size"], classes=range(work["classes"]))
+    path, info = work.data, dict(image_size=work.image_size, classes=range(work.classes))
     variants = variants_of(args.variants)
     rounds = ROUNDS if args.repeats == "auto" else args.repeats
     runs = []
@@ -128,8 +129,8 @@ def runs_of(args, counts, gpu_count, cores, work, logs):
         if repeat > 1:
             random.Random(f"{args.seed}-{repeat}").shuffle(order)
         for variant, n in order:
-            batch = work["batch_size"] * n if args.scaling_mode == "weak" else work["batch_size"]
-            chosen = dict(work, batch_size=batch)
+            batch = work.batch_size * n if args.scaling_mode == "weak" else work.batch_size
+            chosen = replace(work, batch_size=batch)
             nodes, per_node = slurm.spread(n, gpu_count or cores, args.nodes) if args.nodes else (0, n)
             run = plan.training_run(variant, repeat, path, info, chosen, gpu_count, per_node, args.workers, cores,
                                     "scaling", prefix=f"n{n}-", cache=logs)  # fmt: skip

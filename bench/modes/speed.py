@@ -103,11 +103,11 @@ def saved_machine(folder, runs):
 
 def print_plan(runs, works, gpu_count):
     for workload, w in works.items():
-        steps = "auto (calibrated on the machine before the first run)" if w["steps"] == "auto" else w["steps"]
+        steps = "auto (calibrated on the machine before the first run)" if w.steps == "auto" else w.steps
         gpus = f"{gpu_count or 'no'} GPU{'' if gpu_count == 1 else 's'}"
-        print(f"# {workload}: {w['model']} on {w['data']} ({w['image_size']} px, {w['classes']} classes), "
-              f"global batch {w['batch_size']}, steps {steps}, {w['warmup_steps']} of them warm-up, "
-              f"{w['eval_samples']} validation images; for {gpus}")  # fmt: skip
+        print(f"# {workload}: {w.model} on {w.data} ({w.image_size} px, {w.classes} classes), "
+              f"global batch {w.batch_size}, steps {steps}, {w.warmup_steps} of them warm-up, "
+              f"{w.eval_samples} validation images; for {gpus}")  # fmt: skip
         for run in runs:
             if run.workload == workload:
                 print(" ".join(slurm.launched(run)))
@@ -124,9 +124,10 @@ def next_round(out, bench_id, works, context, repeat):
     wide = wide[[not summarize.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
     if wide.empty:
         return None, f"every row's 95% interval is within +-{summarize.PRECISION:.0%} or a quarter of its effect"
-    variants = [v for v in context["variants"] if v == "baseline" or v in set(wide["variant"])]
-    loaders = [v for v in context["loaders"] if v in set(wide["variant"])]
-    loaders = [v for v in context["loaders"] if v == "loader" or v in loaders] if loaders else []
+    context = plan.Context.saved(context)  # as plan.json keeps it
+    variants = [v for v in context.variants if v == "baseline" or v in set(wide["variant"])]
+    loaders = [v for v in context.loaders if v in set(wide["variant"])]
+    loaders = [v for v in context.loaders if v == "loader" or v in loaders] if loaders else []
     if variants == ["baseline"]:
         variants = []
     return plan.round_runs(repeat, works, variants, loaders, context), None
@@ -142,7 +143,7 @@ class Bench(execute.Mode):
         return plan.rounds(runs)
 
     def timeout(self, run):
-        return self.works[run.workload]["timeout"]
+        return self.works[run.workload].timeout
 
     def prepare(self):
         super().prepare()

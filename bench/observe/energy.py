@@ -1,4 +1,5 @@
-"""Energy over a run's timed window, from the counters the hardware keeps, read by the sampler (bench/observe/sample.py).
+"""Energy over a run's timed window, from the counters the hardware keeps, read by the sampler
+(bench/observe/sample.py).
 
 GPU (NVML): nvmlDeviceGetTotalEnergyConsumption, the millijoules each GPU the run sees has used since its driver
 loaded (Volta and later; a MIG instance has no counter of its own, and its GPU's would count the other instances'

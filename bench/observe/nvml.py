@@ -1,6 +1,6 @@
 """NVML (nvidia-ml-py), guarded: every call through call(), any NVML error (or no NVML at all) raised as Unavailable
-with NVML's words, so that the sampler and the energy counters (bench/observe/sample.py, bench/observe/energy.py) leave a field
-unavailable rather than fail the run."""
+with NVML's words, so that the sampler and the energy counters (bench/observe/sample.py, bench/observe/energy.py)
+leave a field unavailable rather than fail the run."""
 
 try:
     import pynvml

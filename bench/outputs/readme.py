@@ -8,8 +8,8 @@ examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs 
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
 to the rest. `<!-- results: FOLDER to-accuracy -->` (or `max-batch`, `scaling`) shows the table a mode wrote there
 (accuracy.md, max_batch.md, scaling.md: python -m bench --to-accuracy, --max-batch, --scaling, kept by
---save-baseline) with its plot. The block between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count
-of each technique's lines. tests/test_readme.py checks that every page holds what --readme writes, so a finding in
+--save-baseline) with its plot. The block between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's
+count of each technique's lines. tests/test_readme.py checks that every page holds what --readme writes, so a finding in
 a block is always the verdicts'.
 """
 

@@ -73,7 +73,8 @@ def highlighted(name):
 
 
 def diff_lines(name):
-    """The technique's diff (bench/outputs/diffs.py) as HTML lines: each line highlighted as it reads in its own file."""
+    """The technique's diff (bench/outputs/diffs.py) as HTML lines: each line highlighted as it reads in its own
+    file."""
     base, script = (highlighted(file) for file in diffs.TECHNIQUES[name])
     prefix = {"hunk": "", "same": " ", "removed": "-", "added": "+"}
     out = []

@@ -1,8 +1,8 @@
 """The words of a bench: each row's verdict and the summary's notes, from the numbers and answers of
 bench/stages/summarize.py, never written by hand. Every number in a verdict is a field of the summary (or the plain
 arithmetic of one: a step is global_batch_size / samples_per_s), so it matches the table; memory is read alike.
-The renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and these words, and the
-cells' rules (fmt, present) are here once for all of them.
+The renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and
+these words, and the cells' rules (fmt, present) are here once for all of them.
 
     summary(runs)   the summary with its verdicts: what summary.csv holds
 """

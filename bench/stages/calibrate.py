@@ -3,6 +3,7 @@ row is launched. The planner asks for them (plan.make_plan(..., calibrate=steps)
 
 import math
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from bench import BenchError
@@ -27,21 +28,21 @@ def steps(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WINDOW
     mixed-precision ceiling; DDP rows on nproc GPUs split each step over them, so they may be up to nproc times
     faster still, and the steps are multiplied by nproc where such rows are planned. The calibration run warms up
     for WARMUP_STEADY steps: where its steps are steady after them (STEADY), chosen's warm-up is cut to that.
-    It runs as a row runs (bench/stages/launch.py): the loader workers a one-process row gets, the run time limit (a hung
-    calibration ends the bench with one line), its log in log/calibration-VARIANT-0.log."""
+    It runs as a row runs (bench/stages/launch.py): the loader workers a one-process row gets, the run time limit (a
+    hung calibration ends the bench with one line), its log in log/calibration-VARIANT-0.log."""
     variant = calibration_variant(variants)
-    warmup = min(chosen["warmup_steps"], WARMUP_STEADY)
-    run = training_run(variant, 0, path, info, dict(chosen, steps=warmup + 60, warmup_steps=warmup), gpu_count, 1,
+    warmup = min(chosen.warmup_steps, WARMUP_STEADY)
+    run = training_run(variant, 0, path, info, replace(chosen, steps=warmup + 60, warmup_steps=warmup), gpu_count, 1,
                        workers, cores, "custom", prefix="calibration-")  # fmt: skip
     log = Path(log)
     log.mkdir(parents=True, exist_ok=True)
-    row = launch.launch(run, log, chosen["timeout"], threading.Event())
+    row = launch.launch(run, log, chosen.timeout, threading.Event())
     if row["status"] != "ok":
         raise BenchError(f"calibration ({variant}) failed: {row['error']} (its log: {log / run.name}.log)")
     step_s = row["step_time_median_ms"] / 1e3
     if row["step_time_p90_ms"] > STEADY * row["step_time_median_ms"]:  # not steady yet: the full warm-up
-        warmup = chosen["warmup_steps"]
-    chosen["warmup_steps"] = warmup
+        warmup = chosen.warmup_steps
+    chosen.warmup_steps = warmup
     split = nproc if gpu_count and any(distributed(v) for v in variants) else 1
     timed = max(50, math.ceil(window_s * split / step_s))
     over = f" ({split} DDP processes may split a step)" if split > 1 else ""

@@ -58,8 +58,8 @@ class Mode:
     def prepare(self):
         """Before the first run, fresh or resumed: make what the runs need (the generated data, the folder)."""
         for workload, work in self.works.items():
-            workload = work.get("data_workload", workload)
-            if workload in data.WORKLOADS and not Path(work["data"]).exists():
+            workload = work.data_workload or workload
+            if workload in data.WORKLOADS and not Path(work.data).exists():
                 data.ensure(workload)
         self.folder().mkdir(parents=True, exist_ok=True)
 
@@ -144,7 +144,7 @@ def kind(run):
 
 def sources(works):
     """What a bench measures besides the machine: the data of each workload and the code, as digests."""
-    return dict(data={w: data.fingerprint(chosen["data"]) for w, chosen in works.items()}, code=code_fingerprint())
+    return dict(data={w: data.fingerprint(chosen.data) for w, chosen in works.items()}, code=code_fingerprint())
 
 
 def start(mode):

@@ -11,11 +11,12 @@ The defaults depend on the machine and the workload (DEFAULTS). On a GPU the ste
 (--steps auto): a short run of the fastest row, the mixed-precision ceiling (without ceilings, the
 first row that is not compiled), run as a row runs, gives its step time, and every row then runs
 enough steps for that row's timed window to last WINDOW_S seconds (bench/stages/calibrate.py runs it; the planner
-launches nothing itself). What the runs should take is bench/stages/cost.py's. The plan is stored with the bench (plan.json
-in its log folder) so that `--resume` can finish it.
+launches nothing itself). What the runs should take is bench/stages/cost.py's. The plan is stored with the bench
+(plan.json in its log folder) so that `--resume` can finish it.
 """
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -65,6 +66,80 @@ DEFAULTS = {
 }
 DATA_OF = dict(vit=dict(gpu="imagenet", cpu="small"))  # a workload that trains on another's generated data
 LOADER_ONLY_STEPS = 200  # batches a loader row times where steps are auto and no training row calibrates them
+
+
+@dataclass
+class Work:
+    """A workload's work: what every run of it trains on and for how long, the user's flags where given and the
+    machine's defaults elsewhere (saved in plan.json: --resume and the modes read it back)."""
+
+    model: str = ""
+    batch_size: int = 0  # global
+    steps: int | str | None = None  # "auto" until the calibration; None: the script's --epochs
+    warmup_steps: int = 0
+    eval_samples: int = 0
+    optimizer: str | None = None  # None: the script's default
+    seed: int = 0
+    loader_steps: int | None = None  # None: as many batches as the training runs time
+    timeout: int = 0  # seconds a run may take (bench/stages/cost.py)
+    data: str = ""  # its data folder (or synthetic:SIZE:CLASSES)
+    data_workload: str = ""  # the generated data it trains on (vit trains on another workload's)
+    generated: bool = False  # --to-accuracy: the bench made its data (made again if gone before --resume)
+    image_size: int = 0
+    classes: int = 0
+    train_size: int | None = None  # --max-batch sizes its runs by the epoch
+    steps_auto: bool = False  # its steps were calibrated
+    variants: list | None = None  # the rows it runs (None: every row asked for)
+
+    @classmethod
+    def saved(cls, fields):
+        """A Work from plan.json (a field a newer bench added and this one does not know is passed over)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{name: value for name, value in fields.items() if name in known})
+
+    def rows(self, variants):
+        """The rows of variants this workload runs."""
+        return [v for v in variants if self.variants is None or v in self.variants]
+
+
+@dataclass
+class Context:
+    """What a round of runs is made from beside each workload's work: the machine, the processes and the rows (kept
+    with the bench's options in plan.json: --repeats auto adds its rounds from it, after a --resume too)."""
+
+    gpu_count: int = 0
+    nproc: int = 2  # the processes of a DDP row
+    workers: int | None = None  # --workers; None: the machine's default (default_workers)
+    cores: int = 1
+    log: str | None = None  # the bench's log folder (the compile caches live there)
+    bf16_native: bool = True
+    window_s: float = WINDOW_S  # the fastest row's timed window
+    variants: list = field(default_factory=list)  # the training rows a round runs
+    loaders: list = field(default_factory=list)  # the loader rows
+    nodes: int = 0  # --launcher slurm: the nodes of its DDP rows
+    default_loaders: bool = False  # the loaders not asked for by name: a workload on another's data runs none
+
+    @classmethod
+    def saved(cls, fields):
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{name: value for name, value in fields.items() if name in known})
+
+
+@dataclass
+class Fit:
+    """How the plan fits its budget, for print_estimate and the executor."""
+
+    budget_s: float | None
+    window_s: float | None  # the fastest row's window (a GPU's; a CPU's steps are fixed)
+    rounds_asked: int
+    auto: bool  # --repeats auto
+    left_out: list  # the rows left out to fit
+    context: Context
+    rounds: int  # the rounds that fit
+    overhead_s: float  # the calibrations
+    gpu: bool
+    total_s: float
+    round_s: list  # each round's estimate
 
 
 @dataclass
@@ -182,17 +257,18 @@ PROFILE_STEPS = 4  # --profile: the steps a run records after its window (meter.
 def work(args, gpu_count, workload):
     """The flags of a workload's runs: the user's where given, this machine's defaults elsewhere."""
     defaults = DEFAULTS[("gpu" if gpu_count else "cpu", workload)]
-    chosen = {name: getattr(args, name, None) for name in defaults}
-    chosen = {name: defaults[name] if value is None else value for name, value in chosen.items()}
-    if chosen["steps"] != "auto" and chosen["warmup_steps"] >= chosen["steps"]:
-        raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps to time")
+    given = {name: getattr(args, name, None) for name in defaults}
+    chosen = Work(**{name: defaults[name] if value is None else value for name, value in given.items()})
+    if chosen.steps != "auto" and chosen.warmup_steps >= chosen.steps:
+        raise BenchError(f"--warmup-steps {chosen.warmup_steps} leaves none of the {chosen.steps} steps to time")
     tail = PROFILE_STEPS if getattr(args, "profile", False) else 0
-    if tail and chosen["steps"] != "auto" and chosen["warmup_steps"] + tail >= chosen["steps"]:
+    if tail and chosen.steps != "auto" and chosen.warmup_steps + tail >= chosen.steps:
         raise BenchError(
-            f"--profile records {tail} steps after the window: --warmup-steps {chosen['warmup_steps']} and --steps"
-            f" {chosen['steps']} leave none to time"
+            f"--profile records {tail} steps after the window: --warmup-steps {chosen.warmup_steps} and --steps"
+            f" {chosen.steps} leave none to time"
         )
-    chosen["timeout"] = timeout_s(args.timeout, gpu_count)
+    chosen.timeout = timeout_s(args.timeout, gpu_count)
+    chosen.seed, chosen.loader_steps = args.seed, args.loader_steps
     return chosen
 
 
@@ -268,13 +344,13 @@ def training_run(
     cmd = [sys.executable, *parts]
     if "--data" not in cmd:
         cmd += ["--data", path]
-    cmd += ["--model", chosen["model"], "--batch-size", chosen["batch_size"]]
-    cmd += ["--optimizer", chosen["optimizer"]] if chosen.get("optimizer") else []
-    cmd += ["--steps", chosen["steps"]] if chosen["steps"] is not None else []  # None: the script's --epochs
-    cmd += ["--warmup-steps", chosen["warmup_steps"], "--workers", workers, "--eval-samples", chosen["eval_samples"]]
-    cmd += ["--device", device, "--seed", chosen.get("seed", 0), "--no-progress", "--no-data-check"]  # checked once
+    cmd += ["--model", chosen.model, "--batch-size", chosen.batch_size]
+    cmd += ["--optimizer", chosen.optimizer] if chosen.optimizer else []
+    cmd += ["--steps", chosen.steps] if chosen.steps is not None else []  # None: the script's --epochs
+    cmd += ["--warmup-steps", chosen.warmup_steps, "--workers", workers, "--eval-samples", chosen.eval_samples]
+    cmd += ["--device", device, "--seed", chosen.seed, "--no-progress", "--no-data-check"]  # checked once
     run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
-    run.batch_size, run.model = int(chosen["batch_size"]), str(chosen["model"])
+    run.batch_size, run.model = int(chosen.batch_size), str(chosen.model)
     run.env["OMP_NUM_THREADS"] = str(threads(cores, processes))
     if compiled(variant) and cache is not None:
         run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
@@ -283,14 +359,14 @@ def training_run(
 
 def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workload, prefix=""):
     workers = workers if workers is not None else default_workers(cores, 1, bool(gpu_count))
-    steps = chosen["loader_steps"]
+    steps = chosen.loader_steps
     if steps is None:  # as many batches as the training runs time
-        steps = "auto" if chosen["steps"] == "auto" else chosen["steps"] - chosen["warmup_steps"]
-    cmd = [sys.executable, LOADERS[variant], "--bench", "--data", path, "--batch-size", chosen["batch_size"]]
+        steps = "auto" if chosen.steps == "auto" else chosen.steps - chosen.warmup_steps
+    cmd = [sys.executable, LOADERS[variant], "--bench", "--data", path, "--batch-size", chosen.batch_size]
     cmd += ["--steps", steps, "--warmup-steps", 5, "--workers", workers, "--device", "cuda" if gpu_count else "cpu"]
     cmd += ["--no-data-check"]  # describe() checked every file, once for the bench
     run = Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd)), workload)
-    run.batch_size = int(chosen["batch_size"])
+    run.batch_size = int(chosen.batch_size)
     run.env["OMP_NUM_THREADS"] = str(threads(cores, 1))
     return run
 
@@ -312,32 +388,32 @@ def round_runs(repeat, works, variants, loaders, context):
     (a round's first round keeps the priority order: the budget cuts it from the end)."""
     runs, c = [], context
     for workload, chosen in works.items():
-        path, info = chosen["data"], dict(image_size=chosen["image_size"], classes=range(chosen["classes"]))
+        path, info = chosen.data, dict(image_size=chosen.image_size, classes=range(chosen.classes))
         prefix = f"{workload}-" if len(works) > 1 else ""
-        order = [v for v in ordered(variants, c["gpu_count"]) if v in chosen.get("variants", variants)]
+        order = chosen.rows(ordered(variants, c.gpu_count))
         if repeat > 1:
-            random.Random(f"{chosen.get('seed', 0)}-{repeat}").shuffle(order)
+            random.Random(f"{chosen.seed}-{repeat}").shuffle(order)
         for variant in order:
-            where = (path, info, chosen, c["gpu_count"], c["nproc"], c["workers"], c["cores"], workload, prefix)
-            run = training_run(variant, repeat, *where, c["log"])
-            runs.append(slurm.on_nodes(run, c["nodes"]) if c.get("nodes") and distributed(variant) else run)
-        for variant in loaders if workload not in DATA_OF or not c.get("default_loaders") else []:
-            where = (path, chosen, c["gpu_count"], c["workers"], c["cores"], workload, prefix)
+            where = (path, info, chosen, c.gpu_count, c.nproc, c.workers, c.cores, workload, prefix)
+            run = training_run(variant, repeat, *where, c.log)
+            runs.append(slurm.on_nodes(run, c.nodes) if c.nodes and distributed(variant) else run)
+        for variant in loaders if workload not in DATA_OF or not c.default_loaders else []:
+            where = (path, chosen, c.gpu_count, c.workers, c.cores, workload, prefix)
             runs.append(loader_run(variant, repeat, *where))
-    gpu = bool(c["gpu_count"])
+    gpu = bool(c.gpu_count)
     for run in runs:
         chosen = works[run.workload]
-        timed = chosen["steps"] - chosen["warmup_steps"] if not chosen["steps_auto"] else None
-        fastest = c["window_s"] if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's: 20
-        run.estimate_s = run_s(run, fastest, gpu, c["bf16_native"])
+        timed = chosen.steps - chosen.warmup_steps if not chosen.steps_auto else None
+        fastest = c.window_s if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's: 20
+        run.estimate_s = run_s(run, fastest, gpu, c.bf16_native)
     return runs
 
 
 def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None):
     """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
-    ({workload: flags}) and how the plan fits its budget (a dict for print_estimate). Steps "auto" are calibrated
-    unless dry_run, by calibrate (bench/stages/calibrate.py's steps: the caller's, so that planning launches nothing). Rounds
-    run repeat after repeat, each workload's round whole, rows in priority order."""
+    ({workload: Work}) and how the plan fits its budget (a Fit, for print_estimate). Steps "auto" are calibrated
+    unless dry_run, by calibrate (bench/stages/calibrate.py's steps: the caller's, so that planning launches
+    nothing). Rounds run repeat after repeat, each workload's round whole, rows in priority order."""
     runs, works = [], {}
     names = workloads(args, gpu_count)
     nproc = args.nproc or gpu_count or 2
@@ -349,75 +425,78 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
     calibrations = 0
     for workload in names:
         chosen = work(args, gpu_count, workload)
-        chosen.update(seed=args.seed, loader_steps=args.loader_steps)
         path = folder(args, workload, generate=not dry_run, gpu=gpu)
         info = describe(path, data_workload(workload, gpu))
-        if chosen["batch_size"] > info.get("train_size", math.inf):
-            raise BenchError(f"--batch-size {chosen['batch_size']} is larger than the training set of {path} "
+        if chosen.batch_size > info.get("train_size", math.inf):
+            raise BenchError(f"--batch-size {chosen.batch_size} is larger than the training set of {path} "
                              f"({info['train_size']} images)")  # fmt: skip
         if not dry_run:
-            check_model(chosen["model"], info)
-        auto = chosen["steps"] == "auto"
+            check_model(chosen.model, info)
+        auto = chosen.steps == "auto"
         calibrations += auto
         if auto and not dry_run and variants:
             if calibrate is None:
                 raise BenchError("--steps auto: this mode plans no calibration run; give --steps N")
-            chosen["steps"] = calibrate(
-                path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores
-            )
+            chosen.steps = calibrate(path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores)
         elif auto and not dry_run:  # loader rows alone: no training row to calibrate on
-            chosen["steps"] = chosen["warmup_steps"] + LOADER_ONLY_STEPS
-        works[workload] = dict(chosen, data=path, image_size=info["image_size"], classes=len(info["classes"]))
-        works[workload]["train_size"] = info.get("train_size")  # --max-batch sizes its runs by the epoch
-        works[workload]["steps_auto"] = auto
-        works[workload]["variants"] = default_rows(workload, variants, getattr(args, "default_variants", False))
-        works[workload]["data_workload"] = data_workload(workload, gpu)
-    context = dict(gpu_count=gpu_count, nproc=nproc, workers=args.workers, cores=cores, log=log and str(log),
-                   bf16_native=bf16_native, window_s=window, variants=variants, loaders=args.loaders,
-                   nodes=getattr(args, "nodes", None) or 0,
-                   default_loaders=getattr(args, "default_loaders", False))  # fmt: skip
+            chosen.steps = chosen.warmup_steps + LOADER_ONLY_STEPS
+        chosen.data, chosen.image_size, chosen.classes = path, info["image_size"], len(info["classes"])
+        chosen.train_size, chosen.steps_auto = info.get("train_size"), auto
+        chosen.variants = default_rows(workload, variants, getattr(args, "default_variants", False))
+        chosen.data_workload = data_workload(workload, gpu)
+        works[workload] = chosen
+    context = Context(
+        gpu_count,
+        nproc,
+        args.workers,
+        cores,
+        log and str(log),
+        bf16_native,
+        window,
+        variants,
+        args.loaders,
+        getattr(args, "nodes", None) or 0,
+        getattr(args, "default_loaders", False),
+    )
     for repeat in range(1, first_rounds(args.repeats) + 1):
         runs += round_runs(repeat, works, variants, args.loaders, context)
     overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations
     kept, left_out = fit_budget(runs, budget, overhead)
-    context["variants"] = [v for v in variants if v not in left_out]  # rounds added later: the rows kept
-    context["loaders"] = [v for v in args.loaders if v not in left_out]
-    fit = dict(budget_s=budget, window_s=window if gpu else None, rounds_asked=first_rounds(args.repeats),
-               auto=args.repeats == "auto", left_out=left_out, context=context,
-               rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
-               total_s=overhead + sum(r.estimate_s for r in kept),
-               round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)])  # fmt: skip
+    context.variants = [v for v in variants if v not in left_out]  # rounds added later: the rows kept
+    context.loaders = [v for v in args.loaders if v not in left_out]
+    fit = Fit(budget_s=budget, window_s=window if gpu else None, rounds_asked=first_rounds(args.repeats),
+              auto=args.repeats == "auto", left_out=left_out, context=context,
+              rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
+              total_s=overhead + sum(r.estimate_s for r in kept),
+              round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)])  # fmt: skip
     return kept, works, fit
 
 
 def print_estimate(fit, runs):
     """The plan's estimate, before the first run (and with --dry-run)."""
-    where = "GPU: as one round on an H100 measured them" if fit["gpu"] else "CPU: as measured on a 2-core CPU"
-    budget = f"{fit['budget_s'] / 60:.0f} min" if fit["budget_s"] else "none"
-    rounds = f"{fit['rounds']} round(s)" + (
-        f" of the {fit['rounds_asked']} asked" if fit["rounds"] < fit["rounds_asked"] else ""
-    )
-    if fit["auto"]:
+    where = "GPU: as one round on an H100 measured them" if fit.gpu else "CPU: as measured on a 2-core CPU"
+    budget = f"{fit.budget_s / 60:.0f} min" if fit.budget_s else "none"
+    rounds = f"{fit.rounds} round(s)" + (f" of the {fit.rounds_asked} asked" if fit.rounds < fit.rounds_asked else "")
+    if fit.auto:
         rounds += (
             f", then more for the rows whose interval is still wider than +-{summarize.PRECISION:.0%}, while the"
             f" budget allows ({summarize.MAX_ROUNDS} rounds at most)"
         )
-    longest = max(fit["round_s"], default=0) / 60
-    print(f"estimate: {fit['total_s'] / 60:.0f} min for {len(runs)} runs in {rounds} (budget {budget}); the longest"
+    longest = max(fit.round_s, default=0) / 60
+    print(f"estimate: {fit.total_s / 60:.0f} min for {len(runs)} runs in {rounds} (budget {budget}); the longest"
           f" round of a workload about {longest:.1f} min")  # fmt: skip
-    window = f"the fastest row's window {fit['window_s']:.1f} s, " if fit["window_s"] else ""
-    cost = COST_S["gpu" if fit["gpu"] else "cpu"]
+    window = f"the fastest row's window {fit.window_s:.1f} s, " if fit.window_s else ""
+    cost = COST_S["gpu" if fit.gpu else "cpu"]
     print(f"  from: {window}{cost['fixed']:.0f} s a run outside its window, a compile {cost['cold']:.0f} s cold and"
           f" {cost['warm']:.0f} s warm ({where}); once a round has run, its measured times")  # fmt: skip
-    if fit["left_out"]:
-        print(
-            f"  left out to fit the budget: {', '.join(fit['left_out'])} (--budget none, or a larger one, keeps them)"
-        )
+    if fit.left_out:
+        print(f"  left out to fit the budget: {', '.join(fit.left_out)} (--budget none, or a larger one, keeps them)")
 
 
 def save(path, bench_id, machine_class, runs, works, mode="bench", options=None):
     """plan.json: what --resume needs to finish a bench of any mode as it was planned: its runs, the work of each
     workload, and the mode's options (the bench's: with --repeats auto, the context to add rounds from)."""
+    works = {name: asdict(work) for name, work in works.items()}
     plan = dict(bench_id=bench_id, machine_class=machine_class, works=works, runs=[asdict(run) for run in runs])
     plan.update(mode=mode, options=options or {})
     write_whole(path, lambda tmp: Path(tmp).write_text(json.dumps(plan, indent=1) + "\n"))
@@ -438,6 +517,7 @@ def load(path):
     still reads them)."""
     try:
         plan = json.loads(Path(path).read_text())
+        plan["works"] = {name: Work.saved(fields) for name, fields in plan["works"].items()}
         return plan, [saved_run(run) for run in plan["runs"]]
     except (ValueError, KeyError, TypeError) as e:  # not JSON, or not a plan: nothing --resume can trust
         raise BenchError(

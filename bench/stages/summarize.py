@@ -21,8 +21,8 @@ looks significant would manufacture findings.
 The summary (`summarize`): per workload and variant, the median and spread of the rate, the speed-up and
 memory against the reference with their intervals and answers, the share of the ceiling: numbers and answers
 only. The words (each row's verdict, the notes) are bench/outputs/verdicts.py's, from these numbers; summary.csv is the
-two together, and summary.md and report.html show them (bench/outputs/markdown.py, bench/outputs/report.py). One step time
-everywhere: ms per step at the row's measured rate (global batch / samples_per_s, `step_ms`), the same figure
+two together, and summary.md and report.html show them (bench/outputs/markdown.py, bench/outputs/report.py). One
+step time everywhere: ms per step at the row's measured rate (global batch / samples_per_s, `step_ms`), the same figure
 as the table's and time.png's; compute per step is that step less its data wait.
 """
 
