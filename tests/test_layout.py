@@ -95,6 +95,16 @@ def test_the_budget_becomes_seconds_in_one_place():
     assert sources.count("60 * (args.budget") == 0 and sources.count("60 * args.budget") == 0
 
 
+def test_a_runs_time_limit_is_chosen_in_one_place():
+    """--timeout, else the mode's default on this kind of machine: bench/stages/cost.py's timeout_s, for every mode."""
+    from bench.stages import cost
+
+    assert cost.timeout_s(None, 1) == 900 and cost.timeout_s(None, 0) == 600 and cost.timeout_s(77, 1, "check") == 77
+    assert cost.timeout_s(None, 0, "accuracy") == 6 * 3600 and cost.timeout_s(None, 2, "check") == 600
+    sources = {m: p.read_text() for m, p in MODULES.items() if m != "bench.stages.cost"}
+    assert [m for m, text in sources.items() if "args.timeout or" in text or "TIMEOUT_S" in text] == []
+
+
 def test_the_logs_layout_is_spelled_once():
     from bench import logs_of
 
