@@ -232,6 +232,13 @@ ceiling_high_pct        %     summary -       -          ... and ends here; an i
                                                            than its speed limit: flagged in the answer
 compile_cold_s          s     summary -       -          median compile_s of the runs that started with an empty compile
                                                            cache (a first start); compile_s is then the median of all
+compile_warm_s          s     summary -       -          median compile_s of the runs that started with the compile
+                                                           cache their first run filled (its repeats)
+payback_answer          -     summary -       -          a compiled row's compile against its faster steps: pays back
+                                                           (speed-up interval above 1), never (below 1), not settled
+payback_cold_steps      -     summary -       -          steps after which a cold compile's cost (its first step less
+                                                           the baseline's) is repaid by the steps saved at its speed-up
+payback_warm_steps      -     summary -       -          ... and a warm compile's (empty where no repeat ran warm)
 memory_source           -     summary -       -          the memory column the verdict reads: nvml_peak_mib,
                                                            peak_mem_reserved_mib or peak_host_mem_mib: the first there
 memory_mib              MiB   summary -       -          median of memory_source over the ok runs

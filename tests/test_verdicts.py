@@ -4,7 +4,7 @@ uses, and the numbers of a verdict checked against its table."""
 import pandas as pd
 import pytest
 
-from bench.outputs import markdown
+from bench.outputs import answer, markdown
 from bench.outputs import verdicts as words
 from bench.stages import record, summarize
 
@@ -179,3 +179,64 @@ def test_dalis_memory_is_read_from_nvml_never_from_torchs_counters(nvml):
         assert "the GPU memory" not in said["dali"] and "its GPU memory is not compared" in said["dali"]
         base = summary.loc["baseline"]
         assert base["memory_source"] == "peak_mem_reserved_mib"  # the baseline's own figure stays
+
+
+# --------------------------------------------------------------------------------------- when compiling pays back
+def compiled_runs(rates, cold_s=60.0, warm_s=4.0, compiled_steps=10):
+    """A compiled row's runs at those rates: the first from an empty compile cache, the rest from a warm one."""
+    return [(rate, {"compile_s": cold_s if i == 0 else warm_s, "compile_cache_warm": i > 0,
+                    "compile_mode": "default", "compiled_steps_timed": compiled_steps})
+            for i, rate in enumerate(rates)]  # fmt: skip
+
+
+def test_compiling_pays_back_after_the_steps_its_faster_steps_take_to_repay_it():
+    """The baseline: 64 samples a step at about 100/s (0.64 s a step), its first step 1 s; compile: twice as fast,
+    every round, so a step saves 0.32 s: a 60 s cold compile (59 s more than the eager first step) is repaid after
+    185 steps, a 4 s warm one after 10."""
+    base = [(rate, {"first_step_s": 1.0}) for rate, _ in STEADY]
+    said, summary = verdicts({"baseline": base, "compile": compiled_runs([200.0, 204.0, 196.0])})
+    row = summary.loc["compile"]
+    assert (row.compile_cold_s, row.compile_warm_s) == (60.0, 4.0) and row.payback_answer == "pays back"
+    saved_s = 0.64 * (1 - 1 / row.speedup)
+    assert row.payback_cold_steps == -(-59 // saved_s) and row.payback_warm_steps == -(-3 // saved_s)
+    assert (row.payback_cold_steps, row.payback_warm_steps) == (185, 10)
+    assert "compiling pays back after 185 steps from a cold cache, 10 from a warm one" in said["compile"]
+    assert markdown.payback_cell(row) == "185 / 10"
+    (pays,) = [words for label, words in answer.items(summary.reset_index()) if label == "Pays"]
+    assert "its compile paid back after 185 steps from a cold cache, 10 from a warm one" in pays
+
+
+def test_a_compile_that_is_slower_never_pays_back_and_one_inside_the_noise_is_not_settled():
+    base = [(rate, {"first_step_s": 1.0}) for rate, _ in STEADY]
+    said, summary = verdicts({"baseline": base, "compile": compiled_runs([50.0, 51.0, 49.0])})
+    assert summary.loc["compile", "payback_answer"] == "never" and pd.isna(summary.loc["compile", "payback_cold_steps"])
+    assert "compiling never pays back here: it is slower than the baseline" in said["compile"]
+    assert markdown.payback_cell(summary.loc["compile"]) == "never"
+    said, summary = verdicts({"baseline": base, "compile": compiled_runs([150.0, 70.0, 140.0])})
+    row = summary.loc["compile"]
+    assert row.speedup_low < 1 < row.speedup_high and row.payback_answer == "not settled"
+    assert f"would pay back after {row.payback_cold_steps:,.0f} steps from a cold cache" in said["compile"]
+    assert "but its speed-up's interval holds 1" in said["compile"]
+    assert markdown.payback_cell(row).endswith("(not settled)")
+
+
+def test_one_round_gives_no_settled_payback_and_an_eager_window_none_at_all():
+    base = [(100.0, {"first_step_s": 1.0})]
+    said, summary = verdicts({"baseline": base, "compile": compiled_runs([200.0])})
+    row = summary.loc["compile"]
+    assert row.payback_answer == "not settled" and row.payback_cold_steps == 185 and pd.isna(row.payback_warm_steps)
+    assert (
+        "it would pay back after 185 steps from a cold cache, but its speed-up has no interval yet" in said["compile"]
+    )
+    said, summary = verdicts({"baseline": base, "compile": compiled_runs([200.0], compiled_steps=0)})
+    assert pd.isna(summary.loc["compile", "payback_answer"]) and "pays back" not in said["compile"]
+
+
+def test_the_payback_arithmetic_alone():
+    base = dict(rate_median=100.0, global_batch_size=100, first_step_s=2.0)  # 1 s a step, 2 s the first
+    row = dict(speedup=2.0, speedup_low=1.5, speedup_high=2.5, compile_cold_s=52.0, compile_warm_s=2.5)
+    assert summarize.payback(row, base) == ("pays back", 100, 1)  # 0.5 s saved a step
+    assert summarize.payback(dict(row, compile_warm_s=1.0), base) == ("pays back", 100, 0)  # cheaper than eager's
+    assert summarize.payback(dict(row, speedup_high=0.9, speedup=0.8, speedup_low=0.7), base) == ("never", None, None)
+    no_first = dict(base, first_step_s=None)
+    assert summarize.payback(dict(row, compile_warm_s=None), no_first) == ("pays back", 104, None)

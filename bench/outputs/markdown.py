@@ -64,6 +64,18 @@ def memory_cell(row):
     return fmt(row.get("memory_vs_baseline"), "{:.2f}x")
 
 
+def payback_cell(row):
+    """'1,900 / 60' steps, 'never', 'not settled' (with the estimate's steps where above 1), or '' (not compiled)."""
+    answer = row.get("payback_answer")
+    if not isinstance(answer, str):
+        return ""
+    cold, warm = (fmt(num(row, f"payback_{which}_steps"), "{:,.0f}") or "-" for which in ("cold", "warm"))
+    steps = "" if cold == warm == "-" else f"{cold} / {warm}"
+    if answer == "pays back":
+        return steps
+    return answer if answer == "never" or not steps else f"{steps} (not settled)"
+
+
 def compile_cell(row):
     """The first step's time, which compiles: on an empty cache, and the median over the repeats."""
     if pd.isna(row.get("compile_s")):
@@ -145,7 +157,7 @@ def train_columns(train):
     if "cpu_loader_cores" in train and train["cpu_loader_cores"].notna().any() and (train["device"] == "cpu").all():
         columns += [("cores: model / loader", cores_cell)]
     if "compile_s" in train and train["compile_s"].notna().any():
-        columns += [("compile s, cold / median", compile_cell)]
+        columns += [("compile s, cold / median", compile_cell), ("pays back after, steps cold / warm", payback_cell)]
     if "achieved_tflop_per_s" in train and train["achieved_tflop_per_s"].notna().any():
         columns += [("GFLOP per step", lambda r: fmt(num(r, "flop_per_step") / 1e9, "{:,.1f}"))]
         columns += [("TFLOP/s", lambda r: fmt(r.get("achieved_tflop_per_s"), "{:.3g}"))]

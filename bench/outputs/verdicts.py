@@ -7,6 +7,8 @@ these words, and the cells' rules (fmt, present) are here once for all of them.
     summary(runs)   the summary with its verdicts: what summary.csv holds
 """
 
+import math
+
 import pandas as pd
 
 from bench.stages.summarize import (
@@ -255,6 +257,8 @@ def reasons(row, base):
     if pd.notna(num(row, "compile_s")):
         cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(num(row, "compile_cold_s")) else ""
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
+    if payback_words(row):
+        said.append(payback_words(row))
     if num(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
         graphs, breaks = int(num(row, "compile_graphs")), int(num(row, "compile_graph_breaks"))
         said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
@@ -265,6 +269,31 @@ def reasons(row, base):
                 " same steps, says to check that it learns alike"
             )
     return said
+
+
+def payback_steps(row):
+    """'1,900 steps from a cold cache, 60 from a warm one' ('' where neither is known)."""
+    cold, warm = num(row, "payback_cold_steps"), num(row, "payback_warm_steps")
+    if math.isnan(cold):
+        return "" if math.isnan(warm) else f"{warm:,.0f} step{'' if warm == 1 else 's'} from a warm cache"
+    said = f"{cold:,.0f} step{'' if cold == 1 else 's'} from a cold cache"
+    return said if math.isnan(warm) else f"{said}, {warm:,.0f} from a warm one"
+
+
+def payback_words(row):
+    """When compiling pays for itself: 'compiling pays back after 1,900 steps from a cold cache and 60 from a warm
+    one', never, or not settled (with the steps of the estimate where it is above 1)."""
+    answer, steps = row.get("payback_answer"), payback_steps(row)
+    if answer == "pays back" and steps:
+        return f"compiling pays back after {steps}"
+    if answer == "never":
+        return "compiling never pays back here: it is slower than the baseline"
+    if answer == "not settled":
+        why = "its speed-up has no interval yet (one round)" if math.isnan(num(row, "speedup_low")) else (
+            "its speed-up's interval holds 1")  # fmt: skip
+        would = f"at its estimated speed-up it would pay back after {steps}, but " if steps else ""
+        return f"whether compiling pays back is not settled: {would}{why}"
+    return ""
 
 
 def cores_words(row, base):

@@ -192,7 +192,51 @@ def summarize(runs):
     summary = per_variant(runs)
     against_references(summary, runs)
     against_ceilings(summary, runs)
+    paybacks(summary)
     return summary  # every column: bench/outputs/verdicts.py adds the words and puts them in summary.csv's order
+
+
+PAYBACKS = ("pays back", "never", "not settled")  # what payback() says of a compiled row
+
+
+def payback(row, base):
+    """(answer, steps from a cold cache, steps from a warm one) for a compiled row against its baseline: the steps of
+    training after which the row's first step, which compiles, costs no more than its faster steps saved. The compile
+    costs its first step less the baseline's first step (eager code, the same work: its own one-off costs, cuDNN's
+    autotuning say, are the baseline's too); a step saves the baseline's step time less the row's, at the paired
+    speed-up. "pays back" where the speed-up's interval lies above 1, "never" where it lies below; "not settled"
+    where it holds 1 or there is none (one round): the steps are then those of the estimate, where it is above 1."""
+    speedup, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
+    answer = "pays back" if low > 1 else "never" if high < 1 else "not settled"
+    base_step_s = step_ms(base) / 1e3
+    if not speedup > 1 or not base_step_s > 0 or answer == "never":
+        return answer, None, None
+    saved_s = base_step_s * (1 - 1 / speedup)
+    eager_first_s = num(base, "first_step_s")
+    eager_first_s = 0.0 if math.isnan(eager_first_s) else eager_first_s
+
+    def steps(compile_s):
+        return None if math.isnan(compile_s) else max(0, math.ceil((compile_s - eager_first_s) / saved_s))
+
+    return answer, steps(num(row, "compile_cold_s")), steps(num(row, "compile_warm_s"))
+
+
+def paybacks(summary):
+    """payback() for every training row that compiled code in its timed window, against its workload's baseline."""
+    for column in "payback_answer", "payback_cold_steps", "payback_warm_steps":
+        summary[column] = None
+    if "compile_s" not in summary:
+        return
+    for workload in summary["workload"].unique():
+        base = summary[(summary["workload"] == workload) & (summary["kind"] == "train")]
+        base = base[base["variant"] == "baseline"]
+        mine = (summary["workload"] == workload) & (summary["kind"] == "train") & summary["compile_s"].notna()
+        if base.empty or "speedup" not in summary:
+            continue
+        for i, row in summary[mine].iterrows():
+            if num(row, "compiled_steps_timed") == 0:  # the window timed eager code: nothing compiled to repay
+                continue
+            summary.loc[i, ["payback_answer", "payback_cold_steps", "payback_warm_steps"]] = payback(row, base.iloc[0])
 
 
 def in_order(summary):
@@ -225,8 +269,9 @@ def per_variant(runs):
             row.update(memory_source=source, memory_mib=ok[source].median())
             row.update(memory_min_mib=ok[source].min(), memory_max_mib=ok[source].max())
         if "compile_cache_warm" in ok and ok["compile_s"].notna().any():
-            cold = ok[ok["compile_cache_warm"].astype(str).str.lower().eq("false")]
-            row["compile_cold_s"] = cold["compile_s"].median()
+            warm = ok["compile_cache_warm"].astype(str).str.lower()
+            row["compile_cold_s"] = ok.loc[warm.eq("false"), "compile_s"].median()
+            row["compile_warm_s"] = ok.loc[warm.eq("true"), "compile_s"].median()
         rows.append(row)
     return pd.DataFrame(rows)
 
