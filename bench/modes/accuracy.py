@@ -78,8 +78,7 @@ def runs_of(args, info, gpu_count, logs, generate=True):
     for variant in variants:
         run = plan.training_run(variant, 1, path, described, work, gpu_count, nproc, args.workers,
                                 info["cpu_cores"], "hard", cache=logs)  # fmt: skip
-        run.cmd += ["--epochs", str(epochs), "--target-accuracy", str(args.to_accuracy)]
-        runs.append(run)
+        runs.append(run.with_flags(flags={"--epochs": epochs, "--target-accuracy": args.to_accuracy}))
     return runs, epochs
 
 

@@ -16,7 +16,6 @@ Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log 
 --budget bounds the whole mode: a variant not searched when it is spent says so.
 """
 
-import dataclasses
 import math
 import textwrap
 import time
@@ -99,10 +98,9 @@ def too_big_for_the_data(row):
 
 
 def probe_run(run, batch, steps, name, warmup=1):
-    """run at another global batch (and steps): its flags come last, so they win."""
-    cmd = [*run.cmd, "--batch-size", str(batch)]
-    cmd += ["--steps", str(steps), "--warmup-steps", str(warmup)] if steps else []
-    return dataclasses.replace(run, name=name, cmd=cmd, batch_size=batch)
+    """run at another global batch (and steps): its flags replaced."""
+    flags = {"--batch-size": batch, **({"--steps": steps, "--warmup-steps": warmup} if steps else {})}
+    return run.with_flags(name=name, batch_size=batch, flags=flags)
 
 
 def sized_run(run, batch, work):

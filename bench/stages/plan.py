@@ -144,18 +144,35 @@ class Fit:
 
 @dataclass
 class Run:
+    """One run of a bench: its command is built last (cmd), from the script and the work's flags, so that a mode
+    that changes a flag (--max-batch's batch, --to-accuracy's epochs) replaces it rather than appending another."""
+
     name: str  # unique within the bench, e.g. "amp-2" (with several workloads "imagenet-amp-2")
     variant: str  # a key of TRAIN or LOADERS, or a combination (all:no-compile, ...)
     kind: str  # "train" or "loader"
     repeat: int
     processes: int
-    cmd: list = field(default_factory=list)
+    script: list = field(default_factory=list)  # python, the launcher, the script and the technique's own flags
     workload: str = "custom"
     env: dict = field(default_factory=dict)  # set for the run, e.g. TORCHINDUCTOR_CACHE_DIR
     estimate_s: float = 0.0  # the planned estimate of its wall time (see COST_S)
     nodes: int = 0  # --launcher slurm: the nodes its torchrun agents run on (bench/stages/slurm.py); 0: this machine
     batch_size: int = 0  # the global batch its command trains or loads (0: a run planned without one, a probe)
     model: str = ""  # the model its command trains ("": a loader's run)
+    flags: dict = field(default_factory=dict)  # the work's flags in order, --flag: value (None: a flag alone)
+
+    @property
+    def cmd(self):
+        """The command line: the script, then the flags."""
+        return [
+            *self.script,
+            *(part for flag, value in self.flags.items() for part in (flag, value) if part is not None),
+        ]
+
+    def with_flags(self, **changes):
+        """A copy of the run with some fields changed and flags set (flags: {"--batch-size": 512, ...})."""
+        flags = {flag: None if value is None else str(value) for flag, value in changes.pop("flags", {}).items()}
+        return dataclasses.replace(self, **changes, flags={**self.flags, **flags})
 
 
 def asked_variants(args, gpu_count):
@@ -340,17 +357,15 @@ def training_run(
     device = "cuda" if gpu_count else "cpu"
     processes = nproc if distributed(variant) else 1
     workers = workers if workers is not None else default_workers(cores, processes, bool(gpu_count))
-    parts = (part.format(nproc=nproc, synthetic=synthetic_spec(info)) for part in command(variant))
-    cmd = [sys.executable, *parts]
-    if "--data" not in cmd:
-        cmd += ["--data", path]
-    cmd += ["--model", chosen.model, "--batch-size", chosen.batch_size]
-    cmd += ["--optimizer", chosen.optimizer] if chosen.optimizer else []
-    cmd += ["--steps", chosen.steps] if chosen.steps is not None else []  # None: the script's --epochs
-    cmd += ["--warmup-steps", chosen.warmup_steps, "--workers", workers, "--eval-samples", chosen.eval_samples]
-    cmd += ["--device", device, "--seed", chosen.seed, "--no-progress", "--no-data-check"]  # checked once
-    run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, list(map(str, cmd)), workload)
-    run.batch_size, run.model = int(chosen.batch_size), str(chosen.model)
+    script = [sys.executable, *(part.format(nproc=nproc, synthetic=synthetic_spec(info)) for part in command(variant))]
+    flags = {} if "--data" in script else {"--data": path}
+    flags.update({"--model": chosen.model, "--batch-size": chosen.batch_size, "--optimizer": chosen.optimizer})
+    flags.update({"--steps": chosen.steps})  # None: the script's --epochs
+    flags.update({"--warmup-steps": chosen.warmup_steps, "--workers": workers, "--eval-samples": chosen.eval_samples})
+    flags.update({"--device": device, "--seed": chosen.seed, "--no-progress": None, "--no-data-check": None})
+    flags = {flag: value for flag, value in flags.items() if value is not None or flag.startswith("--no-")}
+    run = Run(f"{prefix}{variant}-{repeat}", variant, "train", repeat, processes, script, workload)
+    run = run.with_flags(flags=flags, batch_size=int(chosen.batch_size), model=str(chosen.model))  # data: checked once
     run.env["OMP_NUM_THREADS"] = str(threads(cores, processes))
     if compiled(variant) and cache is not None:
         run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
@@ -362,11 +377,11 @@ def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workloa
     steps = chosen.loader_steps
     if steps is None:  # as many batches as the training runs time
         steps = "auto" if chosen.steps == "auto" else chosen.steps - chosen.warmup_steps
-    cmd = [sys.executable, LOADERS[variant], "--bench", "--data", path, "--batch-size", chosen.batch_size]
-    cmd += ["--steps", steps, "--warmup-steps", 5, "--workers", workers, "--device", "cuda" if gpu_count else "cpu"]
-    cmd += ["--no-data-check"]  # describe() checked every file, once for the bench
-    run = Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, list(map(str, cmd)), workload)
-    run.batch_size = int(chosen.batch_size)
+    flags = {"--bench": None, "--data": path, "--batch-size": chosen.batch_size, "--steps": steps, "--warmup-steps": 5}
+    flags.update({"--workers": workers, "--device": "cuda" if gpu_count else "cpu"})
+    flags["--no-data-check"] = None  # describe() checked every file, once for the bench
+    run = Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, [sys.executable, LOADERS[variant]], workload)
+    run = run.with_flags(flags=flags, batch_size=int(chosen.batch_size))
     run.env["OMP_NUM_THREADS"] = str(threads(cores, 1))
     return run
 
@@ -503,7 +518,10 @@ def save(path, bench_id, machine_class, runs, works, mode="bench", options=None)
 
 
 def saved_run(fields):
-    """A Run from a saved plan; one saved before runs kept their batch and model gets them from its command."""
+    """A Run from a saved plan; one saved before runs kept their flags (its whole command a script) or their batch and
+    model gets them from its command."""
+    if "cmd" in fields:
+        fields = {("script" if name == "cmd" else name): value for name, value in fields.items()}
     run = Run(**fields)
     if "batch_size" not in fields and "--batch-size" in run.cmd:
         run.batch_size = int(run.cmd[run.cmd.index("--batch-size") + 1])
