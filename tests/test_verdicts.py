@@ -240,3 +240,22 @@ def test_the_payback_arithmetic_alone():
     assert summarize.payback(dict(row, speedup_high=0.9, speedup=0.8, speedup_low=0.7), base) == ("never", None, None)
     no_first = dict(base, first_step_s=None)
     assert summarize.payback(dict(row, compile_warm_s=None), no_first) == ("pays back", 104, None)
+
+
+def test_the_tradeoff_plot_places_a_row_of_one_round_as_a_hollow_point_and_says_when_it_has_none(monkeypatch):
+    """One round gives no interval: the row is still placed (its legend says so), never an empty frame; with no row to
+    place, the figure says why."""
+    from bench.outputs import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
+    one_round = {"baseline": [(100.0, {})], "amp": [(150.0, {"peak_host_mem_mib": 800})]}
+    summary = words.summary(runs_of(one_round))
+    plots.plot_tradeoff(summary, "unused.png", {"small": "one round"})
+    (ax,) = drawn[-1].axes[:1]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "amp: 1.50x speed, 0.80x memory (one round: no interval)" in legend
+    assert "hollow: one round, no interval" in ax.get_title()
+    plots.plot_tradeoff(summary.iloc[:0], "unused.png", {"small": "nothing"})
+    texts = [t.get_text() for t in drawn[-1].axes[0].texts]
+    assert texts == ["no row has both a speed-up and a memory ratio to place"]

@@ -114,9 +114,12 @@ def plot_memory(summary, path, headings, largest=None):
 
 
 def plot_tradeoff(summary, path, headings):
-    """Speed-up against memory, one point per variant with its 95% intervals over the paired rounds: up and left is
-    better."""
+    """Speed-up against memory, one point per variant with its 95% intervals over the paired rounds (a row of one
+    round: a hollow point, no bars): up and left is better."""
     fig, parts = panels(summary, headings, compared, lambda rows: 4.8, width=10.5)
+    if not parts:
+        fig.axes[0].set_axis_off()
+        fig.axes[0].text(0.5, 0.5, "no row has both a speed-up and a memory ratio to place", ha="center", va="center")
     for ax, rows, heading in parts:
         ax.axhline(1, color="grey", lw=0.8, ls=":")
         ax.axvline(1, color="grey", lw=0.8, ls=":")
@@ -124,14 +127,20 @@ def plot_tradeoff(summary, path, headings):
             x, y = row.memory_vs_baseline, row.speedup
             xerr = [[x - row.memory_vs_baseline_low], [row.memory_vs_baseline_high - x]]
             yerr = [[y - row.speedup_low], [row.speedup_high - y]]
-            name = f"{label(row)}: {y:.2f}x speed, {x:.2f}x memory"
-            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=marker, color=color, ms=7, capsize=3, lw=1, label=name)
+            once = pd.isna(row.speedup_low) or pd.isna(row.memory_vs_baseline_low)  # one round: a point, no bars
+            name = f"{label(row)}: {y:.2f}x speed, {x:.2f}x memory" + (" (one round: no interval)" if once else "")
+            bars = dict(xerr=None, yerr=None) if once else dict(xerr=xerr, yerr=yerr)
+            ax.errorbar(x, y, **bars, fmt=marker, mfc="none" if once else color, color=color, ms=7, capsize=3, lw=1,
+                        label=name)  # fmt: skip
         ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         memory = {"nvml_peak_mib": "GPU memory (NVML)", "peak_mem_reserved_mib": "GPU memory (torch reserved)"}
         what = memory.get(rows["memory_source"].iloc[0], "host memory (PSS)")
         ax.set_xlabel(f"peak {what} vs baseline, x (left: less memory)")
         ax.set_ylabel("speed-up vs baseline, x (up: faster)")
-        ax.set_title(textwrap.fill(heading + "; bars: 95% intervals over the paired rounds", 85), fontsize=9)
+        bars = "bars: 95% intervals over the paired rounds"
+        if rows["speedup_low"].isna().any() or rows["memory_vs_baseline_low"].isna().any():
+            bars += "; hollow: one round, no interval"
+        ax.set_title(textwrap.fill(f"{heading}; {bars}", 85), fontsize=9)
         ax.grid(alpha=0.25)
     save(fig, path)
 
@@ -146,7 +155,7 @@ def compared(frame):
     rows = rows[rows["dataset"] != "synthetic"]
     if "memory_vs_baseline" not in rows:
         return rows.iloc[:0]
-    return rows.dropna(subset=["speedup", "memory_vs_baseline", "speedup_low", "memory_vs_baseline_low"])
+    return rows.dropna(subset=["speedup", "memory_vs_baseline"])
 
 
 def plot_time(summary, path, headings):
