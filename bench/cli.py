@@ -34,7 +34,7 @@ from pathlib import Path
 import filelock
 
 from bench import BenchError, catalogue, check_folder, data, logs_of
-from bench.modes import accuracy, maxbatch, scaling, speed
+from bench.modes import accuracy, maxbatch, parity, scaling, speed
 from bench.modes import check as check_mode  # the --check mode (cli.check is its entry)
 from bench.observe.machine import machine_class, machine_info
 from bench.stages import baseline, calibrate, cost, execute, plan, record, slurm
@@ -59,6 +59,9 @@ OUTPUTS = [
     "accuracy.csv",
     "accuracy.md",
     "accuracy_curves.png",
+    "parity.csv",
+    "parity.md",
+    "parity_curves.png",
     "scaling.csv",
     "scaling.md",
     "scaling.png",
@@ -130,7 +133,7 @@ def parse_args(argv=None):
         action="store_true",
         help="the README's result blocks, and every saved baseline's report, from their runs",
     )
-    for mode in maxbatch, accuracy, scaling, slurm:
+    for mode in maxbatch, accuracy, parity, scaling, slurm:
         mode.add_flags(p)
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
@@ -139,7 +142,7 @@ def parse_args(argv=None):
     rows_asked(args)
     check_work(args)
     args.mode = mode_of(args)
-    for mode in accuracy, scaling, slurm, check_mode, maxbatch:
+    for mode in accuracy, parity, scaling, slurm, check_mode, maxbatch:
         mode.check_flags(args)
     check_run(args)
     args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
@@ -270,7 +273,7 @@ def mode_of(args):
     """The one mode the flags ask for ("run": the bench); two are refused."""
     modes = [("resume", args.resume), ("summarize", args.summarize), ("check", args.check), ("readme", args.readme)]
     modes += [("max_batch", args.max_batch), ("to_accuracy", args.to_accuracy is not None)]
-    modes += [("scaling", args.scaling is not None)]
+    modes += [("parity", args.parity), ("scaling", args.scaling is not None)]
     modes = [name for name, on in modes if on]
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
@@ -368,7 +371,7 @@ def new_id():
 
 def resume(args):
     """Finish the last bench of any mode (or the one named): its planned runs with no finished record."""
-    modes = (speed.Bench, check_mode.Check, maxbatch.MaxBatch, accuracy.ToAccuracy, scaling.Scaling)
+    modes = (speed.Bench, check_mode.Check, maxbatch.MaxBatch, accuracy.ToAccuracy, parity.Parity, scaling.Scaling)
     resumable = {m.name: m for m in modes}
     execute.resume(args, machine(), resumable)
 
@@ -431,6 +434,21 @@ def to_accuracy(args):
     accuracy.main(args, info, bench_id)
 
 
+def learns_the_same(args):
+    """Does each technique learn the same as the baseline's seeds? (bench/modes/parity.py)"""
+    info = machine()
+    if args.gpus is not None:
+        info = {**info, "gpu_count": args.gpus}
+    bench_id = new_id()
+    if args.dry_run:
+        runs = parity.runs_of(args, info, info["gpu_count"], logs_of(args.out, bench_id), generate=False)
+        parity.say(runs, bool(info["gpu_count"]), info, cost.budget_s(args.budget, info["gpu_count"]))
+        for r in runs:
+            print(f"  {r.name}: {shlex.join(r.cmd)}")
+        return
+    parity.main(args, info, bench_id)
+
+
 def scale(args):
     """DDP's rows at each process count: speed-up and efficiency (bench/modes/scaling.py)."""
     info = machine()
@@ -461,7 +479,7 @@ def scale(args):
 
 
 MODES = dict(run=run, resume=resume, summarize=summarize_again, save_baseline=save_baseline, check=check, readme=readme)
-MODES.update(max_batch=max_batch, to_accuracy=to_accuracy, scaling=scale)
+MODES.update(max_batch=max_batch, to_accuracy=to_accuracy, parity=learns_the_same, scaling=scale)
 
 
 LOCKED = {
@@ -472,6 +490,7 @@ LOCKED = {
     "check",
     "max_batch",
     "to_accuracy",
+    "parity",
     "scaling",
 }  # the modes that read or write --out
 

@@ -239,6 +239,9 @@ payback_answer          -     summary -       -          a compiled row's compil
 payback_cold_steps      -     summary -       -          steps after which a cold compile's cost (its first step less
                                                            the baseline's) is repaid by the steps saved at its speed-up
 payback_warm_steps      -     summary -       -          ... and a warm compile's (empty where no repeat ran warm)
+parity_verdict          -     summary -       -          --parity in the same results folder (parity.csv): learns the
+                                                           same, learns worse, learns better, diverged or failed
+parity_from_step        -     summary -       -          ... the step from which it learns worse (or better)
 memory_source           -     summary -       -          the memory column the verdict reads: nvml_peak_mib,
                                                            peak_mem_reserved_mib or peak_host_mem_mib: the first there
 memory_mib              MiB   summary -       -          median of memory_source over the ok runs

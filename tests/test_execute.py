@@ -1,4 +1,5 @@
-"""The one executor (bench/stages/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --scaling)
+"""The one executor (bench/stages/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --parity,
+--scaling)
 stops at --chunk and --budget between whole groups, stops on Ctrl-C keeping what finished, and --resume finishes it,
 each planned run recorded once. In-process, through python -m bench's own main(), with the launch of a run and the
 executor's clock made up: each run "takes" 10 s, so the budget and the chunk are exact and the tests take seconds."""
@@ -22,6 +23,7 @@ MODES = {  # the flags of each mode, the runs it plans here, its table
                   "max_batch.csv"),
     "to_accuracy": (["--to-accuracy", "0.5", "--variants", "baseline,amp,checkpoint", "--max-epochs", "2"], 3,
                     "accuracy.csv"),
+    "parity": (["--parity", "--variants", "baseline,amp,checkpoint", "--seeds", "2", *STEPS], 4, "parity.csv"),
     "scaling": (["--scaling", "1,2", "--variants", "ddp", "--repeats", "2", *STEPS], 4, "scaling.csv"),
 }  # fmt: skip
 

@@ -7,11 +7,12 @@ each row's change against the saved baseline of this machine's class.
 """
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
-from bench import logs_of, schema, write_whole
+from bench import BenchError, logs_of, schema, write_whole
 from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, profiles, verdicts
 from bench.outputs import report as html_report
@@ -33,6 +34,19 @@ def title(summary, machine, workload=None):
     )
 
 
+def parity_of(out):
+    """The verdicts of a --parity run in the results folder (parity.csv), None without one or where it does not
+    read (said once, on stderr: the tables go on without them)."""
+    path = Path(out) / "parity.csv"
+    if not path.exists():
+        return None
+    try:
+        return record.load_csv(path, needed=("variant", "verdict", "from_step"))
+    except BenchError as e:
+        print(f"warning: {e}: the summary goes on without --parity's verdicts", file=sys.stderr)
+        return None
+
+
 def write_outputs(out, bench_id, machine):
     """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
     A run tried again (--resume) counts by its last row."""
@@ -40,7 +54,7 @@ def write_outputs(out, bench_id, machine):
     runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
     if runs.empty:
         return None
-    summary = verdicts.summary(runs)
+    summary = verdicts.summary(runs, parity_of(out))
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))

@@ -3,6 +3,8 @@
 Every row a bench compares with the baseline lands in one group, by its speed answer and its memory answer
 (bench/stages/summarize.py's intervals; nothing here reads a point estimate as a finding):
 
+- faster, but learns worse: faster, where a --parity run in the same results folder found it learns worse than the
+  baseline over its seeds (or diverged): listed first, as no speed-up worth having;
 - pays: faster; or no difference in speed for less memory;
 - trades: slower, for less memory (worth it where memory, not speed, is the limit: a larger batch or model);
 - costs: slower, or no difference in speed for more memory;
@@ -46,6 +48,8 @@ def group(row):
     if verdicts.ran_eager(row):
         return "eager"
     speed, memory = row.get("speed_answer"), row.get("memory_answer")
+    if speed == "faster" and row.get("parity_verdict") in ("learns worse", "diverged"):
+        return "faster-worse"  # --parity: no speed-up worth having
     if speed == "faster":
         return "pays"
     if speed == "slower":  # a device that only emulates what the technique needs offers no trade: it costs
@@ -194,7 +198,11 @@ def items(train):
     for _, row in rows.iterrows():
         groups.setdefault(group(row), []).append(row)
     pays = sorted(groups.get("pays", []), key=lambda r: -r.speedup)
-    said = [("Pays", "; ".join(item(r) for r in pays) if pays else "nothing measured pays here")]
+    said = []
+    if groups.get("faster-worse"):
+        worse = "; ".join(item(r, f": {verdicts.parity_words(r)}") for r in groups["faster-worse"])
+        said.append(("Faster, but learns worse", worse))
+    said.append(("Pays", "; ".join(item(r) for r in pays) if pays else "nothing measured pays here"))
     if groups.get("trades"):
         trades = "; ".join(item(r) for r in groups["trades"])
         said.append(("Trades speed for memory", f"{trades} (worth it only where memory, not speed, is the limit)"))

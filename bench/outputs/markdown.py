@@ -64,6 +64,15 @@ def memory_cell(row):
     return fmt(row.get("memory_vs_baseline"), "{:.2f}x")
 
 
+def parity_cell(row):
+    """'the same', 'worse from step 60', 'diverged' ('' for a row --parity did not run)."""
+    said = row.get("parity_verdict")
+    if not isinstance(said, str):
+        return ""
+    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
+    return said.removeprefix("learns ") + (step if said in ("learns worse", "learns better") else "")
+
+
 def payback_cell(row):
     """'1,900 / 60' steps, 'never', 'not settled' (with the estimate's steps where above 1), or '' (not compiled)."""
     answer = row.get("payback_answer")
@@ -167,6 +176,8 @@ def train_columns(train):
         columns += [("J per 1k samples", lambda r: fmt(num(r, "energy_per_1k_samples_j"), "{:,.1f}"))]
         columns += [("energy vs baseline", lambda r: fmt(num(r, "energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"))]
         columns += [("mean W", lambda r: fmt(num(r, "avg_power_w"), "{:,.0f}"))]
+    if "parity_verdict" in train and train["parity_verdict"].notna().any():
+        columns += [("learns (--parity)", parity_cell)]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
 
 

@@ -213,6 +213,26 @@ def first_rounds(curves, workload):
     return chosen
 
 
+def plot_parity(bands, records, path, title):
+    """parity_curves.png: the baseline seeds' band (shaded) and mean, and each technique's training loss over it."""
+    fig, ax = plt.subplots(figsize=(10.5, 4.8))
+    steps = sorted(bands)
+    if steps:
+        mean, low, high = zip(*(bands[s] for s in steps))
+        ax.fill_between(steps, low, high, color="grey", alpha=0.25, label="baseline: its seeds' 95% band")
+        ax.plot(steps, mean, color="black", lw=1.2, label="baseline: its seeds' mean")
+    for record, color in zip((r for r in records if r["variant"] != "baseline"), COLORS):
+        if record.get("loss_curve"):
+            at, losses = zip(*record["loss_curve"])
+            ax.plot(at, losses, color=color, lw=1.1, label=record["variant"])
+    ax.set(xlabel="step", ylabel="training loss (mean of 10 steps)")
+    ax.set_title(textwrap.fill(title, 110), fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    ax.grid(alpha=0.3)
+    save(fig, path)
+
+
 def plot_curves(curves, path, headings):
     """curves.png: per workload, the training loss against step and the validation accuracy against epoch."""
     workloads = [w for w in headings if first_rounds(curves, w)]

@@ -28,12 +28,14 @@ from bench.stages.summarize import (
     summarize,
     torch_blind,
     waited,
+    with_parity,
 )
 
 
-def summary(runs):
-    """The summary of the runs (bench/stages/summarize.py) with a verdict for every row."""
-    return with_verdicts(summarize(runs))
+def summary(runs, parity=None):
+    """The summary of the runs (bench/stages/summarize.py) with a verdict for every row; parity: the parity.csv of a
+    --parity run in the same results folder, whose verdicts the rows then carry."""
+    return with_verdicts(with_parity(summarize(runs), parity))
 
 
 def present(value):
@@ -259,6 +261,8 @@ def reasons(row, base):
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
     if payback_words(row):
         said.append(payback_words(row))
+    if parity_words(row):
+        said.append(parity_words(row))
     if num(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
         graphs, breaks = int(num(row, "compile_graphs")), int(num(row, "compile_graph_breaks"))
         said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
@@ -269,6 +273,19 @@ def reasons(row, base):
                 " same steps, says to check that it learns alike"
             )
     return said
+
+
+def parity_words(row):
+    """'in --parity it learns worse from step 60 than the baseline over its seeds (parity.md)' ('' without one)."""
+    said = row.get("parity_verdict")
+    if not isinstance(said, str):
+        return ""
+    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
+    if said == "learns the same":
+        return "in --parity it learns the same as the baseline over its seeds (parity.md)"
+    if said in ("learns worse", "learns better"):
+        return f"in --parity it {said}{step} than the baseline over its seeds (parity.md)"
+    return f"in --parity it {said} (parity.md)"
 
 
 def payback_steps(row):

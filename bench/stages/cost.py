@@ -63,6 +63,9 @@ CHECK_S = dict(cpu=dict(run=9, compile=35, process=5, emulated=25), gpu=dict(run
 START_S = dict(cpu=10, gpu=20)
 EPOCH_S = dict(cpu=9, gpu=5)
 PROBE_S = dict(cpu=15, gpu=25)  # --max-batch: a probe (CPU: measured here, 9-15 s), a compile apart
+# --parity: a run's start and evaluations, and a step of its model: on a CPU the tiny CNN (as --to-accuracy measured
+# it, about 0.16 s a step of 64); on a GPU assumed until a GPU runs it
+PARITY_S = dict(cpu=dict(start=12, step=0.16), gpu=dict(start=25, step=0.05))
 
 
 def slower(variant, workload, gpu, bf16_native=True):
@@ -131,6 +134,17 @@ def accuracy_s(runs, epochs, gpu, bf16_native=True):
         factor = 1.0 if gpu else slower(run.variant, run.workload, gpu, bf16_native)
         total += START_S[kind] + epochs * EPOCH_S[kind] * factor + compile_s(run.variant, 1, gpu)
     return total
+
+
+def parity_s(runs, gpu, bf16_native=True):
+    """--parity: each run's start and its steps at its row's factor (SLOWER, bf16 emulated), a compile cold."""
+    cost = PARITY_S["gpu" if gpu else "cpu"]
+    return sum(
+        cost["start"]
+        + int(run.flags.get("--steps", 0)) * cost["step"] * slower(run.variant, run.workload, gpu, bf16_native)
+        + compile_s(run.variant, 1, gpu)
+        for run in runs
+    )
 
 
 def maxbatch_s(runs, gpu, probes):

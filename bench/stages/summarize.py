@@ -239,6 +239,18 @@ def paybacks(summary):
             summary.loc[i, ["payback_answer", "payback_cold_steps", "payback_warm_steps"]] = payback(row, base.iloc[0])
 
 
+def with_parity(summary, parity):
+    """The training rows with the verdict of a --parity run (its parity.csv, read into a frame), by variant: the
+    technique is the same whatever the speed bench's model; parity None or empty changes nothing."""
+    if parity is None or parity.empty:
+        return summary
+    found = parity.set_index("variant")
+    train = summary["kind"] == "train"
+    summary.loc[train, "parity_verdict"] = summary.loc[train, "variant"].map(found["verdict"])
+    summary.loc[train, "parity_from_step"] = summary.loc[train, "variant"].map(found["from_step"])
+    return summary
+
+
 def in_order(summary):
     """The summary's columns in the schema's order (summary.csv's), the ratios last."""
     return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))

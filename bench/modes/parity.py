@@ -1,0 +1,259 @@
+"""python -m bench --parity: does each technique learn the same as the baseline? A technique that is faster but
+learns worse is no speed-up. The baseline trains with --seeds seeds (3 by default) and every technique once (seed
+--seed), on the same data, steps and global batch; each technique's training-loss curve and final validation accuracy
+are read against the band the baseline's seeds give: a 95% prediction interval for one more run of the baseline
+(mean +- t(seeds - 1) * sd * sqrt(1 + 1 / seeds), at each point of the curve, of the log of the loss), so the band
+is as wide as the seed-to-seed spread and no tolerance is chosen by hand.
+
+A technique
+- learns the same: its curve ends inside the band and its final accuracy too;
+- learns worse (better) from step N: its last MIN_POINTS points of the curve or more lie above (below) the band, from
+  step N on; or its final accuracy lies below (above) its band; by how much is its loss against the baseline's mean
+  at the last point;
+- diverged: its loss became NaN or inf (diverged_step).
+
+The data is the generated hard workload (data/hard: classes that overlap, so the loss falls over many steps) unless
+--data names a folder; the model a tiny CNN on a CPU (examples/smallnet.py:tiny), resnet18 on a GPU. Writes
+parity.csv, parity.md and parity_curves.png to --out; each run's log and metrics are under logs/<bench>/parity/.
+"""
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bench import BenchError, data, logs_of, write_whole
+from bench.observe import machine
+from bench.outputs import plots
+from bench.outputs.verdicts import fmt
+from bench.stages import cost, execute, plan
+
+DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
+    cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, steps=150, warmup_steps=5),
+    gpu=dict(model="resnet18", batch_size=256, steps=600, warmup_steps=20),
+)
+SEEDS = 5  # the baseline's seeds, by default: a band of 3.0 standard deviations (2 seeds: 15.6, 3: 5.0)
+MIN_POINTS = 3  # a curve outside the band at its last points, this many or more, learns worse (or better)
+CONFIDENCE = 0.95
+VERDICTS = ("learns the same", "learns worse", "learns better", "diverged", "failed")
+COLUMNS = ["variant", "verdict", "from_step", "final_loss", "band_loss_low", "band_loss_high", "loss_vs_baseline",
+           "final_val_acc", "band_acc_low", "band_acc_high", "diverged_step", "seed", "error"]  # fmt: skip
+
+
+def add_flags(p):
+    p.add_argument(
+        "--parity",
+        action="store_true",
+        help="does each technique learn the same? the baseline over --seeds seeds, each technique once, same steps",
+    )
+    p.add_argument("--seeds", type=int, help=f"with --parity: the baseline's seeds, its band (default {SEEDS})")
+
+
+def check_flags(args):
+    if args.seeds is not None and args.mode != "parity":
+        raise BenchError("--seeds goes with --parity")
+    if args.seeds is not None and not 2 <= args.seeds <= 20:
+        raise BenchError(f"--seeds {args.seeds}: 2 to 20 (a band needs the spread of two seeds at least)")
+    if args.mode == "parity" and args.steps == "auto":
+        raise BenchError("--parity trains a fixed number of steps: give --steps N")
+
+
+def runs_of(args, info, gpu_count, logs, generate=True):
+    """The baseline at each seed, then every technique at --seed: the same model, data, batch and steps."""
+    chosen = dict(DEFAULTS["gpu" if gpu_count else "cpu"])
+    chosen.update({k: getattr(args, k) for k in ("model", "batch_size", "steps", "warmup_steps") if getattr(args, k)})
+    if chosen["warmup_steps"] >= chosen["steps"]:
+        raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps")
+    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
+    if generate and not args.data:
+        data.ensure("hard", args.seed, data.HARD)
+    described = plan.describe(path, "custom" if args.data else "hard")
+    nproc = args.nproc or gpu_count or 2
+    variants = [v for v in plan.ordered(plan.asked_variants(args, gpu_count), gpu_count) if "synthetic" not in v]
+    if "baseline" not in variants or len(variants) < 2:
+        raise BenchError("--parity compares techniques with the baseline: --variants needs baseline and one more")
+    runs = []
+    for seed in range(args.seeds or SEEDS):
+        work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
+                         seed=args.seed + seed)  # fmt: skip
+        run = plan.training_run("baseline", seed + 1, path, described, work, gpu_count, nproc, args.workers,
+                                info["cpu_cores"], "hard", prefix="seed-")  # fmt: skip
+        runs.append(run.with_flags(name=f"baseline-seed{args.seed + seed}"))
+    work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
+                     seed=args.seed)  # fmt: skip
+    for variant in variants:
+        if variant != "baseline":
+            runs.append(plan.training_run(variant, 1, path, described, work, gpu_count, nproc, args.workers,
+                                          info["cpu_cores"], "hard", cache=logs))  # fmt: skip
+    return runs
+
+
+def band(values):
+    """(mean, low, high): a 95% prediction interval for one more value from the seeds' values (NaN with fewer than
+    two)."""
+    values = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if len(values) < 2:
+        return math.nan, math.nan, math.nan
+    mean, sd, n = values.mean(), values.std(ddof=1), len(values)
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1 + 1 / n)
+    return mean, mean - half, mean + half
+
+
+def loss_band(curves):
+    """{step: (mean, low, high)} at each step every seed's loss curve has: the band of the log of the loss (a loss
+    is positive and its spread scales with it), taken back (the mean is then the geometric mean)."""
+    points = [dict((int(step), loss) for step, loss in curve) for curve in curves]
+    common = sorted(set.intersection(*(set(p) for p in points))) if points else []
+    logs = {step: band([math.log(p[step]) if p[step] > 0 else math.nan for p in points]) for step in common}
+    return {step: tuple(math.exp(v) for v in values) for step, values in logs.items()}
+
+
+def outside_from(curve, bands, side):
+    """The step from which the curve lies outside the band on side (+1 above, -1 below) to its end, if it does for
+    MIN_POINTS points or more; else None."""
+    inside = [(step, loss) for step, loss in curve if int(step) in bands]
+    run = []
+    for step, loss in inside:
+        _, low, high = bands[int(step)]
+        run = run + [int(step)] if (loss > high if side > 0 else loss < low) else []
+    return run[0] if len(run) >= MIN_POINTS else None
+
+
+def verdict(result, seeds):
+    """The row of parity.csv for one technique's result against the baseline seeds' results (each: loss_curve,
+    val_acc, diverged_step, status)."""
+    row = dict(variant=result["variant"], seed=result.get("seed"), error=result.get("error"))
+    if result.get("status") != "ok":
+        return dict(row, verdict="failed")
+    if result.get("diverged_step") is not None and not pd.isna(result.get("diverged_step")):
+        return dict(row, verdict="diverged", diverged_step=result["diverged_step"])
+    bands = loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"])
+    curve = [(int(step), loss) for step, loss in result["loss_curve"] if int(step) in bands]
+    acc_mean, acc_low, acc_high = band([s.get("val_acc") for s in seeds if s.get("status") == "ok"])
+    row.update(final_val_acc=result.get("val_acc"), band_acc_low=acc_low, band_acc_high=acc_high)
+    if curve:
+        step, loss = curve[-1]
+        mean, low, high = bands[step]
+        row.update(final_loss=loss, band_loss_low=low, band_loss_high=high, loss_vs_baseline=loss / mean)
+    worse, better = outside_from(curve, bands, +1), outside_from(curve, bands, -1)
+    acc = result.get("val_acc")
+    acc_worse = acc is not None and acc < acc_low
+    acc_better = acc is not None and acc > acc_high
+    if worse is not None or acc_worse:
+        return dict(row, verdict="learns worse", from_step=worse)
+    if better is not None or acc_better:
+        return dict(row, verdict="learns better", from_step=better)
+    return dict(row, verdict="learns the same")
+
+
+def words(row):
+    """'amp: learns worse from step 60: its loss 1.31x the baseline's mean at step 150 (band 0.62 to 0.81); final
+    accuracy 0.412 (band 0.455 to 0.520)'."""
+    said = row["verdict"]
+    if said == "failed":
+        return f"{row['variant']}: failed: {row.get('error')}"
+    if said == "diverged":
+        return f"{row['variant']}: diverged: its loss was NaN or inf from step {row['diverged_step']:.0f}"
+    if said != "learns the same" and pd.notna(row.get("from_step")):
+        said += f" from step {row['from_step']:.0f}"
+    parts = []
+    if pd.notna(row.get("final_loss")):
+        parts.append(f"its last loss {row['final_loss']:.3f}, {row['loss_vs_baseline']:.2f}x the baseline's mean"
+                     f" (band {row['band_loss_low']:.3f} to {row['band_loss_high']:.3f})")  # fmt: skip
+    if pd.notna(row.get("final_val_acc")):
+        parts.append(f"final accuracy {row['final_val_acc']:.3f} (band {fmt(row.get('band_acc_low'), '{:.3f}')} to"
+                     f" {fmt(row.get('band_acc_high'), '{:.3f}')})")  # fmt: skip
+    return f"{row['variant']}: {said}" + (f": {'; '.join(parts)}" if parts else "")
+
+
+class Parity(execute.Mode):
+    """The mode as the executor runs it: a run each (the baseline once a seed); the verdicts once all have run.
+    options: seeds, timeout."""
+
+    name, what, subfolder = "parity", "runs", "parity"
+
+    def prepare(self):
+        super().prepare()
+        work = self.works["hard"]
+        if work.generated and not Path(work.data).exists():
+            data.ensure("hard", work.seed, data.HARD)
+
+    def do(self, run, job):
+        row = job.launch(run)
+        if row is None:
+            return None
+        result = dict(variant=run.variant, status=row["status"], error=row.get("error"), run_s=row["wall_s"])
+        result["seed"] = int(run.flags.get("--seed", 0))
+        if row["status"] == "ok":
+            metrics = json.loads((self.folder() / f"{run.name}.json").read_text())
+            result.update(loss_curve=metrics.get("loss_curve") or [], val_acc=metrics.get("val_acc"))
+            result.update(diverged_step=metrics.get("diverged_step"), val_curve=metrics.get("val_curve") or [])
+        return result
+
+    def say(self, run, record):
+        if record["status"] != "ok":
+            return f"{run.name}: failed: {record.get('error')}"
+        last = record["loss_curve"][-1][1] if record["loss_curve"] else math.nan
+        return f"{run.name}: last loss {last:.3f}, final accuracy {fmt(record.get('val_acc'), '{:.3f}') or '-'}"
+
+    def finish(self, records, unrun, how):
+        seeds = [r for r in records if r["variant"] == "baseline"]
+        rows = [verdict(r, seeds) for r in records if r["variant"] != "baseline"]
+        rows += [dict(variant=run.variant, verdict="failed", error=f"not run: {why}") for run, why in unrun]
+        table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+        spent = sum(r.get("run_s") or 0 for r in records)
+        write(self.args.out, table, seeds, records, self.info, spent)
+        print(f"parity: {spent / 60:.1f} min in runs; {self.args.out}/parity.md, parity.csv, parity_curves.png")
+        return 0
+
+
+def main(args, info, bench_id):
+    """Plan the runs and run them through the executor."""
+    logs = logs_of(args.out, bench_id)
+    runs = runs_of(args, info, info["gpu_count"], logs)
+    gpu = bool(info["gpu_count"])
+    budget_s = cost.budget_s(args.budget, gpu)
+    say(runs, gpu, info, budget_s)
+    for run in runs:
+        run.estimate_s = cost.parity_s([run], gpu, info["cpu_bf16_native"])
+    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
+    works = dict(hard=plan.Work(data=str(path), generated=not args.data, seed=args.seed))
+    options = dict(seeds=args.seeds or SEEDS, timeout=cost.timeout_s(args.timeout, gpu))
+    mode = Parity(args, info, bench_id, runs, works, options)
+    execute.start(mode)
+    execute.execute(mode, budget_s, args.chunk)
+
+
+def say(runs, gpu, info, budget_s=None):
+    seeds = sum(r.variant == "baseline" for r in runs)
+    steps = runs[0].flags.get("--steps")
+    budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
+    minutes = cost.parity_s(runs, gpu, info["cpu_bf16_native"]) / 60
+    print(f"parity: the baseline at {seeds} seeds and {len(runs) - seeds} techniques, {steps} steps each, about"
+          f" {minutes:.0f} min{budget}", flush=True)  # fmt: skip
+
+
+def write(out, table, seeds, records, info, spent):
+    out = Path(out)
+    write_whole(out / "parity.csv", lambda tmp: table.to_csv(tmp, index=False))
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    title = f"Does each technique learn the same? {machine.where(info)} ({when}, {spent / 60:.1f} min)"
+    lines = [f"### {title}", "", f"The band: the baseline at {len(seeds)} seeds, a 95% prediction interval.", ""]
+    lines += ["| variant | verdict | from step | last loss | band | x baseline | final acc | band |"]
+    lines += ["|---|---|---|---|---|---|---|---|"]
+    for row in table.to_dict("records"):
+        loss_band_cell = f"{fmt(row['band_loss_low'], '{:.3f}')} to {fmt(row['band_loss_high'], '{:.3f}')}"
+        acc_band_cell = f"{fmt(row['band_acc_low'], '{:.3f}')} to {fmt(row['band_acc_high'], '{:.3f}')}"
+        cells = [row["verdict"], fmt(row["from_step"], "{:.0f}"), fmt(row["final_loss"], "{:.3f}"), loss_band_cell]
+        cells += [fmt(row["loss_vs_baseline"], "{:.2f}x"), fmt(row["final_val_acc"], "{:.3f}"), acc_band_cell]
+        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
+    lines += ["", *[f"- {words(row)}" for row in table.to_dict("records")], ""]
+    write_whole(out / "parity.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
+    ok = [r for r in records if r.get("status") == "ok"]
+    if ok:
+        plots.plot_parity(loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"]), ok,
+                          out / "parity_curves.png", title)  # fmt: skip
