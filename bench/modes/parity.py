@@ -1,5 +1,5 @@
 """python -m bench --parity: does each technique learn the same as the baseline? A technique that is faster but
-learns worse is no speed-up. The baseline trains with --seeds seeds (3 by default) and every technique once (seed
+learns worse is no speed-up. The baseline trains with --seeds seeds (5 by default) and every technique once (seed
 --seed), on the same data, steps and global batch; each technique's training-loss curve and final validation accuracy
 are read against the band the baseline's seeds give: a 95% prediction interval for one more run of the baseline
 (mean +- t(seeds - 1) * sd * sqrt(1 + 1 / seeds), at each point of the curve, of the log of the loss), so the band
@@ -39,7 +39,6 @@ DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 st
 SEEDS = 5  # the baseline's seeds, by default: a band of 3.0 standard deviations (2 seeds: 15.6, 3: 5.0)
 MIN_POINTS = 3  # a curve outside the band at its last points, this many or more, learns worse (or better)
 CONFIDENCE = 0.95
-VERDICTS = ("learns the same", "learns worse", "learns better", "diverged", "failed")
 COLUMNS = ["variant", "verdict", "from_step", "final_loss", "band_loss_low", "band_loss_high", "loss_vs_baseline",
            "final_val_acc", "band_acc_low", "band_acc_high", "diverged_step", "seed", "error"]  # fmt: skip
 
@@ -81,7 +80,7 @@ def runs_of(args, info, gpu_count, logs, generate=True):
         work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
                          seed=args.seed + seed)  # fmt: skip
         run = plan.training_run("baseline", seed + 1, path, described, work, gpu_count, nproc, args.workers,
-                                info["cpu_cores"], "hard", prefix="seed-")  # fmt: skip
+                                info["cpu_cores"], "hard")  # fmt: skip
         runs.append(run.with_flags(name=f"baseline-seed{args.seed + seed}"))
     work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
                      seed=args.seed)  # fmt: skip
@@ -133,7 +132,7 @@ def verdict(result, seeds):
         return dict(row, verdict="diverged", diverged_step=result["diverged_step"])
     bands = loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"])
     curve = [(int(step), loss) for step, loss in result["loss_curve"] if int(step) in bands]
-    acc_mean, acc_low, acc_high = band([s.get("val_acc") for s in seeds if s.get("status") == "ok"])
+    _, acc_low, acc_high = band([s.get("val_acc") for s in seeds if s.get("status") == "ok"])
     row.update(final_val_acc=result.get("val_acc"), band_acc_low=acc_low, band_acc_high=acc_high)
     if curve:
         step, loss = curve[-1]
@@ -191,7 +190,7 @@ class Parity(execute.Mode):
         if row["status"] == "ok":
             metrics = json.loads((self.folder() / f"{run.name}.json").read_text())
             result.update(loss_curve=metrics.get("loss_curve") or [], val_acc=metrics.get("val_acc"))
-            result.update(diverged_step=metrics.get("diverged_step"), val_curve=metrics.get("val_curve") or [])
+            result["diverged_step"] = metrics.get("diverged_step")
         return result
 
     def say(self, run, record):

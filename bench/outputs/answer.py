@@ -40,7 +40,7 @@ PARTS = {"no-ddp": "ddp", "no-amp": "amp", "no-channels-last": "channels_last", 
 
 
 def group(row):
-    """pays, trades, costs, same, unsettled, n/a or failed: what the row's answers say to do."""
+    """faster-worse, pays, trades, costs, same, unsettled, n/a, eager or failed: what the row's answers say to do."""
     if not row.get("runs_ok") or row.get("runs_diverged"):
         return "failed"
     if verdicts.not_applied(row):

@@ -64,8 +64,8 @@ START_S = dict(cpu=10, gpu=20)
 EPOCH_S = dict(cpu=9, gpu=5)
 PROBE_S = dict(cpu=15, gpu=25)  # --max-batch: a probe (CPU: measured here, 9-15 s), a compile apart
 # --parity: a run's start and evaluations, a step of its model and a cold compile of it: on a CPU the tiny CNN as the
-# saved run measured it (2-core EPYC with AVX-512-BF16, 2026-11-26: the baseline 22 to 32 s for 150 steps of 64, a
-# compiled row 25 s more; 15 runs, 7.7 min); on a GPU assumed until a GPU runs it
+# saved run measured it (2-core EPYC with AVX-512-BF16, 2026-11-26: the baseline 21 to 42 s for 150 steps of 64,
+# median 27, a compiled row 25 s more; 15 runs, 7.7 min); on a GPU assumed until a GPU runs it
 PARITY_S = dict(cpu=dict(start=10, step=0.11, compile=30), gpu=dict(start=25, step=0.05, compile=60))
 
 
