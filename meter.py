@@ -111,6 +111,7 @@ class Meter:
         self.tail = PROFILE_WARMUP + PROFILE_ACTIVE if args.profile else 0  # steps after the window (every rank)
         self.curves = Curves(args.tensorboard if self.is_main else None)  # the loss and accuracy curves
         self.fields = {}  # a technique's own, from meter.record()
+        self.optimizer_steps = None  # fp16: the optimizer steps taken, where count_skipped_steps counts them
         self.warmup = args.warmup_steps + (SNAPSHOT_STEPS if args.memory_snapshot else 0)
 
     def record(self, **fields):
@@ -119,6 +120,20 @@ class Meter:
         self.fields.update(fields)
         if fields.get("compile_mode") and self.args.warmup_steps < 1:
             die("--warmup-steps 0: the first step compiles the model and must not be timed; give 1 or more")
+
+    def count_skipped_steps(self, scaler, optimizer):
+        """fp16: count the steps whose update the GradScaler skipped (it found inf or NaN in the gradients: its first
+        steps, while it finds its scale, and after an overflow), amp_skipped_steps, by a hook on the optimizer's step,
+        which the scaler does not call on such a step. No sync of our own: the scaler's step reads found_inf already.
+        An optimizer that checks for inf in its own step (a fused one: the scaler always calls it) is not counted."""
+        if not scaler.is_enabled() or getattr(optimizer, "_step_supports_amp_scaling", False):
+            return
+        self.optimizer_steps = 0
+
+        def taken(*_):
+            self.optimizer_steps += 1
+
+        optimizer.register_step_post_hook(taken)
 
     def start(self, info, batch_size, total_steps):
         """Every check of the input is done: the setup's time ends, the warm-up begins."""
@@ -374,6 +389,7 @@ class Meter:
             train_loss_final=self.train_loss,
             diverged_step=self.diverged,
             host_syncs_per_step=0,  # the step reads nothing back from the device; fp16's GradScaler does (train_amp.py)
+            amp_skipped_steps=None if self.optimizer_steps is None else self.steps - self.optimizer_steps,
             val_acc=self.val_acc,
             val_samples=self.val_samples,
             peak_mem_allocated_mib=max(allocated, default=None),

@@ -208,6 +208,7 @@ def main():
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[args.amp_dtype]
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     checks.allow_skipped_steps(scaler)  # fp16's first steps may be skipped: torch's warning then, silenced
+    meter.count_skipped_steps(scaler, optimizer)  # fp16: the steps the scaler skipped, in the record
     meter.record(amp_dtype=amp_dtype and args.amp_dtype, host_syncs_per_step=int(scaler.is_enabled()))
 
     # training, an evaluation after each epoch

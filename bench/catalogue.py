@@ -39,6 +39,7 @@ class Row:
     compiles: bool = False
     measures: str = ""  # the technique a row measures under another name
     kind: str = "train"  # or "loader": a loader's pipeline alone, no training
+    twin: str = ""  # the row it computes the same run as, at the same seed (--parity checks their curves match)
 
 
 # in the order a user needs them, the order they run in and are left out from the end of when the budget is short:
@@ -49,16 +50,16 @@ ROWS = [
     Row("baseline", "train.py"),
     Row("amp", "train_amp.py", base="train.py", lesson=3),
     Row("tf32", "train_tf32.py", base="train.py", lesson=10, workloads="transformer"),
-    Row("fused", "train_fused.py", base="train.py", lesson=9, workloads="transformer"),
+    Row("fused", "train_fused.py", base="train.py", lesson=9, workloads="transformer", twin="baseline"),
     Row("channels_last", "train_channels_last.py", base="train.py", lesson=4, workloads="cnn"),
     Row("compile", "train_compile.py", base="train.py", lesson=5, compiles=True),
     Row("all", "train_all.py", base="train.py", lesson=7, launch="torchrun", compiles=True),
     Row("dali", "train.py", ("--loader", "dali"), workloads="cnn"),  # its tutorial is loader_dali's (below)
-    Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6),
+    Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6, twin="baseline"),
     Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False),
     Row("ddp", "train_ddp.py", base="train.py", lesson=2, launch="torchrun", several_gpus=True),
     Row("fsdp", "train_fsdp.py", base="train.py", lesson=8, launch="torchrun", workloads="transformer",
-        several_gpus=True),
+        several_gpus=True, twin="ddp"),
     Row("loader", "loader.py", kind="loader"),  # the input pipeline alone
     Row("loader_dali", "loader_dali.py", base="loader.py", lesson=11, kind="loader", measures="dali"),
 ]  # fmt: skip
@@ -91,6 +92,9 @@ LOADERS = {row.name: row.script for row in loaders().values()}
 MULTI_GPU = {r.name for r in ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
 DISTRIBUTED = {r.name for r in ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
 COMPILED = {r.name for r in ROWS if r.compiles}  # one compile cache per variant and bench
+# a row that computes the same run as another at the same seed, the arithmetic reordered at most (FSDP's sharded step
+# is DDP's, recomputed activations are the activations, a fused step is the same step): --parity's twin check
+TWINS = {r.name: r.twin for r in ROWS if r.twin}
 # the rows a workload runs by default (its variants asked for by name run on any workload): a CNN's the techniques of
 # convolutional training, a transformer's those of transformers (channels_last and DALI change nothing there)
 TRANSFORMER_ONLY = {r.name for r in ROWS if r.workloads == "transformer"}

@@ -85,6 +85,8 @@ diverged_step           -     train   -       -          the first step (from 1)
                                                            diverged; empty if it did not
 host_syncs_per_step     -     train   first   -          times a training step waits for the device to read a value
                                                            back: 0, or 1 with fp16's GradScaler (step() reads found_inf)
+amp_skipped_steps       -     train   median  -          steps whose update fp16's GradScaler skipped (inf or NaN in
+                                                           the gradients), warm-up included; empty without a scaler
 val_acc                 share train   median  -          validation accuracy after the last step
 val_samples             -     train   first   -          validation images counted, each once over all processes
 peak_mem_allocated_mib  MiB   train   median  ratio      torch.cuda.max_memory_allocated in the timed window (its
@@ -240,7 +242,8 @@ payback_cold_steps      -     summary -       -          steps after which a col
                                                            the baseline's) is repaid by the steps saved at its speed-up
 payback_warm_steps      -     summary -       -          ... and a warm compile's (empty where no repeat ran warm)
 parity_verdict          -     summary -       -          --parity in the same results folder (parity.csv): learns the
-                                                           same, learns worse, learns better, diverged or failed
+                                                           same, learns worse, learns better, not the same run (as
+                                                           its twin at the same seed), diverged or failed
 parity_from_step        -     summary -       -          ... the step from which it learns worse (or better)
 memory_source           -     summary -       -          the memory column the verdict reads: nvml_peak_mib,
                                                            peak_mem_reserved_mib or peak_host_mem_mib: the first there

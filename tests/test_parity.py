@@ -79,8 +79,34 @@ def test_an_accuracy_below_its_band_learns_worse_and_a_diverged_or_failed_run_sa
     assert "final accuracy 0.550 (band 0." in parity.words(row)
     row = parity.verdict(technique(diverged_step=37), seeds())
     assert parity.words(row) == "amp: diverged: its loss was NaN or inf from step 37"
+    row = parity.verdict(technique(skipped_steps=4, steps=80), seeds())  # fp16: its scaler's skipped updates
+    assert row["verdict"] == "learns the same" and row["skipped_steps"] == 4
+    assert "its fp16 scaler skipped the update of 4 of its 80 steps (inf or NaN in the gradients)" in parity.words(row)
+    assert "scaler" not in parity.words(parity.verdict(technique(), seeds()))  # bf16, fp32: no scaler, not said
     row = parity.verdict(technique(status="failed", error="boom"), seeds())
     assert parity.words(row) == "amp: failed: boom"
+
+
+def test_a_twin_must_follow_its_twins_curve_at_the_same_seed_not_merely_the_band():
+    """FSDP computes DDP's run: at the same seed its curve must be DDP's. A curve inside the band but as far from its
+    twin's as another seed's is not the same run; one a rounding away is; the machine's own nondeterminism (the
+    baseline run twice at one seed) widens the limit where it is larger."""
+    spread = 0.2
+    band_seeds = [dict(s, seed=i) for i, s in enumerate(seeds(spread))]
+    typical = parity.twin_check(technique(), technique(), band_seeds)[1]
+    assert typical == pytest.approx(spread, rel=1e-6)  # the median distance of the five seeds' pairs
+    ddp = technique(variant="ddp", seed=0)
+    losses = [loss for _, loss in ddp["loss_curve"]]
+    rounding = technique([x * 1.0001 for x in losses], variant="fsdp", seed=0)
+    row = parity.verdict(rounding, band_seeds, ddp)
+    assert row["verdict"] == "learns the same" and row["twin"] == "ddp" and row["twin_distance"] < 0.001
+    apart = technique([x * math.exp(0.6 * typical) for x in losses], variant="fsdp", seed=0)  # inside the band
+    row = parity.verdict(apart, band_seeds, ddp)
+    assert row["verdict"] == "not the same run" and row["twin_distance"] == pytest.approx(0.6 * typical)
+    assert parity.words(row).startswith("fsdp: not the same run as ddp: at the same seed its curve is 0.120 from")
+    noisy = dict(band_seeds[0], loss_curve=curve([x * math.exp(0.4 * typical) for x in losses]))  # seed 0 again
+    assert parity.verdict(apart, band_seeds, ddp, again=noisy)["verdict"] == "learns the same"
+    assert "twin" not in parity.verdict(apart, band_seeds)  # no twin ran: no check
 
 
 @pytest.mark.parametrize(
@@ -106,33 +132,53 @@ def test_the_plan_and_its_time_without_running(tmp_path):
     result = run("-m", "bench", "--parity", "--dry-run", "--out", tmp_path / "o")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("parity: the baseline at 5 seeds and ") and " 150 steps each, about " in lines[0]
+    assert lines[0].startswith("parity: the baseline at 5 seeds (the first twice: the twins' check) and 10 techniques")
+    assert " 150 steps each, about " in lines[0]
     seeds = [line for line in lines if line.startswith("  baseline-seed")]
-    assert [line.split("--seed ")[1].split()[0] for line in seeds] == ["0", "1", "2", "3", "4"]
+    assert [line.split("--seed ")[1].split()[0] for line in seeds] == ["0", "1", "2", "3", "4", "0"]
+    assert seeds[-1].startswith("  baseline-seed0-again: ")
+    twinless = run("-m", "bench", "--parity", "--dry-run", "--variants", "baseline,amp", "--out", tmp_path / "o")
+    assert twinless.stdout.startswith("parity: the baseline at 5 seeds and 1 technique,")  # no twin: seed 0 once
     assert all("--steps 150" in line and "--model examples/smallnet.py:tiny" in line for line in lines[1:])
 
 
 ROW = '    Row("slowlr", "train.py", ("--lr", "0.002")),  # made up by tests/test_parity.py: a broken technique\n'
 
 
+BROADCAST = (
+    "        for tensor in model.state_dict().values():  # every process starts from rank 0's weights (DDP does this"
+    " too)\n            dist.broadcast(tensor, src=0)\n"
+)
+
+
 @pytest.mark.slow
-def test_a_real_run_flags_a_technique_that_learns_worse(small_data, tmp_path):
-    """A copy of the suite with a made-up broken technique (train.py at a fiftieth of its learning rate) as a row of
-    the catalogue: the real runs' curves put it above the baseline seeds' band, from a step, and parity.md says so."""
+def test_a_real_run_flags_a_technique_that_learns_worse_and_fsdp_without_its_broadcast(small_data, tmp_path):
+    """A copy of the suite with two broken techniques: a made-up row of the catalogue (train.py at a fiftieth of its
+    learning rate), whose curve lies above the baseline seeds' band, and train_fsdp.py without the broadcast of the
+    initial weights (each process starts from its own, the bug of an earlier round), which learns inside the band
+    but not as DDP does at the same seed; while the baseline run twice at one seed is the same run."""
     copy = tmp_path / "suite"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "*.png"))
     source = (copy / "bench" / "catalogue.py").read_text()
     end = "]  # fmt: skip\nBY_NAME"
     (copy / "bench" / "catalogue.py").write_text(source.replace(end, ROW + end))
+    fsdp = (copy / "train_fsdp.py").read_text()
+    assert BROADCAST in fsdp
+    (copy / "train_fsdp.py").write_text(fsdp.replace(BROADCAST, ""))
     out = tmp_path / "out"
-    cmd = [PY, "-m", "bench", "--parity", "--variants", "baseline,slowlr", "--seeds", "3", "--steps", "50"]
+    cmd = [PY, "-m", "bench", "--parity", "--variants", "baseline,slowlr,ddp,fsdp", "--seeds", "3", "--steps", "50"]
     result = subprocess.run([*cmd, "--data", str(small_data), "--out", str(out)], cwd=copy, capture_output=True,
                             text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     table = pd.read_csv(out / "parity.csv").set_index("variant")
-    assert table.loc["slowlr", "verdict"] == "learns worse", (out / "parity.md").read_text()
+    text = (out / "parity.md").read_text()
+    assert table.loc["slowlr", "verdict"] == "learns worse", text
     assert table.loc["slowlr", "loss_vs_baseline"] > 1 and (out / "parity_curves.png").stat().st_size > 10_000
-    assert "- slowlr: learns worse" in (out / "parity.md").read_text()
+    assert "- slowlr: learns worse" in text
+    assert table.loc["ddp", "verdict"] == "learns the same" and table.loc["fsdp", "verdict"] == "not the same run"
+    assert table.loc["fsdp", "twin"] == "ddp" and table.loc["fsdp", "repeat_distance"] == 0  # a CPU: deterministic
+    assert table.loc["fsdp", "twin_distance"] >= parity.TWIN_SHARE * table.loc["fsdp", "seed_distance"] > 0
+    assert "- fsdp: not the same run as ddp: at the same seed its curve is " in text
 
 
 def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp_path, capsys):

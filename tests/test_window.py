@@ -5,6 +5,7 @@ checked against the arithmetic: the warm-up and the evaluations are left out, th
 wait for data is the data wait, epoch starts inside the window are counted, throughput is samples / seconds."""
 
 import json
+import math
 import sys
 import types
 
@@ -39,8 +40,9 @@ def clock(monkeypatch):
 
 
 def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, compute=1.0, first=30.0, eval_s=7.0,
-         target=None, accuracies=(0.5, 0.9)):  # fmt: skip
-    """The loop of train.py against the meter: (the metrics written, the meter)."""
+         target=None, accuracies=(0.5, 0.9), before=None, each_step=None):  # fmt: skip
+    """The loop of train.py against the meter: (the metrics written, the meter). before(meter): what a technique
+    tells the meter before the loop; each_step(step): a technique's step (before the meter's)."""
     args = types.SimpleNamespace(warmup_steps=warmup, metrics_out=str(tmp_path / "m.json"), no_progress=True,
                                  target_accuracy=target, tensorboard=None, memory_snapshot=None, profile=None,
                                  loader="torchvision", model="m", workers=0, seed=0, eval_samples=None,
@@ -48,6 +50,8 @@ def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, co
     info = types.SimpleNamespace(dataset="generated", image_size=16, num_classes=10, loader="torch", train_size=32,
                                  val_size=40, dali_version=None)  # fmt: skip
     m = meter.Meter(args, torch.device("cpu"))
+    if before:
+        before(m)
     clock.advance(3.0)  # the setup: data checked, loaders and model built
     m.start(info, batch, epochs * per_epoch)
     for epoch in m.until_target(range(epochs)):
@@ -55,6 +59,8 @@ def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, co
             clock.advance(wait)  # the host waits for the batch
             m.batch()
             clock.advance(first if m.steps == 0 else compute)  # the step: the first one compiles
+            if each_step:
+                each_step(m.steps)
             m.step(torch.tensor(2.0 - 0.1 * m.steps))
         m.pause()
         clock.advance(eval_s)
@@ -167,3 +173,26 @@ def test_the_memory_peaks_are_the_windows_and_leave_the_evaluations_out(clock, t
     # window); what an evaluation inside the window leaves cached stays (giving it back would cost the timed steps)
     assert metrics["peak_mem_allocated_mib"] == 10 + 250 and metrics["peak_mem_reserved_mib"] == 10 + 700
     assert memory.emptied == 1
+
+
+def test_the_steps_an_fp16_scaler_skipped_are_counted_and_none_without_one(clock, tmp_path):
+    """A GradScaler skips the update of a step whose gradients hold inf (fp16's overflow): the meter counts the steps
+    whose optimizer step did not run (a hook on the optimizer), warm-up included; a run without a scaler, or with one
+    switched off (bf16), records none."""
+    weight = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**4)
+
+    def step(at):  # steps 0 and 5 overflow
+        scale = math.inf if at in (0, 5) else 1.0
+        scaler.scale((weight * scale).sum()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+
+    metrics, _ = play(clock, tmp_path, before=lambda m: m.count_skipped_steps(scaler, optimizer), each_step=step)
+    assert metrics["amp_skipped_steps"] == 2 and scaler.get_scale() == 2.0**2  # backed off twice
+    off = torch.amp.GradScaler("cpu", enabled=False)
+    metrics, _ = play(clock, tmp_path, before=lambda m: m.count_skipped_steps(off, optimizer))
+    assert metrics["amp_skipped_steps"] is None
+    assert play(clock, tmp_path)[0]["amp_skipped_steps"] is None

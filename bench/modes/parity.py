@@ -10,7 +10,14 @@ A technique
 - learns worse (better) from step N: its last MIN_POINTS points of the curve or more lie above (below) the band, from
   step N on; or its final accuracy lies below (above) its band; by how much is its loss against the baseline's mean
   at the last point;
-- diverged: its loss became NaN or inf (diverged_step).
+- diverged: its loss became NaN or inf (diverged_step);
+- is not the same run as its twin: a row that computes the same run as another at the same seed (catalogue.TWINS:
+  FSDP's is DDP's, checkpointing's and the fused step's the baseline's) must follow its twin's curve, not merely keep
+  inside the band: a technique that starts each process from its own weights learns as well as another seed does (a
+  band cannot see it) but leaves its twin's curve as far as another seed's. Their distance (the mean over the curve of
+  the difference of the logs of the losses) against two seeds' typical distance (the median over pairs of seeds):
+  TWIN_SHARE of it or more, or more than twice the distance of the baseline run twice at the same seed (the machine's
+  own nondeterminism, 0 on a CPU), is not the same run.
 
 The data is the generated hard workload (data/hard: classes that overlap, so the loss falls over many steps) unless
 --data names a folder; the model a tiny CNN on a CPU (examples/smallnet.py:tiny), resnet18 on a GPU. Writes
@@ -26,10 +33,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench import BenchError, data, logs_of, write_whole
+from bench import BenchError, catalogue, data, logs_of, write_whole
 from bench.observe import machine
 from bench.outputs import plots
-from bench.outputs.verdicts import fmt
+from bench.outputs.verdicts import fmt, plural, present
 from bench.stages import cost, execute, plan
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
@@ -38,9 +45,16 @@ DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 st
 )
 SEEDS = 5  # the baseline's seeds, by default: a band of 3.0 standard deviations (2 seeds: 15.6, 3: 5.0)
 MIN_POINTS = 3  # a curve outside the band at its last points, this many or more, learns worse (or better)
+# a twin this share of two seeds' typical distance from its twin's curve, or more, is not the same run. Measured in
+# the saved CPU run (baseline/cpu-2core-amd-epyc-avx512-bf16/parity.md): the twins 0.000 (fsdp, checkpoint) and 0.006
+# (fused) of it; rows that change the arithmetic 0.2 to 0.4 (tf32, channels_last, amp, compile); FSDP with each
+# process's own initial weights 0.70 of it (baseline/cpu-2core-amd-epyc-avx512-bf16/fsdp-without-broadcast/)
+TWIN_SHARE = 0.5
+REPEAT_FLOOR = 2  # ... or this many times the distance of the baseline run twice at one seed, where that is more
 CONFIDENCE = 0.95
 COLUMNS = ["variant", "verdict", "from_step", "final_loss", "band_loss_low", "band_loss_high", "loss_vs_baseline",
-           "final_val_acc", "band_acc_low", "band_acc_high", "diverged_step", "seed", "error"]  # fmt: skip
+           "final_val_acc", "band_acc_low", "band_acc_high", "diverged_step", "twin", "twin_distance", "seed_distance",
+           "repeat_distance", "skipped_steps", "steps", "seed", "error"]  # fmt: skip
 
 
 def add_flags(p):
@@ -82,6 +96,8 @@ def runs_of(args, info, gpu_count, logs, generate=True):
         run = plan.training_run("baseline", seed + 1, path, described, work, gpu_count, nproc, args.workers,
                                 info["cpu_cores"], "hard")  # fmt: skip
         runs.append(run.with_flags(name=f"baseline-seed{args.seed + seed}"))
+    if any(catalogue.TWINS.get(v) in variants for v in variants):  # the machine's own nondeterminism: seed 0 again
+        runs.append(runs[0].with_flags(name=f"{runs[0].name}-again", repeat=len(runs) + 1))
     work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
                      seed=args.seed)  # fmt: skip
     for variant in variants:
@@ -122,10 +138,32 @@ def outside_from(curve, bands, side):
     return run[0] if len(run) >= MIN_POINTS else None
 
 
-def verdict(result, seeds):
+def distance(a, b):
+    """Two loss curves' distance: the mean over their common steps of |log a - log b| (NaN with none in common)."""
+    a, b = dict((int(s), v) for s, v in a), dict((int(s), v) for s, v in b)
+    common = [s for s in a if s in b and a[s] > 0 and b[s] > 0]
+    return float(np.mean([abs(math.log(a[s]) - math.log(b[s])) for s in common])) if common else math.nan
+
+
+def twin_check(result, twin, seeds, again=None):
+    """(twin_distance, seed_distance, repeat_distance, same): the result's curve against its twin's at the same seed,
+    read against two seeds' typical distance and the baseline run twice (again: that second run's result, or None)."""
+    ok = [s["loss_curve"] for s in seeds if s.get("status") == "ok"]
+    pairs = [distance(a, b) for i, a in enumerate(ok) for b in ok[i + 1 :]]
+    seed_distance = float(np.nanmedian(pairs)) if pairs else math.nan
+    first = next((s for s in seeds if s.get("seed") == result.get("seed") and s.get("status") == "ok"), None)
+    repeat = distance(again["loss_curve"], first["loss_curve"]) if again and first else math.nan
+    apart = distance(result["loss_curve"], twin["loss_curve"])
+    limit = max(TWIN_SHARE * seed_distance, REPEAT_FLOOR * (0 if math.isnan(repeat) else repeat))
+    return apart, seed_distance, repeat, not apart >= limit
+
+
+def verdict(result, seeds, twin=None, again=None):
     """The row of parity.csv for one technique's result against the baseline seeds' results (each: loss_curve,
-    val_acc, diverged_step, status)."""
+    val_acc, diverged_step, status); twin: the result of the row it computes the same run as (catalogue.TWINS) at the
+    same seed, again: the baseline's second run at that seed, where they ran."""
     row = dict(variant=result["variant"], seed=result.get("seed"), error=result.get("error"))
+    row.update(skipped_steps=result.get("skipped_steps"), steps=result.get("steps"))  # fp16's scaler: its skips
     if result.get("status") != "ok":
         return dict(row, verdict="failed")
     if result.get("diverged_step") is not None and not pd.isna(result.get("diverged_step")):
@@ -133,6 +171,7 @@ def verdict(result, seeds):
     bands = loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"])
     curve = [(int(step), loss) for step, loss in result["loss_curve"] if int(step) in bands]
     _, acc_low, acc_high = band([s.get("val_acc") for s in seeds if s.get("status") == "ok"])
+    acc_low, acc_high = max(0.0, acc_low), min(1.0, acc_high)  # an accuracy's band inside 0 to 1 (NaN stays NaN)
     row.update(final_val_acc=result.get("val_acc"), band_acc_low=acc_low, band_acc_high=acc_high)
     if curve:
         step, loss = curve[-1]
@@ -142,11 +181,15 @@ def verdict(result, seeds):
     acc = result.get("val_acc")
     acc_worse = acc is not None and acc < acc_low
     acc_better = acc is not None and acc > acc_high
+    same_run = True
+    if twin and twin.get("status") == "ok" and twin.get("loss_curve") and curve:
+        apart, seed_distance, repeat, same_run = twin_check(result, twin, seeds, again)
+        row.update(twin=twin["variant"], twin_distance=apart, seed_distance=seed_distance, repeat_distance=repeat)
     if worse is not None or acc_worse:
         return dict(row, verdict="learns worse", from_step=worse)
     if better is not None or acc_better:
         return dict(row, verdict="learns better", from_step=better)
-    return dict(row, verdict="learns the same")
+    return dict(row, verdict="learns the same" if same_run else "not the same run")
 
 
 def words(row):
@@ -160,9 +203,20 @@ def words(row):
     if said != "learns the same" and pd.notna(row.get("from_step")):
         said += f" from step {row['from_step']:.0f}"
     parts = []
+    if said == "not the same run":
+        said += f" as {row['twin']}"
+        repeat = row.get("repeat_distance")
+        repeat = f"; the baseline run twice: {repeat:.3f}" if pd.notna(repeat) else ""
+        apart, seeds = row["twin_distance"], row["seed_distance"]
+        parts.append(f"at the same seed its curve is {apart:.3f} from {row['twin']}'s, {apart / seeds:.2f} of two"
+                     f" seeds' typical {seeds:.3f}{repeat}: do its processes start from one set of weights and see the"
+                     " same data?")  # fmt: skip
     if pd.notna(row.get("final_loss")):
         parts.append(f"its last loss {row['final_loss']:.3f}, {row['loss_vs_baseline']:.2f}x the baseline's mean"
                      f" (band {row['band_loss_low']:.3f} to {row['band_loss_high']:.3f})")  # fmt: skip
+    if pd.notna(row.get("skipped_steps")):
+        parts.append(f"its fp16 scaler skipped the update of {row['skipped_steps']:.0f} of its"
+                     f" {fmt(row.get('steps'), '{:.0f}') or ''} steps (inf or NaN in the gradients)")  # fmt: skip
     if pd.notna(row.get("final_val_acc")):
         parts.append(f"final accuracy {row['final_val_acc']:.3f} (band {fmt(row.get('band_acc_low'), '{:.3f}')} to"
                      f" {fmt(row.get('band_acc_high'), '{:.3f}')})")  # fmt: skip
@@ -171,7 +225,7 @@ def words(row):
 
 class Parity(execute.Mode):
     """The mode as the executor runs it: a run each (the baseline once a seed); the verdicts once all have run.
-    options: seeds, timeout."""
+    options: seeds, seed (the techniques'), timeout."""
 
     name, what, subfolder = "parity", "runs", "parity"
 
@@ -187,10 +241,12 @@ class Parity(execute.Mode):
             return None
         result = dict(variant=run.variant, status=row["status"], error=row.get("error"), run_s=row["wall_s"])
         result["seed"] = int(run.flags.get("--seed", 0))
+        result["again"] = run.name.endswith("-again")  # the baseline run twice at one seed: not one of the band
         if row["status"] == "ok":
             metrics = json.loads((self.folder() / f"{run.name}.json").read_text())
             result.update(loss_curve=metrics.get("loss_curve") or [], val_acc=metrics.get("val_acc"))
             result["diverged_step"] = metrics.get("diverged_step")
+            result.update(skipped_steps=metrics.get("amp_skipped_steps"), steps=int(run.flags["--steps"]))
         return result
 
     def say(self, run, record):
@@ -200,12 +256,19 @@ class Parity(execute.Mode):
         return f"{run.name}: last loss {last:.3f}, final accuracy {fmt(record.get('val_acc'), '{:.3f}') or '-'}"
 
     def finish(self, records, unrun, how):
-        seeds = [r for r in records if r["variant"] == "baseline"]
-        rows = [verdict(r, seeds) for r in records if r["variant"] != "baseline"]
+        seeds = [r for r in records if r["variant"] == "baseline" and not r.get("again")]
+        again = next((r for r in records if r.get("again") and r.get("status") == "ok"), None)
+        at_seed = {
+            r["variant"]: r
+            for r in records
+            if r.get("seed") == self.options.get("seed", self.args.seed) and not r.get("again")
+        }
+        rows = [verdict(r, seeds, at_seed.get(catalogue.TWINS.get(r["variant"])), again) for r in records
+                if r["variant"] != "baseline"]  # fmt: skip
         rows += [dict(variant=run.variant, verdict="failed", error=f"not run: {why}") for run, why in unrun]
         table = pd.DataFrame(rows).reindex(columns=COLUMNS)
         spent = sum(r.get("run_s") or 0 for r in records)
-        write(self.args.out, table, seeds, records, self.info, spent)
+        write(self.args.out, table, seeds, [r for r in records if not r.get("again")], self.info, spent)
         print(f"parity: {spent / 60:.1f} min in runs; {self.args.out}/parity.md, parity.csv, parity_curves.png")
         return 0
 
@@ -221,19 +284,22 @@ def main(args, info, bench_id):
         run.estimate_s = cost.parity_s([run], gpu, info["cpu_bf16_native"])
     path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
     works = dict(hard=plan.Work(data=str(path), generated=not args.data, seed=args.seed))
-    options = dict(seeds=args.seeds or SEEDS, timeout=cost.timeout_s(args.timeout, gpu))
+    options = dict(seeds=args.seeds or SEEDS, seed=args.seed, timeout=cost.timeout_s(args.timeout, gpu))
     mode = Parity(args, info, bench_id, runs, works, options)
     execute.start(mode)
     execute.execute(mode, budget_s, args.chunk)
 
 
 def say(runs, gpu, info, budget_s=None):
-    seeds = sum(r.variant == "baseline" for r in runs)
+    seeds = sum(r.variant == "baseline" and not r.name.endswith("-again") for r in runs)
     steps = runs[0].flags.get("--steps")
     budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
     minutes = cost.parity_s(runs, gpu, info["cpu_bf16_native"]) / 60
-    print(f"parity: the baseline at {seeds} seeds and {len(runs) - seeds} techniques, {steps} steps each, about"
-          f" {minutes:.0f} min{budget}", flush=True)  # fmt: skip
+    again = sum(r.name.endswith("-again") for r in runs)
+    twice = " (the first twice: the twins' check)" if again else ""
+    techniques = plural(len(runs) - seeds - again, "technique")
+    print(f"parity: the baseline at {seeds} seeds{twice} and {techniques}, {steps} steps each, about {minutes:.0f}"
+          f" min{budget}", flush=True)  # fmt: skip
 
 
 def write(out, table, seeds, records, info, spent):
@@ -241,14 +307,24 @@ def write(out, table, seeds, records, info, spent):
     write_whole(out / "parity.csv", lambda tmp: table.to_csv(tmp, index=False))
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Does each technique learn the same? {machine.where(info)} ({when}, {spent / 60:.1f} min)"
-    lines = [f"### {title}", "", f"The band: the baseline at {len(seeds)} seeds, a 95% prediction interval.", ""]
-    lines += ["| variant | verdict | from step | last loss | band | x baseline | final acc | band |"]
-    lines += ["|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### {title}",
+        "",
+        f"The band: the baseline at {len(seeds)} seeds, a 95% prediction interval. A twin"
+        " (a row that computes the same run as another): its curve's distance from its twin's at the same seed,"
+        f" as a share of two seeds' typical distance ({TWIN_SHARE:g} or more: not the same run).",
+        "",
+    ]
+    lines += [
+        "| variant | verdict | from step | last loss | band | x baseline | final acc | band | twin: apart / seeds' |"
+    ]
+    lines += ["|---|---|---|---|---|---|---|---|---|"]
     for row in table.to_dict("records"):
         loss_band_cell = f"{fmt(row['band_loss_low'], '{:.3f}')} to {fmt(row['band_loss_high'], '{:.3f}')}"
         acc_band_cell = f"{fmt(row['band_acc_low'], '{:.3f}')} to {fmt(row['band_acc_high'], '{:.3f}')}"
         cells = [row["verdict"], fmt(row["from_step"], "{:.0f}"), fmt(row["final_loss"], "{:.3f}"), loss_band_cell]
         cells += [fmt(row["loss_vs_baseline"], "{:.2f}x"), fmt(row["final_val_acc"], "{:.3f}"), acc_band_cell]
+        cells += [f"{row['twin']}: {row['twin_distance'] / row['seed_distance']:.2f}" if present(row["twin"]) else ""]
         lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
     lines += ["", *[f"- {words(row)}" for row in table.to_dict("records")], ""]
     write_whole(out / "parity.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))

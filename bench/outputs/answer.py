@@ -5,6 +5,8 @@ Every row a bench compares with the baseline lands in one group, by its speed an
 
 - faster, but learns worse: faster, where a --parity run in the same results folder found it learns worse than the
   baseline over its seeds (or diverged): listed first, as no speed-up worth having;
+- faster, but not the same run: faster, where --parity found its curve leaves its twin's at the same seed (FSDP's
+  DDP's): it learns, but not the run it claims to speed up;
 - pays: faster; or no difference in speed for less memory;
 - trades: slower, for less memory (worth it where memory, not speed, is the limit: a larger batch or model);
 - costs: slower, or no difference in speed for more memory;
@@ -40,7 +42,8 @@ PARTS = {"no-ddp": "ddp", "no-amp": "amp", "no-channels-last": "channels_last", 
 
 
 def group(row):
-    """faster-worse, pays, trades, costs, same, unsettled, n/a, eager or failed: what the row's answers say to do."""
+    """faster-worse, faster-twin, pays, trades, costs, same, unsettled, n/a, eager or failed: what the row's answers
+    say to do."""
     if not row.get("runs_ok") or row.get("runs_diverged"):
         return "failed"
     if verdicts.not_applied(row):
@@ -50,6 +53,8 @@ def group(row):
     speed, memory = row.get("speed_answer"), row.get("memory_answer")
     if speed == "faster" and row.get("parity_verdict") in ("learns worse", "diverged"):
         return "faster-worse"  # --parity: no speed-up worth having
+    if speed == "faster" and row.get("parity_verdict") == "not the same run":
+        return "faster-twin"  # --parity: a run other than the one it claims to speed up
     if speed == "faster":
         return "pays"
     if speed == "slower":  # a device that only emulates what the technique needs offers no trade: it costs
@@ -202,6 +207,9 @@ def items(train):
     if groups.get("faster-worse"):
         worse = "; ".join(item(r, f": {verdicts.parity_words(r)}") for r in groups["faster-worse"])
         said.append(("Faster, but learns worse", worse))
+    if groups.get("faster-twin"):
+        twin = "; ".join(item(r, f": {verdicts.parity_words(r)}") for r in groups["faster-twin"])
+        said.append(("Faster, but not the same run", twin))
     said.append(("Pays", "; ".join(item(r) for r in pays) if pays else "nothing measured pays here"))
     if groups.get("trades"):
         trades = "; ".join(item(r) for r in groups["trades"])

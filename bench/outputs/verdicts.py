@@ -283,6 +283,8 @@ def parity_words(row):
     step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
     if said == "learns the same":
         return "in --parity it learns the same as the baseline over its seeds (parity.md)"
+    if said == "not the same run":
+        return "in --parity it is not the same run as its twin at the same seed (parity.md)"
     if said in ("learns worse", "learns better"):
         return f"in --parity it {said}{step} than the baseline over its seeds (parity.md)"
     return f"in --parity it {said} (parity.md)"
