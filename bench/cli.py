@@ -397,9 +397,10 @@ def max_batch(args):
     if args.dry_run:
         train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
         budget_s = cost.budget_s(args.budget, gpu_count)
-        print(f"{maxbatch.say_estimate(train, bool(gpu_count), budget_s)}:")
+        rounds = args.repeats if isinstance(args.repeats, int) else maxbatch.ROUNDS
+        print(f"{maxbatch.say_estimate(train, bool(gpu_count), budget_s, rounds)}:")
         for r in train:
-            print(f"  {r.variant}: {shlex.join(r.cmd)} --batch-size N")
+            print(f"  {r.variant}: {shlex.join(r.with_flags(flags={'--batch-size': 'N'}).cmd)}")
         return
     try:
         maxbatch.main(args, info, runs, logs, works)

@@ -245,6 +245,14 @@ parity_verdict          -     summary -       -          --parity in the same re
                                                            same, learns worse, learns better, not the same run (as
                                                            its twin at the same seed), diverged or failed
 parity_from_step        -     summary -       -          ... the step from which it learns worse (or better)
+largest_batch           -     summary -       -          --max-batch in the same results folder (max_batch.csv), with
+                                                           its rounds: the largest global batch this row trains
+largest_batch_vs_baseline  -  summary -       -          ... that batch against the baseline's largest
+largest_speedup         -     summary -       -          ... its speed there against the baseline's at the baseline's
+                                                           own largest batch: geometric mean of paired rounds
+largest_speedup_low     -     summary -       -          ... the 95% interval's lower end
+largest_speedup_high    -     summary -       -          ... and upper end
+largest_answer          -     summary -       -          ... its answer: faster, slower, same or unsettled
 memory_source           -     summary -       -          the memory column the verdict reads: nvml_peak_mib,
                                                            peak_mem_reserved_mib or peak_host_mem_mib: the first there
 memory_mib              MiB   summary -       -          median of memory_source over the ok runs

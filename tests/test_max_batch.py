@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.modes import maxbatch
-from bench.stages import cost, execute
+from bench.stages import cost, execute, summarize
 from bench.stages.plan import Run, Work
 from helpers import fast_first, run, train
 
@@ -92,15 +92,24 @@ def test_another_failure_stops_the_search_and_is_said(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_path):
+def test_the_largest_batch_found_is_confirmed_by_direct_probes_and_timed_in_rounds(small_data, tmp_path):
     """On a CPU, for real: under the limit, a bisection step below the batch found trains, and a step above the first
-    that failed runs out of memory."""
+    that failed runs out of memory; the baseline and checkpointing are then timed at their largest batches in two
+    paired rounds, the checkpoint's speed read against the baseline's at its own."""
     out = tmp_path / "results"
-    args = ("--variants", "baseline", "--loaders", "none", "--workers", 0, "--steps", 6, "--warmup-steps", 1)
-    args += ("--batch-size", 128)  # the doubling starts nearer the limit: a probe fewer
+    args = ("--variants", "baseline,checkpoint", "--loaders", "none", "--workers", 0, "--steps", 6)
+    args += ("--warmup-steps", 1, "--batch-size", 128, "--repeats", 2)  # the doubling starts nearer the limit
     result = run("-m", "bench", "--max-batch", "--memory-limit", LIMIT_MIB, "--data", small_data, "--out", out, *args)
     assert result.returncode == 0, result.stdout + result.stderr
     table = pd.read_csv(out / "max_batch.csv").set_index("variant")
+    assert (table["rounds"] == 2).all() and "no more rounds: 2 rounds at each variant's largest batch" in result.stdout
+    assert table.loc["checkpoint", "speed_answer"] in ("faster", "slower", "same", "unsettled")
+    assert table.loc["checkpoint", "speed_low"] <= table.loc["checkpoint", "speed_vs_baseline"]
+    assert table.loc["checkpoint", "speed_vs_baseline"] <= table.loc["checkpoint", "speed_high"]
+    assert "in 2 paired rounds" in (out / "max_batch.md").read_text()
+    assert sorted(p.name for p in out.glob("logs/*/max-batch/*-largest-r*.json")) == [
+        "baseline-largest-r1.json", "baseline-largest-r2.json", "checkpoint-largest-r1.json",
+        "checkpoint-largest-r2.json"]  # fmt: skip
     found, failed = int(table.loc["baseline", "max_batch"]), int(table.loc["baseline", "first_failed_batch"])
     assert 64 < found < 1000 and failed - found <= maxbatch.step(failed)  # small_data: 1000 training images
     assert table.loc["baseline", "samples_per_s"] > 0 and table.loc["baseline", "probes"] >= 3
@@ -201,7 +210,7 @@ def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, ste
     work = Work(
         batch_size=256, steps=steps, warmup_steps=30, eval_samples=2000, train_size=train_size, data=str(tmp_path)
     )
-    args = argparse.Namespace(budget=None, memory_limit=None, timeout=None, out=tmp_path, chunk=None)
+    args = argparse.Namespace(budget=None, memory_limit=None, timeout=None, out=tmp_path, chunk=None, repeats="auto")
     info = dict(gpu_count=1, gpu_name="H100", machine_class="gpu-test")
     maxbatch.main(args, info, [job], tmp_path / "logs" / "b1", dict(small=work))
     *probes, measured = made
@@ -224,3 +233,88 @@ def test_the_estimate_counts_a_cold_compile_in_every_probe_of_a_compiled_variant
     said = maxbatch.say_estimate(runs, True, budget_s=2 * 11 * cost.PROBE_S["gpu"] + 11 * cold + 100)
     assert f"about {gpu / 60:.0f} min (22 cold compiles of about {cold:.0f} s" in said
     assert said.endswith("which reaches about 2: baseline, compile")  # the third would pass the budget
+
+
+def flag_of(run, name):
+    return int(run.cmd[len(run.cmd) - run.cmd[::-1].index(name)])  # the last one wins
+
+
+def test_each_variant_is_timed_at_its_largest_batch_in_paired_rounds(monkeypatch, tmp_path):
+    """After the searches, --repeats rounds at each variant's own largest batch, the order reversed every other round;
+    the speed against the baseline's at its own largest batch is paired by round (a drift that slows a whole round
+    cancels), with its interval and answer. A round that runs out of memory at the batch found steps down, and the
+    later rounds train the lower batch. Launches are made up: what is run, and what is made of it, is tested."""
+    limits, rates = dict(baseline=300, checkpoint=600), dict(baseline=100.0, checkpoint=130.0)
+    drift = {1: 1.0, 2: 0.8, 3: 1.1}  # a round's machine speed: both variants alike
+    noise = {("checkpoint", 2): 1.02, ("checkpoint", 3): 0.98}  # and a little of the checkpoint's own
+    made, flaky = [], {"baseline-largest-r1"}  # the baseline's first round runs out of memory at the batch found
+
+    def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None):
+        made.append(run)
+        batch = flag_of(run, "--batch-size")
+        if batch > limits[run.variant] or (run.name in flaky and batch == 288):
+            return dict(status="failed", error="train.py: error: out of memory, try a smaller --batch-size", wall_s=1)
+        rate = rates[run.variant] * drift.get(run.repeat, 1.0) if maxbatch.timed(run) else rates[run.variant]
+        rate *= noise.get((run.variant, run.repeat), 1.0) if maxbatch.timed(run) else 1.0
+        return dict(status="ok", samples_per_s=rate, wall_s=1.0)
+
+    monkeypatch.setattr(execute, "launch", launch)
+    work = Work(batch_size=64, steps=40, warmup_steps=5, eval_samples=500, train_size=100_000, data=str(tmp_path))
+    jobs = [Run(f"{v}-1", v, "train", 1, 1, [f"train_{v}.py"], "small", model="net", batch_size=64,
+                flags={"--batch-size": "64"}) for v in ("baseline", "checkpoint")]  # fmt: skip
+    args = argparse.Namespace(budget=None, memory_limit=4500, timeout=None, out=tmp_path, chunk=None, repeats=3)
+    info = dict(gpu_count=0, machine_class="cpu-test", cpu_cores=2)
+    maxbatch.main(args, info, jobs, tmp_path / "logs" / "b1", dict(small=work))
+    rounds = [r for r in made if maxbatch.timed(r)]
+    assert [r.name for r in rounds] == ["baseline-largest-r1", "baseline-largest-r1", "checkpoint-largest-r1",
+                                        "checkpoint-largest-r2", "baseline-largest-r2", "baseline-largest-r3",
+                                        "checkpoint-largest-r3"]  # fmt: skip
+    assert [flag_of(r, "--batch-size") for r in rounds] == [288, 252, 576, 576, 252, 252, 576]
+    # sized as the run at the largest batch (sized_run): the plan's 35 timed steps of 64 are 8 of 288, MIN_TIMED 10
+    assert all((flag_of(r, "--warmup-steps"), flag_of(r, "--steps")) == (2, 12) for r in rounds)
+    table = pd.read_csv(tmp_path / "max_batch.csv").set_index("variant")
+    assert (
+        table.loc["baseline", "max_batch"] == 252
+        and table.loc["baseline", "why_it_stops"] == "out of memory in a round"
+    )
+    assert table.loc["checkpoint", "max_batch"] == 576 and table.loc["checkpoint", "rounds"] == 3
+    ratios = [1.3, 1.3 * 1.02, 1.3 * 0.98]  # the drift cancels in each pair
+    found = tuple(table.loc["checkpoint", ["speed_vs_baseline", "speed_low", "speed_high"]])
+    assert found == pytest.approx(summarize.interval(ratios)) and table.loc["checkpoint", "speed_answer"] == "faster"
+    text = (tmp_path / "max_batch.md").read_text()
+    assert "in 3 paired rounds" in text and "| checkpoint | 576 |" in text
+    low, high = found[1:]
+    assert (
+        f"at 1.30x its speed at its own, faster (95% interval {low:.2f}x to {high:.2f}x over 3 paired rounds)" in text
+    )
+
+
+def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_path):
+    """A max_batch.csv with rounds in the bench's results folder: a row slower at the bench's batch but faster at its
+    own largest says so in the answer, its verdict and the table; a row whose answer does not change keeps its
+    answer's words; rows of another model are not joined."""
+    from test_verdicts import STEADY, runs_of
+
+    from bench.modes import speed
+    from bench.outputs import answer, markdown, verdicts
+
+    slow = [(rate * 0.7, {"peak_host_mem_mib": 700}) for rate, _ in STEADY]  # slower, for less memory
+    runs = runs_of({"baseline": STEADY, "checkpoint": slow, "amp": [(rate * 1.5, {}) for rate, _ in STEADY]})
+    table = pd.DataFrame(dict(variant=["baseline", "checkpoint", "amp"], max_batch=[252, 576, 300],
+                              batch_vs_baseline=[1.0, 576 / 252, 300 / 252], speed_vs_baseline=[1.0, 1.3, 1.6],
+                              speed_low=[None, 1.2, 1.5], speed_high=[None, 1.4, 1.7],
+                              speed_answer=[None, "faster", "faster"], rounds=[3, 3, 3]))  # fmt: skip
+    (tmp_path / "max_batch.csv").write_text(table.assign(workload="small", model="net").to_csv(index=False))
+    summary = verdicts.summary(runs, None, speed.max_batch_of(tmp_path)).set_index("variant")
+    assert summary.loc["checkpoint", "largest_answer"] == "faster" and summary.loc["checkpoint", "largest_batch"] == 576
+    assert "at its largest batch (576, 2.29x the baseline's) 1.30x the baseline's speed at the baseline's own largest" \
+        " (95% interval 1.20x to 1.40x): faster (max_batch.md)" in summary.loc["checkpoint", "verdict"]  # fmt: skip
+    said = dict(answer.items(summary.reset_index()))
+    assert said["Trades speed for memory"].startswith("checkpoint 0.70x (1.30x at its largest batch: faster)")
+    assert said["Pays"].startswith("amp 1.50x,")  # faster at both batches: nothing added
+    cells = dict(markdown.train_columns(summary.reset_index()))
+    assert cells["at its largest batch (--max-batch)"](summary.loc["checkpoint"]) == (
+        "1.30x (1.20x to 1.40x), faster, at 2.29x the batch"
+    )
+    (tmp_path / "max_batch.csv").write_text(table.assign(workload="small", model="other").to_csv(index=False))
+    assert verdicts.summary(runs, None, speed.max_batch_of(tmp_path))["largest_answer"].isna().all()

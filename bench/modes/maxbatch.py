@@ -12,8 +12,16 @@ steps), its evaluation sample as planned, and inside one epoch where an epoch ho
 (each waits for a worker to build a whole batch) falls in the window; where one does, the table says how many and
 the steady rate between them.
 
+Then the iso-memory comparison: every variant whose batch was found is timed at its own largest batch in --repeats
+paired rounds (3 with auto), as the speed bench times its rows (each round runs every variant once, the order
+reversed every other round; each run as sized_run makes it, so every row trains the same samples in its window), and
+its speed is read against the baseline's at the baseline's own largest batch, round by round: the geometric mean of
+the ratios and its 95% interval, and the speed bench's answer from it (bench/stages/summarize.py). A bench in the same
+results folder then says, for each row whose answer changes there, what it is "at its largest batch".
+
 Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log is under logs/<bench>/max-batch/.
---budget bounds the whole mode: a variant not searched when it is spent says so.
+--budget bounds the whole mode: a variant not searched when it is spent says so, and a round it does not hold is not
+started.
 """
 
 import math
@@ -27,8 +35,8 @@ import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
 from bench.observe import machine
-from bench.outputs.verdicts import fmt, present
-from bench.stages import cost, execute
+from bench.outputs.verdicts import fmt, plural, present
+from bench.stages import cost, execute, summarize
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -37,6 +45,8 @@ PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's sta
 MAX_BATCH = 2**16  # the doubling stops here
 PROBES = 10  # the estimate of the probes of one variant
 MIN_TIMED = 10  # the fewest steps the run at the largest batch times (unless the plan times fewer)
+ROUNDS = 3  # the paired rounds at each variant's largest batch with --repeats auto
+TIMED = "-largest-r"  # a timed round's run is named VARIANT-largest-rROUND
 # of the run at the largest batch
 MEASURED = (
     "samples_per_s",
@@ -56,6 +66,10 @@ COLUMNS = [
     "epoch_starts_timed",
     "batch_vs_baseline",
     "speed_vs_baseline",
+    "speed_low",
+    "speed_high",
+    "speed_answer",
+    "rounds",
     "peak_host_mem_mib",
     "peak_mem_reserved_mib",
     "nvml_peak_mib",
@@ -177,15 +191,19 @@ def search(run, start, limit_mib, job):
     return fits, fails, reason, probes, None
 
 
-def say_estimate(runs, gpu, budget_s=None):
-    """The estimate as printed (by --dry-run too): the total, the cold compiles in it, and where a budget is given,
-    the variants it is expected to reach (the search goes in plan order; the rest are listed as not searched)."""
+def say_estimate(runs, gpu, budget_s=None, rounds=ROUNDS):
+    """The estimate as printed (by --dry-run too): the total, the cold compiles in it, the rounds at the largest
+    batches (runs: as planned, their estimates a bench run's), and where a budget is given, the variants it is
+    expected to reach (the search goes in plan order; the rest are listed as not searched)."""
     where = "gpu" if gpu else "cpu"
     compiles = sum(PROBES + 1 for r in runs if catalogue.compiled(r.variant))
     text = f"max batch: {len(runs)} variants, about {cost.maxbatch_s(runs, gpu, PROBES) / 60:.0f} min"
     if compiles:
         text += (f" ({compiles} cold compiles of about {cost.COST_S[where]['cold']:.0f} s in it: every probe of a"
                  " compiled variant is a new process at a new batch)")  # fmt: skip
+    if rounds and len(runs) > 1:
+        timed_s = rounds * sum(r.estimate_s + cost.compile_s(r.variant, 1, gpu) for r in runs)
+        text += f", then {plural(rounds, 'round')} at each one's largest batch, about {timed_s / 60:.0f} min"
     if budget_s:
         reached, spent = [], 0.0
         for r in runs:
@@ -199,14 +217,71 @@ def say_estimate(runs, gpu, budget_s=None):
     return text
 
 
-class MaxBatch(execute.Mode):
-    """The mode as the executor runs it: a variant's search and its measured run are one of its runs.
-    options: memory_limit (MiB or None), timeout."""
+def timed(run):
+    """Whether a run (or a record's run name) is one of the rounds at a largest batch, not a search."""
+    return TIMED in (run if isinstance(run, str) else run.name)
 
-    name, what, subfolder = "max_batch", "variants", "max-batch"
+
+def largest(records):
+    """{variant: its largest batch} from the searches' records (the last of each run), where one was found, or from
+    its last round where a round had to step down."""
+    found = {}
+    for record in execute.last_of_each(records):
+        if not timed(record["run"]) and record.get("max_batch") is not None and not record.get("error"):
+            found[record["variant"]] = int(record["max_batch"])
+    for record in execute.last_of_each(records):
+        if timed(record["run"]) and record.get("status") == "ok" and record["variant"] in found:
+            found[record["variant"]] = min(found[record["variant"]], int(record["batch"]))
+    return found
+
+
+class MaxBatch(execute.Mode):
+    """The mode as the executor runs it: a variant's search and its measured run are one of its runs; then the rounds
+    at each variant's largest batch, added by more() a round at a time once every search has run.
+    options: memory_limit (MiB or None), timeout, rounds, timed_s (a timed run's estimate, by variant)."""
+
+    name, what, subfolder = "max_batch", "runs", "max-batch"
+
+    def more(self, runs, records):
+        """The next round at each variant's largest batch (the order reversed every other round), while fewer than
+        options' rounds are planned; (None, why) when there are no more."""
+        searches = [r for r in runs if not timed(r)]
+        found = largest(records)
+        if "baseline" not in found or len(found) < 2:
+            return None, "no round at the largest batches: the baseline's and another's are needed"
+        made = max((r.repeat for r in runs if timed(r)), default=0)
+        if made >= self.options.get("rounds", ROUNDS):
+            return None, f"{made} rounds at each variant's largest batch"
+        order = [r for r in searches if r.variant in found]
+        order = order[::-1] if made % 2 else order
+        group = []
+        for run in order:
+            at = sized_run(run, found[run.variant], self.works[run.workload])
+            at = at.with_flags(name=f"{run.variant}{TIMED}{made + 1}", repeat=made + 1)
+            at.estimate_s = self.options.get("timed_s", {}).get(run.variant, at.estimate_s)
+            group.append(at)
+        return group, None
 
     def do(self, run, job):
         limit = self.options["memory_limit"]
+        if timed(run):  # a round at the largest batch: one run, a step down while it runs out of memory
+            batch, spent = run.batch_size, 0.0
+            while True:
+                row = job.launch(run, memory_limit_mib=limit)
+                if row is None:
+                    return None
+                spent += row.get("wall_s") or 0.0
+                lower = batch - step(batch, run.processes)
+                lower -= lower % run.processes
+                if not out_of_memory(row) or lower < run.processes or job.over():
+                    break
+                # near the limit a run's memory varies from run to run (on a CPU the allocator's address space): the
+                # largest batch is the one every round trains, the later rounds at it too (more() reads it here)
+                batch = lower
+                run = sized_run(run, batch, self.works[run.workload]).with_flags(name=run.name)
+            result = dict(variant=run.variant, status=row["status"], error=row.get("error"), round=run.repeat)
+            result.update(batch=batch, run_s=spent, **{k: row.get(k) for k in MEASURED})
+            return result
         start = run.batch_size
         began = time.monotonic()
         try:
@@ -237,10 +312,17 @@ class MaxBatch(execute.Mode):
         return row
 
     def say(self, run, record):
+        if timed(run):
+            if record["status"] != "ok":
+                return f"FAILED at batch {record['batch']:,}: {record.get('error')}"
+            return f"{record['samples_per_s']:,.1f} samples/s at batch {record['batch']:,} (round {record['round']})"
         return line(record)
 
     def finish(self, records, unrun, how):
-        table = finish(records, unrun)
+        searches = [r for r in records if not timed(r["run"])]
+        table = finish(
+            searches, [(r, why) for r, why in unrun if not timed(r)], [r for r in records if timed(r["run"])]
+        )
         spent = sum(r.get("run_s") or 0 for r in records)
         write(self.args.out, table, self.info, spent)
         print(f"max batch: {spent / 60:.1f} min in runs; {self.args.out}/max_batch.md, max_batch.csv, max_batch.png")
@@ -256,25 +338,64 @@ def main(args, info, runs, logs, works):
     gpu = bool(info["gpu_count"])
     budget_s = cost.budget_s(args.budget, gpu)
     limit = f"{args.memory_limit:,} MiB of address space per process" if args.memory_limit else "the GPU's memory"
-    print(f"{say_estimate(train, gpu, budget_s)}; in {limit}", flush=True)
+    rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
+    print(f"{say_estimate(train, gpu, budget_s, rounds)}; in {limit}", flush=True)
+    timed_s = {run.variant: run.estimate_s + cost.compile_s(run.variant, 1, gpu) for run in train}
     for run in train:
         run.estimate_s = cost.maxbatch_s([run], gpu, PROBES)
-    options = dict(memory_limit=args.memory_limit, timeout=cost.timeout_s(args.timeout, gpu))
+    options = dict(memory_limit=args.memory_limit, timeout=cost.timeout_s(args.timeout, gpu), rounds=rounds)
+    options["timed_s"] = timed_s
     mode = MaxBatch(args, info, logs.name, train, works, options)
     execute.start(mode)
     execute.execute(mode, budget_s, args.chunk)
 
 
-def finish(rows, unrun=()):
-    """The table: a row per variant (those not searched too: unrun, (run, why) each), with ratios to the baseline."""
+def finish(rows, unrun=(), rounds=()):
+    """The table: a row per variant (those not searched too: unrun, (run, why) each), with ratios to the baseline.
+    rounds: the records of the rounds at the largest batches; where they ran, a variant's samples/s is their median
+    and its speed against the baseline's is paired by round (summarize.interval), with its answer; else the ratio of
+    the two measured runs alone."""
     rows = [*rows, *(dict(variant=r.variant, why_it_stops=f"not searched: {why}") for r, why in unrun)]
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    table["speed_answer"] = table["speed_answer"].astype(object)
+    ok = pd.DataFrame([r for r in rounds if r.get("status") == "ok" and r.get("samples_per_s")])
+    if not ok.empty:
+        lowest = ok.groupby("variant")["batch"].min()  # a round that stepped down: the batch every round trained
+        for variant, batch in lowest.items():
+            at = (table["variant"] == variant) & (table["max_batch"] > batch)
+            table.loc[at, "first_failed_batch"] = table.loc[at, "max_batch"]
+            table.loc[at, "max_batch"] = batch
+            table.loc[at, "why_it_stops"] = "out of memory in a round"
+        table["rounds"] = table["variant"].map(ok.groupby("variant")["repeat"].nunique())
+        for column in MEASURED:  # the rounds' medians, where they ran, rather than the measured run's alone
+            median = table["variant"].map(ok.groupby("variant")[column].median()) if column in ok else None
+            if median is not None:
+                table[column] = median.where(median.notna(), table[column])
     base = table[table["variant"] == "baseline"]
     if not base.empty and pd.notna(base["max_batch"].iloc[0]):
         table["batch_vs_baseline"] = table["max_batch"] / base["max_batch"].iloc[0]
         if pd.notna(base["samples_per_s"].iloc[0]):
             table["speed_vs_baseline"] = table["samples_per_s"] / base["samples_per_s"].iloc[0]
+    if not ok.empty and "baseline" in set(ok["variant"]):
+        for variant, ratios in summarize.paired(ok, "samples_per_s", "baseline").items():
+            if variant == "baseline" or not ratios:
+                continue
+            estimate, low, high = summarize.interval(ratios)
+            at = table["variant"] == variant
+            table.loc[at, ["speed_vs_baseline", "speed_low", "speed_high"]] = [estimate, low, high]
+            table.loc[at, "speed_answer"] = summarize.classify(low, high)
     return table
+
+
+def iso_words(row):
+    """'faster (95% interval 1.10x to 1.33x over 3 paired rounds)', from a row's rounds at the largest batches."""
+    answer = {"same": "no measurable difference", "unsettled": "not settled"}.get(
+        row["speed_answer"], row["speed_answer"]
+    )
+    if not present(row.get("speed_low")):
+        return f"{answer} (one round: no interval)"
+    return (f"{answer} (95% interval {row['speed_low']:.2f}x to {row['speed_high']:.2f}x over"
+            f" {plural(row['rounds'], 'paired round')})")  # fmt: skip
 
 
 def line(row):
@@ -297,7 +418,9 @@ def line(row):
     if present(row.get("batch_vs_baseline")) and row["variant"] != "baseline":
         text += f"; {row['batch_vs_baseline']:.2f}x the baseline's batch"
         if present(row.get("speed_vs_baseline")):
-            text += f" at {row['speed_vs_baseline']:.2f}x its speed"
+            text += f" at {row['speed_vs_baseline']:.2f}x its speed at its own"
+        if present(row.get("speed_answer")):
+            text += f", {iso_words(row)}"
     if present(row.get("error")):
         text += f" ({row['error']})"
     return text
@@ -311,11 +434,18 @@ def write(out, table, info, spent):
     memory = f"{limit.iloc[0]:,.0f} MiB of address space per process" if not limit.empty else "the GPU's memory"
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines = [f"### The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)", ""]
-    lines += ["| variant | max batch | first that failed | why it stops | samples/s there | batch vs baseline |"]
-    lines += ["|---|---|---|---|---|---|"]
+    rounds = table["rounds"].max()
+    if present(rounds):
+        lines += [f"Each variant timed at its own largest batch in {plural(rounds, 'paired round')}; its speed against"
+                  " the baseline's at the baseline's own largest batch: the iso-memory comparison.", ""]  # fmt: skip
+    lines += ["| variant | max batch | first that failed | why it stops | samples/s there | batch vs baseline |"
+              " speed vs baseline at its largest | 95% interval | answer |"]  # fmt: skip
+    lines += ["|---|---|---|---|---|---|---|---|---|"]
     for row in table.to_dict("records"):
         cells = [fmt(row["max_batch"], "{:,.0f}"), fmt(row["first_failed_batch"], "{:,.0f}"), row["why_it_stops"]]
         cells += [fmt(row["samples_per_s"], "{:,.1f}"), fmt(row["batch_vs_baseline"], "{:.2f}x")]
+        interval = f"{row['speed_low']:.2f}x to {row['speed_high']:.2f}x" if present(row["speed_low"]) else ""
+        cells += [fmt(row["speed_vs_baseline"], "{:.2f}x"), interval, fmt(row["speed_answer"], "{}")]
         lines.append(f"| {row['variant']} | " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
     write_whole(out / "max_batch.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))

@@ -47,6 +47,19 @@ def parity_of(out):
         return None
 
 
+def max_batch_of(out):
+    """The table of a --max-batch run in the results folder (max_batch.csv), None without one or where it does not
+    read (said once, on stderr: the tables go on without it)."""
+    path = Path(out) / "max_batch.csv"
+    if not path.exists():
+        return None
+    try:
+        return record.load_csv(path, needed=("variant", "workload", "model", "max_batch"))
+    except BenchError as e:
+        print(f"warning: {e}: the summary goes on without --max-batch's speeds", file=sys.stderr)
+        return None
+
+
 def write_outputs(out, bench_id, machine):
     """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
     A run tried again (--resume) counts by its last row."""
@@ -54,7 +67,7 @@ def write_outputs(out, bench_id, machine):
     runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
     if runs.empty:
         return None
-    summary = verdicts.summary(runs, parity_of(out))
+    summary = verdicts.summary(runs, parity_of(out), max_batch_of(out))
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))

@@ -91,7 +91,10 @@ def item(row, why=""):
     'compile 1.31x, ..., 6 lines, its compile paid back after 900 steps from a cold cache and 40 from a warm one'."""
     paid = verdicts.payback_steps(row) if row.get("payback_answer") == "pays back" else ""
     paid = f", its compile paid back after {paid}" if paid else ""
-    return f"{row.variant} {row.speedup:.2f}x{memory_words(row)}{cost(row.variant)}{paid}{why}"
+    largest = ""
+    if verdicts.largest_changes(row):  # --max-batch: another answer at its own largest batch
+        largest = f" ({row.largest_speedup:.2f}x at its largest batch: {verdicts.ANSWER_WORDS[row.largest_answer]})"
+    return f"{row.variant} {row.speedup:.2f}x{largest}{memory_words(row)}{cost(row.variant)}{paid}{why}"
 
 
 def why_it_costs(row):

@@ -5,7 +5,7 @@ import pandas as pd
 
 from bench import catalogue
 from bench.outputs import answer, verdicts
-from bench.outputs.verdicts import busy_note, diverged_note, fmt, settled_note
+from bench.outputs.verdicts import busy_note, diverged_note, fmt, present, settled_note
 from bench.stages import summarize
 from bench.stages.summarize import num, torch_blind
 
@@ -71,6 +71,16 @@ def parity_cell(row):
         return ""
     step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
     return said.removeprefix("learns ") + (step if said in ("learns worse", "learns better") else "")
+
+
+def largest_cell(row):
+    """'1.21x (1.10x to 1.33x), faster, at 4.00x the batch' ('' for a row --max-batch did not time)."""
+    answer = row.get("largest_answer")
+    if not isinstance(answer, str):
+        return ""
+    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
+    interval = f" ({low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
+    return f"{row['largest_speedup']:.2f}x{interval}, {answer}, at {row['largest_batch_vs_baseline']:.2f}x the batch"
 
 
 def payback_cell(row):
@@ -178,6 +188,8 @@ def train_columns(train):
         columns += [("mean W", lambda r: fmt(num(r, "avg_power_w"), "{:,.0f}"))]
     if "parity_verdict" in train and train["parity_verdict"].notna().any():
         columns += [("learns (--parity)", parity_cell)]
+    if "largest_answer" in train and train["largest_answer"].notna().any():
+        columns += [("at its largest batch (--max-batch)", largest_cell)]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
 
 

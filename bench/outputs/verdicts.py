@@ -28,14 +28,16 @@ from bench.stages.summarize import (
     summarize,
     torch_blind,
     waited,
+    with_largest,
     with_parity,
 )
 
 
-def summary(runs, parity=None):
+def summary(runs, parity=None, largest=None):
     """The summary of the runs (bench/stages/summarize.py) with a verdict for every row; parity: the parity.csv of a
-    --parity run in the same results folder, whose verdicts the rows then carry."""
-    return with_verdicts(with_parity(summarize(runs), parity))
+    --parity run in the same results folder, whose verdicts the rows then carry; largest: the max_batch.csv of a
+    --max-batch run there, whose speeds at the largest batches they carry."""
+    return with_verdicts(with_largest(with_parity(summarize(runs), parity), largest))
 
 
 def present(value):
@@ -263,6 +265,8 @@ def reasons(row, base):
         said.append(payback_words(row))
     if parity_words(row):
         said.append(parity_words(row))
+    if largest_words(row):
+        said.append(largest_words(row))
     if num(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
         graphs, breaks = int(num(row, "compile_graphs")), int(num(row, "compile_graph_breaks"))
         said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
@@ -273,6 +277,28 @@ def reasons(row, base):
                 " same steps, says to check that it learns alike"
             )
     return said
+
+
+ANSWER_WORDS = {"faster": "faster", "slower": "slower", "same": "no measurable difference", "unsettled": "not settled"}
+
+
+def largest_changes(row):
+    """Whether --max-batch's rounds give this row another answer at its largest batch than at the bench's batch."""
+    answer = row.get("largest_answer")
+    return isinstance(answer, str) and answer != "unsettled" and answer != row.get("speed_answer")
+
+
+def largest_words(row):
+    """'at its largest batch (1,024, 4.00x the baseline's) 1.21x the baseline's speed at the baseline's own largest
+    (95% interval 1.10x to 1.33x): faster (max_batch.md)' ('' without --max-batch's rounds)."""
+    answer = row.get("largest_answer")
+    if not isinstance(answer, str):
+        return ""
+    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
+    interval = f" (95% interval {low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
+    batch = f"{row['largest_batch']:,.0f}, {row['largest_batch_vs_baseline']:.2f}x the baseline's"
+    return (f"at its largest batch ({batch}) {row['largest_speedup']:.2f}x the baseline's speed at the baseline's own"
+            f" largest{interval}: {ANSWER_WORDS.get(answer, answer)} (max_batch.md)")  # fmt: skip
 
 
 def parity_words(row):

@@ -251,6 +251,27 @@ def with_parity(summary, parity):
     return summary
 
 
+def with_largest(summary, table):
+    """The training rows with a --max-batch run's rounds at the largest batches (its max_batch.csv, read into a
+    frame), by workload, model and variant: each row's largest batch and its speed there against the baseline's at
+    the baseline's own largest batch (paired rounds), with its answer; table None or without rounds changes nothing."""
+    if table is None or table.empty or "speed_answer" not in table or table["speed_answer"].isna().all():
+        return summary
+    found = table.dropna(subset=["speed_answer"]).set_index(["workload", "model", "variant"])
+    train = summary.index[summary["kind"] == "train"]
+    keys = [(summary.at[i, "workload"], summary.at[i, "model"], summary.at[i, "variant"]) for i in train]
+    columns = dict(largest_batch="max_batch", largest_batch_vs_baseline="batch_vs_baseline",
+                   largest_speedup="speed_vs_baseline", largest_speedup_low="speed_low",
+                   largest_speedup_high="speed_high", largest_answer="speed_answer")  # fmt: skip
+    for mine, theirs in columns.items():
+        values = [found.at[key, theirs] if key in found.index else None for key in keys]
+        if mine != "largest_answer":
+            values = [math.nan if v is None else float(v) for v in values]
+        summary[mine] = pd.Series(dtype=object if mine == "largest_answer" else float)
+        summary.loc[train, mine] = values
+    return summary
+
+
 def in_order(summary):
     """The summary's columns in the schema's order (summary.csv's), the ratios last."""
     return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
