@@ -25,6 +25,7 @@ import sys
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple, Optional
 
 import torch
 import torchvision
@@ -64,6 +65,60 @@ def check_workers_and_seed(args):
         die(f"--workers {args.workers}: at most 8 loading processes per core ({8 * cores} here)")
     if args.seed >= 2**31:
         die(f"--seed {args.seed}: must be below 2**31")
+    if args.prefetch_factor is not None and args.prefetch_factor < 1:
+        die(f"--prefetch-factor {args.prefetch_factor}: must be 1 or more")
+    if args.prefetch_factor is not None and args.workers == 0:
+        die("--prefetch-factor: the batches each loading process keeps ready; with --workers 0 there is none")
+
+
+class Workers(NamedTuple):
+    """How a loader loads its batches: --workers (processes; DALI: threads) and the DataLoader's other settings."""
+
+    count: int
+    prefetch_factor: Optional[int] = None  # batches each process keeps ready (None: torch's default, 2)
+    pin_memory: str = "auto"  # on, off, or auto: on where the batches go to a GPU
+    persistent: str = "on"  # on: the processes live from epoch to epoch; off: started again every epoch
+
+
+def workers_of(args):
+    """The Workers of a script's flags (--workers, --prefetch-factor, --pin-memory, --persistent-workers)."""
+    settings = (getattr(args, flag, default) for flag, default in (("prefetch_factor", None), ("pin_memory", "auto"),
+                ("persistent_workers", "on")))  # fmt: skip
+    return Workers(args.workers, *settings)
+
+
+def loading_fields(args, device, loader):
+    """The record's loading settings as they took effect: prefetch_factor, pin_memory, persistent_workers; loader:
+    the one that loaded (open_data()'s info.loader)."""
+    if loader == "synthetic":  # no loading: one batch made on the device
+        return dict(prefetch_factor=None, pin_memory=None, persistent_workers=None)
+    if loader == "dali":  # its threads are --workers, its queue --prefetch-factor
+        return dict(prefetch_factor=args.prefetch_factor or 2, pin_memory=None, persistent_workers=None)
+    settings = dataloader_settings(workers_of(args), device)
+    return {k: settings.get(k) for k in ("prefetch_factor", "pin_memory", "persistent_workers")}
+
+
+def dali_settings(workers):
+    """A DALI pipeline's keywords for workers (a Workers, or a count alone): --workers its threads (1 at least),
+    --prefetch-factor its queue's depth (DALI's default, 2); the DataLoader's own settings (--pin-memory on or off,
+    --persistent-workers off) are refused: DALI has no such thing to set."""
+    workers = workers if isinstance(workers, Workers) else Workers(workers)
+    if workers.pin_memory != "auto" or workers.persistent != "on":
+        die("--pin-memory and --persistent-workers are the DataLoader's (loader.py): DALI places its own batches")
+    return dict(num_threads=max(workers.count, 1), prefetch_queue_depth=workers.prefetch_factor or 2)
+
+
+def dataloader_settings(workers, device):
+    """The DataLoader's keywords for workers (a Workers, or a count alone: the defaults) on device; --pin-memory on
+    where no batch goes to a GPU is refused (pinned memory speeds only a copy to one)."""
+    workers = workers if isinstance(workers, Workers) else Workers(workers)
+    if workers.pin_memory == "on" and device.type != "cuda":
+        die(f"--pin-memory on: page-locked batches speed their copy to a GPU; this run is on the {device.type}")
+    pin = workers.pin_memory == "on" or (workers.pin_memory == "auto" and device.type == "cuda")
+    settings = dict(num_workers=workers.count, pin_memory=pin, persistent_workers=False)
+    if workers.count > 0:
+        settings.update(persistent_workers=workers.persistent == "on", prefetch_factor=workers.prefetch_factor or 2)
+    return settings
 
 
 OLDEST_TORCH = (2, 11)  # the oldest torch CI tests (make test); requirements.txt says why none older

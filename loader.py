@@ -218,7 +218,7 @@ def build_loaders(
             v2.Normalize(MEAN, STD),
         ]
     )
-    common = dict(num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=workers > 0)
+    common = checks.dataloader_settings(workers, device)  # --workers, --prefetch-factor, --pin-memory, ...
     train_loader = Loader(train_set, batch_size, shuffle=sampler is None, sampler=sampler, drop_last=True, **common)
     val_loader = Loader(val_set, batch_size, sampler=val_part, **common)
     return train_loader, val_loader
@@ -232,7 +232,8 @@ def bench(args, device):
     """Time args.steps batches after args.warmup_steps, each copied to the device, the way train.py
     times its steps; return (seconds, seconds blocked in next(), epoch starts timed, info)."""
     train_set, val_set, info = open_data(args.data, args.download, check_data=not args.no_data_check)
-    train_loader, _ = build_loaders(train_set, val_set, info, args.batch_size, device, args.workers, args.seed)
+    workers = checks.workers_of(args)
+    train_loader, _ = build_loaders(train_set, val_set, info, args.batch_size, device, workers, args.seed)
 
     def sync():
         if device.type == "cuda":
@@ -271,6 +272,9 @@ def main():
     parser.add_argument("--steps", type=int, default=50, help="batches timed")
     parser.add_argument("--warmup-steps", type=int, default=5, help="batches read before timing starts")
     parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="loading processes")
+    parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each process keeps ready (2)")
+    parser.add_argument("--pin-memory", default="auto", choices=["auto", "on", "off"], help="page-locked (auto: GPU)")
+    parser.add_argument("--persistent-workers", default="on", choices=["on", "off"], help="keep the processes")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where batches go")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data order")
     parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
@@ -301,6 +305,7 @@ def main():
         result = dict(script=script, variant=os.path.splitext(script)[0], loader=info.loader, device=device.type)
         result.update(dataset=info.dataset, image_size=info.image_size, num_classes=info.num_classes)
         result.update(batch_size=args.batch_size, workers=args.workers, steps_timed=args.steps, window_s=seconds)
+        result.update(checks.loading_fields(args, device, info.loader))
         result.update(samples_per_s=rate, data_wait_frac=waited / seconds, epoch_starts_timed=epoch_starts)
         result.update(seed=args.seed, argv=sys.argv, torch_version=torch.__version__, dali_version=info.dali_version)
     if args.metrics_out:

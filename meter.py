@@ -347,6 +347,7 @@ class Meter:
             global_batch_size=self.batch_size * self.world_size,
             loader=info.loader,
             workers=args.workers,
+            **checks.loading_fields(args, self.device, info.loader),
         )
 
     def timing(self):

@@ -42,6 +42,9 @@ parser.add_argument("--steps", type=int, default=None, help="stop after this man
 parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"], help="sgd (CNNs) or adamw (transformers)")
 parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 0.1 for SGD, 0.001 for AdamW)")
 parser.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="data loading processes")
+parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each loading process keeps ready (2)")
+parser.add_argument("--pin-memory", default="auto", choices=["auto", "on", "off"], help="page-locked (auto: on a GPU)")
+parser.add_argument("--persistent-workers", default="on", choices=["on", "off"], help="keep the loading processes")
 parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: cuda if present")
 parser.add_argument("--seed", type=int, default=0, help="seed of the weights, the data order and the sample")
 parser.add_argument(
@@ -151,8 +154,9 @@ def main():
     batch_size = args.batch_size  # one process takes the whole batch; train_ddp.py gives each its share
     sampler = None  # every image, reshuffled each epoch; train_ddp.py gives each process its own shard
     eval_samples = args.eval_samples or (1000 if args.steps else "all")  # a short run evaluates a fixed sample
+    workers = checks.workers_of(args)  # --workers and the DataLoader's settings (--prefetch-factor, ...)
     train_loader, val_loader = loader.build_loaders(
-        train_set, val_set, info, batch_size, device, args.workers, args.seed, sampler, rank, world_size, eval_samples
+        train_set, val_set, info, batch_size, device, workers, args.seed, sampler, rank, world_size, eval_samples
     )
 
     # the model, the loss, the optimizer (--optimizer), and the learning rate: up for 20% of the steps (the warm-up),

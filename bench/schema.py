@@ -54,6 +54,12 @@ batch_size              -     script  -       -          images per step in each
 global_batch_size       -     train   first   workload   images per step over all processes
 loader                  -     script  first   -          torchvision (loader.py), dali (loader_dali.py) or synthetic
 workers                 -     script  -       -          loader processes (DALI: threads) per training process
+prefetch_factor         -     script  -       -          batches each loader process keeps ready (DALI: its queue's
+                                                           depth); empty with --workers 0
+pin_memory              -     script  -       -          the DataLoader pins its batches (page-locked, for a faster
+                                                           copy to a GPU); empty with DALI
+persistent_workers      -     script  -       -          the DataLoader keeps its processes from epoch to epoch;
+                                                           empty with DALI
 threads                 -     runner  first   -          torch's threads per process (OMP_NUM_THREADS, set by the bench
                                                            for every row: processes x threads = the cores it uses)
 window_s                s     script  median  -          wall time of the timed window, less its pauses for evaluation
