@@ -267,6 +267,7 @@ def write_whole(path, what, data):
 OUT_OF_MEMORY = (
     "out of memory",
     "can't allocate memory",
+    "cannot allocate memory",  # ENOMEM: a worker's batch that cannot be mapped under an address-space limit
     "can't start new thread",
     "cublas_status_alloc_failed",
     "cudnn_status_alloc_failed",

@@ -96,6 +96,7 @@ OUT_OF_MEMORY = [  # as the libraries print them, near the memory limit
     "unable to write to file </torch_4242_1>: No space left on device (28). This might be caused by insufficient"
     " shared memory (shm)",
     "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.",
+    "unable to mmap 2359296 bytes from file <filename not specified>: Cannot allocate memory (12)",  # a worker's batch
     "can't start new thread",
 ]
 NOT_OUT_OF_MEMORY = [
