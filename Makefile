@@ -16,7 +16,7 @@ SETUP := $(VENV)/.installed
 OLDEST_SETUP := $(OLDEST_DIR)/.installed
 endif
 
-.PHONY: bench compare check baseline plot train data diff test test-fast lint format clean browser slurm
+.PHONY: bench compare check tune-loader baseline plot train data diff test test-fast lint format clean browser slurm
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
 # WORKLOAD=small|imagenet|all (generated in data/ when missing), or DATA=folder of your own
@@ -34,6 +34,10 @@ compare: $(SETUP)
 # does every technique work on this machine? a short run of every script and path, a table of what works (3-4 min)
 check: $(SETUP)
 	$(PY) -m bench --check $(ARGS)
+
+# the loader's settings for this machine: the loader alone at each setting, then the best few in training, paired
+tune-loader: $(SETUP)
+	$(PY) -m bench --tune-loader $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
 
 # keep results/ as the saved baseline for this class of machine (baseline/<machine class>/)
 baseline: $(SETUP)

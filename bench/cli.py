@@ -34,7 +34,7 @@ from pathlib import Path
 import filelock
 
 from bench import BenchError, catalogue, check_folder, data, logs_of
-from bench.modes import accuracy, maxbatch, parity, scaling, speed
+from bench.modes import accuracy, maxbatch, parity, scaling, speed, tuneloader
 from bench.modes import check as check_mode  # the --check mode (cli.check is its entry)
 from bench.observe.machine import machine_class, machine_info
 from bench.stages import baseline, calibrate, cost, execute, plan, record, slurm
@@ -62,6 +62,9 @@ OUTPUTS = [
     "parity.csv",
     "parity.md",
     "parity_curves.png",
+    "tune_loader.csv",
+    "tune_loader.md",
+    "tune_loader.png",
     "scaling.csv",
     "scaling.md",
     "scaling.png",
@@ -133,7 +136,7 @@ def parse_args(argv=None):
         action="store_true",
         help="the README's result blocks, and every saved baseline's report, from their runs",
     )
-    for mode in maxbatch, accuracy, parity, scaling, slurm:
+    for mode in maxbatch, accuracy, parity, scaling, tuneloader, slurm:
         mode.add_flags(p)
     p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
@@ -142,7 +145,7 @@ def parse_args(argv=None):
     rows_asked(args)
     check_work(args)
     args.mode = mode_of(args)
-    for mode in accuracy, parity, scaling, slurm, check_mode, maxbatch:
+    for mode in accuracy, parity, scaling, tuneloader, slurm, check_mode, maxbatch:
         mode.check_flags(args)
     check_run(args)
     args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
@@ -273,7 +276,7 @@ def mode_of(args):
     """The one mode the flags ask for ("run": the bench); two are refused."""
     modes = [("resume", args.resume), ("summarize", args.summarize), ("check", args.check), ("readme", args.readme)]
     modes += [("max_batch", args.max_batch), ("to_accuracy", args.to_accuracy is not None)]
-    modes += [("parity", args.parity), ("scaling", args.scaling is not None)]
+    modes += [("parity", args.parity), ("scaling", args.scaling is not None), ("tune_loader", args.tune_loader)]
     modes = [name for name, on in modes if on]
     modes += ["save_baseline"] if args.save_baseline is not None else []
     if len(modes) > 1:
@@ -371,7 +374,8 @@ def new_id():
 
 def resume(args):
     """Finish the last bench of any mode (or the one named): its planned runs with no finished record."""
-    modes = (speed.Bench, check_mode.Check, maxbatch.MaxBatch, accuracy.ToAccuracy, parity.Parity, scaling.Scaling)
+    modes = (speed.Bench, check_mode.Check, maxbatch.MaxBatch, accuracy.ToAccuracy, parity.Parity, scaling.Scaling,
+             tuneloader.TuneLoader)  # fmt: skip
     resumable = {m.name: m for m in modes}
     execute.resume(args, machine(), resumable)
 
@@ -479,8 +483,36 @@ def scale(args):
     scaling.main(args, info, runs, logs, counts, works)
 
 
+def tune_loader(args):
+    """The loader's settings for this machine (bench/modes/tuneloader.py): the plan's loader and baseline rows."""
+    info = machine()
+    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
+    info = {**info, "gpu_count": gpu_count}
+    logs = logs_of(args.out, new_id())
+    loaders = [name for name in args.loaders if name == "loader" or importlib.util.find_spec("nvidia.dali")]
+    if "loader" not in loaders:
+        fail(
+            "--tune-loader trains at the torchvision loader's settings: --loaders needs loader (DALI's threads beside)"
+        )
+    one = argparse.Namespace(**{**vars(args), "variants": ["synthetic", "baseline"], "loaders": loaders})
+    one.repeats, one.budget, one.default_variants, one.default_loaders = 1, "none", False, False
+    runs, works, _ = plan.make_plan(
+        one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+    )
+    first = next(iter(works))  # one workload: the default's, or the one asked for
+    planned = {r.variant: r for r in runs if r.repeat == 1 and r.workload == first}
+    if args.dry_run:
+        tuneloader.say(args, info, planned)
+        for r in tuneloader.runs_of(planned, tuneloader.most(args, info), bool(gpu_count)):
+            print(f"  {r.name}: {shlex.join(r.cmd)}")
+        print(f"  then rounds of: {shlex.join(planned['baseline'].cmd)} (and the ceiling, synthetic)")
+        return
+    tuneloader.main(args, info, planned, logs, works)
+
+
 MODES = dict(run=run, resume=resume, summarize=summarize_again, save_baseline=save_baseline, check=check, readme=readme)
 MODES.update(max_batch=max_batch, to_accuracy=to_accuracy, parity=learns_the_same, scaling=scale)
+MODES.update(tune_loader=tune_loader)
 
 
 LOCKED = {
@@ -493,6 +525,7 @@ LOCKED = {
     "to_accuracy",
     "parity",
     "scaling",
+    "tune_loader",
 }  # the modes that read or write --out
 
 

@@ -392,8 +392,8 @@ def test_rows_say_what_they_can_show(row, label):
 
 
 def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):
-    """--save-baseline after --to-accuracy, --max-batch, --scaling or --parity alone: their tables join the saved bench,
-    whose summary, runs and machine stay as they were."""
+    """--save-baseline after --to-accuracy, --max-batch, --scaling, --parity or --tune-loader alone: their tables join
+    the saved bench, whose summary, runs and machine stay as they were."""
     saved = tmp_path / "baselines"
     folder = saved / "cpu-x"
     folder.mkdir(parents=True)
@@ -405,7 +405,8 @@ def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):
         (out / name).write_text(f"new {name}\n")
     result = run("-m", "bench", "--out", out, "--save-baseline", "cpu-x", "--baseline-dir", saved)
     assert result.returncode == 0, result.stderr
-    assert f"saved {out}/accuracy.*, {out}/max_batch.*, {out}/scaling.*, {out}/parity.* as {folder}" in result.stdout
+    modes = ("accuracy", "max_batch", "scaling", "parity", "tune_loader")
+    assert f"saved {', '.join(f'{out}/{mode}.*' for mode in modes)} as {folder}" in result.stdout
     for name in baseline.MODE_OUTPUTS:
         assert (folder / name).read_text() == f"new {name}\n"
     for name in "summary.csv", "runs.csv", "machine.json":

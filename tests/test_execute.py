@@ -1,5 +1,5 @@
 """The one executor (bench/stages/execute.py): every mode (the bench, --check, --max-batch, --to-accuracy, --parity,
---scaling)
+--scaling, --tune-loader)
 stops at --chunk and --budget between whole groups, stops on Ctrl-C keeping what finished, and --resume finishes it,
 each planned run recorded once. In-process, through python -m bench's own main(), with the launch of a run and the
 executor's clock made up: each run "takes" 10 s, so the budget and the chunk are exact and the tests take seconds."""
@@ -25,7 +25,10 @@ MODES = {  # the flags of each mode, the runs it plans here, its table
                     "accuracy.csv"),
     "parity": (["--parity", "--variants", "baseline,amp,checkpoint", "--seeds", "2", *STEPS], 5, "parity.csv"),
     "scaling": (["--scaling", "1,2", "--variants", "ddp", "--repeats", "2", *STEPS], 4, "scaling.csv"),
+    "tune_loader": (["--tune-loader", "--workers", "1", "--loaders", "loader", "--repeats", "2", *STEPS], 3,
+                    "tune_loader.csv"),
 }  # fmt: skip
+ADDED = dict(max_batch=3 * 3, tune_loader=2 * 4)  # the runs a mode adds to its plan as it goes: its rounds
 
 
 class Clock:
@@ -150,7 +153,7 @@ def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_
     said = capsys.readouterr().out
     assert code in (0, 1) and f"{len(done)} of {planned}" in said
     plan, done = records(bench.out)  # --max-batch's rounds at the largest batches are added to its plan as they come
-    assert len(plan["runs"]) == planned + (3 * 3 if mode == "max_batch" else 0)
+    assert len(plan["runs"]) == planned + ADDED.get(mode, 0)
     assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])  # each once, none lost
     assert not set(second) & {r["run"] for r in done if r["run"] in first and "batch" not in r["run"]}
     assert (bench.out / MODES[mode][2]).exists()

@@ -41,6 +41,7 @@ def test_on_a_gpu_pinning_is_on_unless_turned_off_and_dali_takes_threads_and_its
     assert checks.dali_settings(0) == dict(num_threads=1, prefetch_queue_depth=2)  # DALI needs a thread
 
 
+@pytest.mark.slow
 def test_a_run_records_the_settings_that_took_effect(tiny_data, tmp_path):
     flags = ("--steps", 3, "--warmup-steps", 1, "--workers", 2, "--prefetch-factor", 3, "--persistent-workers", "off")
     result, metrics = train("train.py", tiny_data, tmp_path / "m.json", *flags)

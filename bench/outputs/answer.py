@@ -16,6 +16,9 @@ Every row a bench compares with the baseline lands in one group, by its speed an
 - not compiled: a compiled row whose timed steps ran no compiled code (its speed is eager code's);
 - no verdict: every run failed, or its loss diverged.
 
+Then the limits (each ceiling, and how near the baseline comes) and the rows that are data-bound (their data wait
+WAIT_BOUND of the window or more: the loader sets their pace, and --tune-loader finds its settings).
+
 The best measured is the fastest row that pays. Ceilings are limits, never options: they say how fast the model
 trains with no loading at all. Two things are flagged, with their likely reason where the runs measured it: a real row
 whose interval against its ceiling lies wholly above 100% (a row cannot outrun training without loading unless the
@@ -248,7 +251,7 @@ def items(train):
                 f" {num(best, 'speedup_high'):.2f}x){memory_words(best)}",
             )
         )
-    said += limit_items(train)
+    said += limit_items(train) + data_bound_items(train)
     return said + [("Flag", words) for _, words in above_ceiling(train) + slower_than_parts(train)]
 
 
@@ -263,6 +266,22 @@ def answer(train):
     if not said:
         return []
     return [f"**{title(train)}:**", "", *[f"- **{label}**: {words}." for label, words in said], ""]
+
+
+def data_bound_items(train):
+    """The real rows that wait for their data WAIT_BOUND of their window or more: data-bound, with their distance
+    from the ceiling, and where to find the loader's settings (python -m bench --tune-loader)."""
+    rows = train[(train["dataset"] != "synthetic") & (train["runs_ok"] > 0)]
+    bound = [row for _, row in rows.iterrows() if summarize.waited(row) >= summarize.WAIT_BOUND]
+    if not bound:
+        return []
+    words = []
+    for row in bound:
+        pct = num(row, "ceiling_pct")
+        ceiling = f", at {pct:.0f}% of its ceiling" if pd.notna(pct) else ""
+        words.append(f"{row.variant} waits for data {summarize.waited(row):.0%} of its window{ceiling}")
+    return [("Data-bound", "; ".join(words) + ": the loader, not the technique, sets the pace; python -m bench"
+             " --tune-loader finds the loader's settings for this machine (docs/bench.md)")]  # fmt: skip
 
 
 def limit_items(train):

@@ -6,11 +6,12 @@ A result block is the text between `<!-- results: FOLDER -->` (or `<!-- results:
 examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs again by the bench's current rules
 (its summary.csv, summary.md, plots and report.html are rewritten) and puts in the block either its summary.md,
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
-to the rest. `<!-- results: FOLDER to-accuracy -->` (or `max-batch`, `scaling`, `parity`) shows the table a mode
-wrote there (accuracy.md, max_batch.md, scaling.md, parity.md: python -m bench --to-accuracy, --max-batch, --scaling,
---parity, kept by --save-baseline) with its plot. The block between `<!-- lines -->` and `<!-- /lines -->` is
-bench/outputs/diffs.py's count of each technique's lines. tests/test_readme.py checks that every page holds what
---readme writes, so a finding in a block is always the verdicts'.
+to the rest. `<!-- results: FOLDER to-accuracy -->` (or `max-batch`, `scaling`, `parity`, `tune-loader`) shows the
+table a mode wrote there (accuracy.md, max_batch.md, scaling.md, parity.md, tune_loader.md: python -m bench
+--to-accuracy, --max-batch, --scaling, --parity, --tune-loader, kept by --save-baseline) with its plot. The block
+between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines.
+tests/test_readme.py checks that every page holds what --readme writes, so a finding in a block is always the
+verdicts'.
 """
 
 import os
@@ -25,7 +26,7 @@ from bench.outputs import answer, diffs, markdown, verdicts
 
 BLOCK = re.compile(
     r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)?"
-    r"(?: (?P<mode>to-accuracy|max-batch|scaling|parity))? -->\n)"
+    r"(?: (?P<mode>to-accuracy|max-batch|scaling|parity|tune-loader))? -->\n)"
     r"(?P<body>.*?)(<!-- /results -->)",
     re.S,
 )
@@ -36,6 +37,7 @@ MODES = {  # a mode's table and plot, as the mode writes them
     "max-batch": ("max_batch.md", "max_batch.png", "the largest batch of each variant and its speed there"),
     "scaling": ("scaling.md", "scaling.png", "samples/s against processes, with the ideal line"),
     "parity": ("parity.md", "parity_curves.png", "each technique's training loss over the baseline seeds' band"),
+    "tune-loader": ("tune_loader.md", "tune_loader.png", "the loader alone at each setting, and the best in training"),
 }
 
 

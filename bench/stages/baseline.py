@@ -2,7 +2,7 @@
 
 `make baseline` (python -m bench --save-baseline) copies the latest summary, its plots, its runs
 (commands, versions, every metric) and the machine's description to baseline/<machine class>/, and the tables and
-plots of --to-accuracy, --max-batch, --scaling and --parity where they are in the results folder.
+plots of --to-accuracy, --max-batch, --scaling, --parity and --tune-loader where they are in the results folder.
 A later bench on the same class of machine prints each variant's change against the saved one,
 where the work was the same (the schema's workload fields). A baseline saved by an older version
 is read with its columns renamed (bench/schema.py).
@@ -24,13 +24,14 @@ OUTPUTS += ["curves.json", "curves.png"]  # the learning curves: the logs they c
 OUTPUTS += ["profiles.json"]  # --profile: each run's operators (its trace stays behind with the logs)
 MODE_OUTPUTS = ["accuracy.csv", "accuracy.md", "accuracy_curves.png", "max_batch.csv", "max_batch.md", "max_batch.png"]
 MODE_OUTPUTS += ["scaling.csv", "scaling.md", "scaling.png", "parity.csv", "parity.md", "parity_curves.png"]
+MODE_OUTPUTS += ["tune_loader.csv", "tune_loader.md", "tune_loader.png"]
 
 
 def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
     """Copy the summary in results_dir to baseline_dir/name; return that folder."""
     folder = baseline_dir / name
     check_folder(folder, "the baseline folder")
-    for output in OUTPUTS + MODE_OUTPUTS:  # a mode's tables (--to-accuracy, --max-batch, --scaling, --parity)
+    for output in OUTPUTS + MODE_OUTPUTS:  # a mode's tables (--to-accuracy, --max-batch, --scaling, ...)
         if (results_dir / output).exists():
             write_whole(folder / output, lambda tmp, source=results_dir / output: shutil.copy2(source, tmp))
     runs_kept = (results_dir / "runs.csv").exists()

@@ -1,0 +1,341 @@
+"""python -m bench --tune-loader: the data pipeline's settings for this machine. The most common speed problem is no
+technique at all: the model waits for its data. The sweep says which loader settings to use here, with the flags to
+copy, or that the loader is not the limit.
+
+1. The loader alone (loader.py --bench, the bench's loader row) at every setting of the grid: --workers from 0 to the
+   cores or --workers (0, then the powers of two below it, and it), and for each count above 0 --prefetch-factor 2
+   and 4, and on a GPU --pin-memory on and off; DALI's threads (loader_dali.py --workers) alike where DALI is
+   installed. One run each: a first look, which picks the candidates. --persistent-workers stays on (the scripts'
+   default): it changes only an epoch's start, where off starts every loading process again, which costs time and
+   saves nothing but the processes' memory between epochs; a loader run alone does not reach an epoch's end.
+2. Training at the CANDIDATES settings the loader alone delivered most images/s at (other than the bench's own), and
+   at the bench's own, in --repeats paired rounds (3 with auto) as the speed bench's rounds (the order reversed every
+   other round), each round with the ceiling (training on synthetic data: no loading at all). Each setting's speed
+   against the bench's own is paired by round: the geometric mean, its 95% interval and the bench's answer
+   (bench/stages/summarize.py); beside it its data wait, and on a CPU the cores the loader took from the model.
+
+The recommendation (recommend()): the fastest setting whose answer is faster, with its flags; else, where the bench's
+own settings wait for data less than WAIT_LITTLE of the window or train at NEAR_CEILING of the ceiling or more, "the
+loader is not the limit here"; else "keep the defaults": no setting tried trains measurably faster.
+
+Writes tune_loader.csv (a row per setting and phase), tune_loader.md and tune_loader.png to --out; each run's log is
+under logs/<bench>/tune-loader/.
+"""
+
+import dataclasses
+import math
+import textwrap
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+
+from bench import BenchError, write_whole
+from bench.observe import machine
+from bench.outputs.verdicts import fmt, plural, present
+from bench.stages import cost, execute, plan, summarize
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
+ROUNDS = 3  # the paired rounds of training with --repeats auto
+NEAR_CEILING = 0.95  # a baseline at this share of its ceiling or more has little to win from its loader
+WAIT_LITTLE = summarize.WAIT_LITTLE  # ... nor one that waits for data less than this share of its window
+TRAIN = "-train-r"  # a training run is named SETTING-train-rROUND
+COLUMNS = ["phase", "loader", "setting", "flags", "samples_per_s", "runs", "speedup", "speedup_low",
+           "speedup_high", "answer", "data_wait_frac", "cpu_loader_cores", "cpu_model_cores", "ceiling_pct",
+           "ceiling_low_pct", "ceiling_high_pct", "error"]  # fmt: skip
+
+
+def add_flags(p):
+    p.add_argument(
+        "--tune-loader",
+        action="store_true",
+        help="the loader's settings for this machine: a sweep of the loader alone, then the best few in training",
+    )
+
+
+def check_flags(args):
+    if args.mode != "tune_loader":
+        return
+    if not args.default_variants:
+        raise BenchError("--tune-loader sweeps the loader's settings of the baseline: --variants is not its (--loaders"
+                         " picks the loaders it sweeps)")  # fmt: skip
+    if not args.loaders:
+        raise BenchError("--tune-loader sweeps a loader: --loaders names none")
+
+
+def counts(cores):
+    """The worker counts tried: 0, the powers of two below the cores, and the cores."""
+    return sorted({0, cores, *(2**k for k in range(8) if 2**k < cores)})
+
+
+def grid(cores, gpu):
+    """The torchvision loader's settings tried: {flag: value} each, the flags a script takes."""
+    settings = [{"--workers": 0}]
+    for workers in counts(cores)[1:]:
+        for prefetch in (2, 4):
+            for pin in ("on", "off") if gpu else (None,):
+                setting = {"--workers": workers, "--prefetch-factor": prefetch}
+                settings.append(setting | ({"--pin-memory": pin} if pin else {}))
+    return settings
+
+
+def dali_grid(cores):
+    """DALI's threads tried (loader_dali.py --workers)."""
+    return [{"--workers": threads} for threads in counts(cores)[1:]]
+
+
+def name_of(setting):
+    """'w2-p4' (and '-pin' or '-nopin' on a GPU): a setting as a run's name."""
+    name = f"w{setting['--workers']}"
+    if "--prefetch-factor" in setting:
+        name += f"-p{setting['--prefetch-factor']}"
+    if "--pin-memory" in setting:
+        name += "-pin" if setting["--pin-memory"] == "on" else "-nopin"
+    return name
+
+
+def flags_of(setting):
+    """The flags to copy: '--workers 2 --prefetch-factor 4'."""
+    return " ".join(f"{flag} {value}" for flag, value in setting.items())
+
+
+def own_setting(run):
+    """The bench's own settings, as its baseline run has them: its --workers and the scripts' defaults."""
+    return {"--workers": int(run.flags["--workers"])}
+
+
+def same(setting, own, gpu):
+    """Whether a setting of the grid is the bench's own (the scripts' defaults: prefetch 2, persistent, pinned on a
+    GPU)."""
+    defaults = {"--workers": own["--workers"]}
+    if own["--workers"]:
+        defaults |= {"--prefetch-factor": 2} | ({"--pin-memory": "on"} if gpu else {})
+    return setting == defaults
+
+
+def recommend(own, candidates):
+    """(what, words): 'use' the fastest candidate whose answer is faster, with its flags; 'not the limit' where the
+    bench's own settings wait for data less than WAIT_LITTLE or train at NEAR_CEILING of the ceiling or more (the
+    lower end of its interval); else 'keep'. own, candidates: the training rows of the table (dicts)."""
+    faster = [c for c in candidates if c.get("answer") == "faster"]
+    wait, ceiling = own.get("data_wait_frac"), own.get("ceiling_low_pct")
+    where = []
+    if present(wait):
+        where.append(f"waits for data {wait:.0%} of its window")
+    if present(own.get("ceiling_pct")):
+        where.append(f"trains at {own['ceiling_pct']:.0f}% of its ceiling")
+    where = f" (with the bench's own settings the baseline {' and '.join(where)})" if where else ""
+    if faster:
+        best = max(faster, key=lambda c: c["speedup"])
+        return "use", (f"use {best['flags']}: {best['speedup']:.2f}x the speed of the bench's own settings (95%"
+                       f" interval {best['speedup_low']:.2f}x to {best['speedup_high']:.2f}x){where}")  # fmt: skip
+    if (present(wait) and wait < WAIT_LITTLE) or (present(ceiling) and ceiling >= 100 * NEAR_CEILING):
+        return "not the limit", f"the loader is not the limit here{where}: keep the bench's own settings"
+    said = ", ".join(f"{c['flags']} {c['speedup']:.2f}x ({c['answer']})" for c in candidates if present(c["speedup"]))
+    return "keep", f"keep the bench's own settings: no setting tried trains measurably faster ({said}){where}"
+
+
+def training_rows(records, names, reference):
+    """A row per setting trained: its median rate, data wait and cores, its speed against reference's (paired by
+    round) and the share of the ceiling it trains at (paired with the round's synthetic run)."""
+    ok = pd.DataFrame([r for r in records if r.get("status") == "ok" and r.get("phase") == "train"])
+    if ok.empty:
+        return []
+    rows = []
+    by_setting = ok.drop(columns=["variant"], errors="ignore").rename(columns={"setting": "variant"})
+    ratios = summarize.paired(by_setting, "samples_per_s", reference)
+    ceiling = summarize.paired(by_setting, "samples_per_s", "ceiling")
+    for setting, group in ok.groupby("setting", sort=False):
+        if setting == "ceiling":
+            continue
+        row = dict(phase="train", loader="torchvision", setting=setting, flags=names.get(setting, ""))
+        row.update(samples_per_s=group["samples_per_s"].median(), runs=len(group))
+        for column in ("data_wait_frac", "cpu_loader_cores", "cpu_model_cores"):
+            row[column] = group[column].median() if column in group and group[column].notna().any() else math.nan
+        if setting != reference:
+            estimate, low, high = summarize.interval(ratios.get(setting, []))
+            row.update(speedup=estimate, speedup_low=low, speedup_high=high, answer=summarize.classify(low, high))
+        pct, low, high = summarize.interval(ceiling.get(setting, []))
+        row.update(ceiling_pct=100 * pct, ceiling_low_pct=100 * low, ceiling_high_pct=100 * high)
+        rows.append(row)
+    return rows
+
+
+class TuneLoader(execute.Mode):
+    """The mode as the executor runs it: the loader runs of the grid, then (more()) the rounds of training.
+    options: rounds, timeout, own (the bench's own setting), train (the baseline's and ceiling's runs as planned)."""
+
+    name, what, subfolder = "tune_loader", "runs", "tune-loader"
+
+    def more(self, runs, records):
+        made = max((r.repeat for r in runs if TRAIN in r.name), default=0)
+        if made >= self.options["rounds"]:
+            return None, f"{made} rounds of training"
+        settings = self.chosen(records)
+        if settings is None:
+            return None, "no loader run finished: no setting to train"
+        base, ceiling = (plan.Run(**run) for run in self.options["train"])  # as plan.json keeps them
+        group = [ceiling.with_flags(name=f"ceiling{TRAIN}{made + 1}", repeat=made + 1)]
+        for setting in settings:
+            name = "own" if setting is None else name_of(setting)
+            run = base.with_flags(name=f"{name}{TRAIN}{made + 1}", repeat=made + 1, flags=dict(setting or {}))
+            group.append(run)
+        return (group if made % 2 == 0 else group[::-1]), None
+
+    def chosen(self, records):
+        """None (the bench's own) and the CANDIDATES settings the torchvision loader alone ranked first; None where no
+        loader run finished."""
+        loaders = [r for r in records if r.get("phase") == "loader" and r.get("loader") == "torchvision"]
+        ok = sorted((r for r in loaders if r.get("status") == "ok"), key=lambda r: -r["samples_per_s"])
+        if not ok:
+            return None
+        gpu = bool(self.info["gpu_count"])
+        best = [r["grid"] for r in ok if not same(r["grid"], self.options["own"], gpu)][:CANDIDATES]
+        return [None, *best]
+
+    def do(self, run, job):
+        row = job.launch(run)
+        if row is None:
+            return None
+        training = TRAIN in run.name
+        setting = run.name.split(TRAIN)[0] if training else run.name
+        result = dict(phase="train" if training else "loader", setting=setting, status=row["status"])
+        result.update(loader="dali" if "loader_dali.py" in run.cmd else "torchvision", error=row.get("error"))
+        result.update({k: row.get(k) for k in ("samples_per_s", "data_wait_frac", "cpu_loader_cores",
+                                               "cpu_model_cores")})  # fmt: skip
+        result["grid"] = grid_of(run) if not training else None
+        result["run_s"] = row.get("wall_s")
+        return result
+
+    def say(self, run, record):
+        if record["status"] != "ok":
+            return f"FAILED: {record.get('error')}"
+        if record["phase"] == "loader":  # alone, a loader waits for its batches all the time: not said
+            return f"{record['samples_per_s']:,.1f} images/s, the loader alone"
+        wait = f", data wait {record['data_wait_frac']:.0%}" if present(record.get("data_wait_frac")) else ""
+        return f"{record['samples_per_s']:,.1f} samples/s{wait}"
+
+    def finish(self, records, unrun, how):
+        names = {r["setting"]: flags_of(r["grid"]) for r in records if r.get("grid")}
+        names["own"] = f"{flags_of(self.options['own'])} (the bench's own)"
+        table = write(self.args.out, records, names, self.info)
+        spent = sum(r.get("run_s") or 0 for r in records)
+        print(f"tune loader: {spent / 60:.1f} min in runs; {self.args.out}/tune_loader.md, tune_loader.csv,"
+              " tune_loader.png")  # fmt: skip
+        print(table.attrs["recommendation"])
+        return 0
+
+
+def grid_of(run):
+    """The setting a loader run was made with ({flag: value}, in the grid's order of flags)."""
+    return {flag: (int(value) if flag in ("--workers", "--prefetch-factor") else value) for flag, value in
+            run.flags.items() if flag in ("--workers", "--prefetch-factor", "--persistent-workers", "--pin-memory")
+            and value is not None}  # fmt: skip
+
+
+def runs_of(planned, cores, gpu):
+    """The loader runs of the grid from the plan's loader rows (loader.py, loader_dali.py: planned, {name: run}), up to
+    cores loading processes."""
+    runs = []
+    for name, settings in (("loader", grid(cores, gpu)), ("loader_dali", dali_grid(cores))):
+        if name not in planned:
+            continue
+        for setting in settings:
+            prefix = "dali-" if name == "loader_dali" else ""
+            runs.append(planned[name].with_flags(name=f"{prefix}{name_of(setting)}", flags=setting))
+    return runs
+
+
+def most(args, info):
+    """The most loading processes the sweep tries: --workers where given, else the cores."""
+    return args.workers if args.workers is not None else info["cpu_cores"]
+
+
+def say(args, info, planned):
+    """The plan in a line (by --dry-run too): the loader runs, the rounds of training, the estimate and the budget."""
+    gpu = bool(info["gpu_count"])
+    runs = runs_of(planned, most(args, info), gpu)
+    rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
+    train_s = planned["synthetic"].estimate_s + (CANDIDATES + 1) * planned["baseline"].estimate_s
+    total = sum(planned[r.variant].estimate_s for r in runs) + rounds * train_s
+    budget_s = cost.budget_s(args.budget, gpu)
+    print(f"tune loader: {len(runs)} loader settings alone, then {plural(rounds, 'round')} of training at the bench's"
+          f" own and the {CANDIDATES} best with the ceiling, about {total / 60:.0f} min"
+          f"{f' (budget {budget_s / 60:g} min)' if budget_s else ''}", flush=True)  # fmt: skip
+
+
+def main(args, info, planned, logs, works):
+    """planned: the plan's runs by variant (baseline, synthetic, loader, loader_dali where DALI is installed)."""
+    gpu = bool(info["gpu_count"])
+    say(args, info, planned)
+    runs = runs_of(planned, most(args, info), gpu)
+    for run in runs:
+        run.estimate_s = planned[run.variant].estimate_s
+    rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
+    budget_s = cost.budget_s(args.budget, gpu)
+    own = own_setting(planned["baseline"])
+    options = dict(rounds=rounds, timeout=cost.timeout_s(args.timeout, gpu), own=own)
+    options["train"] = [dataclasses.asdict(planned["baseline"]), dataclasses.asdict(planned["synthetic"])]
+    mode = TuneLoader(args, info, logs.name, runs, works, options)
+    execute.start(mode)
+    execute.execute(mode, budget_s, args.chunk)
+
+
+def write(out, records, names, info):
+    """tune_loader.csv, .md and .png; the table, its recommendation in its attrs."""
+    out = Path(out)
+    loaders = [dict(phase="loader", loader=r["loader"], setting=r["setting"], flags=names.get(r["setting"], ""),
+                    samples_per_s=r.get("samples_per_s"), runs=1, error=r.get("error"))
+               for r in records if r.get("phase") == "loader"]  # fmt: skip
+    trained = training_rows(records, names, "own")
+    table = pd.DataFrame([*loaders, *trained]).reindex(columns=COLUMNS)
+    own = next((r for r in trained if r["setting"] == "own"), None)
+    candidates = [r for r in trained if r["setting"] != "own"]
+    what, words = recommend(own, candidates) if own else ("none", "no training run finished: no recommendation")
+    table.attrs["recommendation"] = f"tune loader: {words}"
+    write_whole(out / "tune_loader.csv", lambda tmp: table.to_csv(tmp, index=False))
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    spent = sum(r.get("run_s") or 0 for r in records)
+    title = f"The loader's settings: {machine.where(info)} ({when}, {spent / 60:.1f} min)"
+    lines = [f"### {title}", "", f"**The answer**: {words}.", ""]
+    lines += ["The loader alone (one run each: a first look, which picks the settings trained):", ""]
+    lines += ["| loader | flags | images/s |", "|---|---|---|"]
+    for row in sorted(loaders, key=lambda r: -(r["samples_per_s"] or 0)):
+        rate = fmt(row["samples_per_s"], "{:,.1f}") or f"failed: {row['error']}"
+        lines.append(f"| {row['loader']} | `{row['flags']}` | {rate} |")
+    rounds = max((r["runs"] for r in trained), default=0)
+    lines += ["", f"Training, in {plural(rounds, 'paired round')} (each with the ceiling, no loading at all):", ""]
+    lines += ["| flags | samples/s | vs the bench's own | 95% interval | answer | data wait | of ceiling |"
+              " cores: model / loader |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in trained:
+        interval = f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row.get("speedup_low")) else ""
+        cores = (f"{row['cpu_model_cores']:.2f} / {row['cpu_loader_cores']:.2f}"
+                 if present(row.get("cpu_model_cores")) and present(row.get("cpu_loader_cores")) else "")  # fmt: skip
+        cells = [f"`{row['flags']}`", fmt(row["samples_per_s"], "{:,.1f}"), fmt(row.get("speedup"), "{:.2f}x"),
+                 interval, fmt(row.get("answer"), "{}"), fmt(row["data_wait_frac"], "{:.1%}"),
+                 fmt(row["ceiling_pct"], "{:.0f}%"), cores]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    write_whole(out / "tune_loader.md", lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
+    plot(loaders, trained, out / "tune_loader.png", title)
+    return table
+
+
+def plot(loaders, trained, path, title):
+    """tune_loader.png: the loader alone at each setting, and each setting trained, in samples/s."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.32 * max(len(loaders), 4) + 1.8))
+    ranked = sorted(loaders, key=lambda r: r["samples_per_s"] or 0)
+    left.barh(range(len(ranked)), [r["samples_per_s"] or 0 for r in ranked], color="tab:blue", alpha=0.8)
+    left.set_yticks(range(len(ranked)), [f"{r['loader']}: {r['flags']}" for r in ranked], fontsize=7)
+    left.set(xlabel="images/s, the loader alone", title="the loader alone")
+    right.barh(range(len(trained)), [r["samples_per_s"] for r in trained], color="tab:green", alpha=0.8)
+    right.set_yticks(range(len(trained)), [textwrap.fill(r["flags"], 40) for r in trained], fontsize=7)
+    right.set(xlabel="samples/s, training (median of the rounds)", title="in training")
+    right.invert_yaxis()
+    fig.suptitle(textwrap.fill(title, 120), fontsize=8)
+    fig.tight_layout()
+    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
