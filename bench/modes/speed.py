@@ -34,30 +34,27 @@ def title(summary, machine, workload=None):
     )
 
 
-def parity_of(out):
-    """The verdicts of a --parity run in the results folder (parity.csv), None without one or where it does not
-    read (said once, on stderr: the tables go on without them)."""
-    path = Path(out) / "parity.csv"
+def mode_table(out, name, needed, what):
+    """A mode's table in the results folder (name: parity.csv, max_batch.csv), None without one or where it does not
+    read (said once, on stderr: the tables go on without it)."""
+    path = Path(out) / name
     if not path.exists():
         return None
     try:
-        return record.load_csv(path, needed=("variant", "verdict", "from_step"))
+        return record.load_csv(path, needed=needed)
     except BenchError as e:
-        print(f"warning: {e}: the summary goes on without --parity's verdicts", file=sys.stderr)
+        print(f"warning: {e}: the summary goes on without {what}", file=sys.stderr)
         return None
+
+
+def parity_of(out):
+    """The verdicts of a --parity run in the results folder (parity.csv)."""
+    return mode_table(out, "parity.csv", ("variant", "verdict", "from_step"), "--parity's verdicts")
 
 
 def max_batch_of(out):
-    """The table of a --max-batch run in the results folder (max_batch.csv), None without one or where it does not
-    read (said once, on stderr: the tables go on without it)."""
-    path = Path(out) / "max_batch.csv"
-    if not path.exists():
-        return None
-    try:
-        return record.load_csv(path, needed=("variant", "workload", "model", "max_batch"))
-    except BenchError as e:
-        print(f"warning: {e}: the summary goes on without --max-batch's speeds", file=sys.stderr)
-        return None
+    """The table of a --max-batch run in the results folder (max_batch.csv): its speeds at the largest batches."""
+    return mode_table(out, "max_batch.csv", ("variant", "workload", "model", "max_batch"), "--max-batch's speeds")
 
 
 def write_outputs(out, bench_id, machine):
