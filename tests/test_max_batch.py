@@ -120,12 +120,14 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes_and_timed_in_roun
     # checked again (checking it grows the heap), the bench's threads
     whole = table.loc["baseline", "why_it_stops"] == "out of memory in a whole run"
     steps = ("--steps", 6 if whole else maxbatch.PROBE_STEPS, "--warmup-steps", 1, "--workers", 0, "--no-data-check")
+    steps += () if whole else ("--eval-samples", "{batch}")  # a probe evaluates one batch
     threads = {"OMP_NUM_THREADS": str(os.cpu_count())}
     # near the limit a run's address space varies by a few percent from run to run (the allocator's arenas), so the
     # batch found may fail and the batch that failed may fit on another try (both seen in CI): a step below the one
     # found, the direct probe must train; a step above the one that failed, it must run out of memory
     for batch, fits in (found - maxbatch.step(found), True), (failed + maxbatch.step(failed), False):
-        probe, _ = train("train.py", small_data, tmp_path / f"{batch}.json", *steps, "--batch-size", batch,
+        flags = [str(flag).format(batch=batch) for flag in steps]
+        probe, _ = train("train.py", small_data, tmp_path / f"{batch}.json", *flags, "--batch-size", batch,
                          memory_limit=LIMIT_MIB << 20, env=threads)  # fmt: skip
         assert (probe.returncode == 0) == fits, (batch, probe.stderr)
         assert fits or "out of memory" in probe.stderr

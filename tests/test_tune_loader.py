@@ -104,6 +104,7 @@ def test_the_sweep_on_tiny_data_ends_with_the_settings_to_use(tiny_data, tmp_pat
     """For real, kept small: up to one worker (--workers 1), the torchvision loader alone, two rounds of training."""
     out = tmp_path / "out"
     flags = ("--workers", 1, "--loaders", "loader", "--repeats", 2, "--steps", 6, "--warmup-steps", 1)
+    flags += ("--eval-samples", 16)  # the training runs' evaluation, outside the window: one batch
     result = run("-m", "bench", "--tune-loader", "--data", tiny_data, "--out", out, "--batch-size", 16, *flags)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "tune loader: 3 loader settings alone, then 2 rounds of training" in result.stdout

@@ -1,7 +1,8 @@
 """python -m bench --max-batch: the largest global batch each training variant trains without running out of memory,
 and its speed there. What a technique's memory saving buys is a bigger batch in the same memory.
 
-Each probe is a fresh short run (PROBE_STEPS steps) at one batch: from the plan's batch the batch doubles until a
+Each probe is a fresh short run (PROBE_STEPS steps, then one batch evaluated: evaluation holds no gradients, so it
+needs less memory than a step) at one batch: from the plan's batch the batch doubles until a
 probe runs out of memory (or reaches the training set's size), then the last batch that fit and the first that did
 not are bisected until they are within a step of each other (an eighth of the batch that fit, at least one
 process's share). On a GPU the limit is the device's memory; on a CPU it is --memory-limit MIB, an address-space
@@ -145,7 +146,9 @@ def search(run, start, limit_mib, job):
     def probe(batch):
         nonlocal probes
         probes += 1
-        row = job.launch(probe_run(run, batch, PROBE_STEPS, f"{run.variant}-batch{batch}"), memory_limit_mib=limit_mib)
+        made = probe_run(run, batch, PROBE_STEPS, f"{run.variant}-batch{batch}")
+        made = made.with_flags(flags={"--eval-samples": batch})  # one batch evaluated: the path runs, in less time
+        row = job.launch(made, memory_limit_mib=limit_mib)
         if row is None:
             raise KeyboardInterrupt
         if row["status"] == "ok":
