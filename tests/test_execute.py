@@ -12,6 +12,7 @@ import pytest
 
 from bench import BenchError, cli, data
 from bench.stages import execute, plan
+from helpers import fast_first
 
 RUN_S = 10.0
 STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
@@ -135,7 +136,7 @@ def records(out):
     return plan, execute.read_records(logs / "records.jsonl")
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", fast_first(list(MODES)))  # the bench in make test-fast, every mode in make test
 def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_it(bench, mode, capsys):
     planned = MODES[mode][1]
     # room for a first group and a half (a part that holds no round would split it: see below): the bench's 3 runs
@@ -177,7 +178,7 @@ def test_a_round_longer_than_a_part_is_split_between_its_runs_and_resume_finishe
     assert "split between" not in capsys.readouterr().out.splitlines()[-1]
 
 
-@pytest.mark.parametrize("mode", [m for m in MODES if m != "check"])  # --check has no default budget; see below
+@pytest.mark.parametrize("mode", fast_first([m for m in MODES if m != "check"]))  # --check: no default budget (below)
 def test_every_mode_keeps_to_its_budget_says_what_it_left_and_resume_with_a_budget_goes_on(bench, mode, capsys):
     planned = MODES[mode][1]
     if mode == "bench":  # the plan fits its rounds to the budget by its estimates (12 s a run here), the executor
@@ -205,7 +206,7 @@ def test_the_check_keeps_to_a_budget_when_given_one(bench, capsys):
     assert code == 0  # nothing failed: the paths not run are not failures
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", fast_first(list(MODES)))  # the bench in make test-fast, every mode in make test
 def test_ctrl_c_in_any_mode_keeps_what_finished_exits_130_and_resume_runs_the_rest(bench, mode, capsys):
     planned = MODES[mode][1]
     code, _ = bench(mode, interrupt_at=13 if mode == "max_batch" else 3)  # a search: 9 probes and a run here

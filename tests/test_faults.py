@@ -40,7 +40,7 @@ def holder(tmp_path):
     process.wait()
 
 
-@pytest.mark.parametrize("mode", [[], ["--resume"], ["--summarize"], ["--save-baseline", "x"]])
+@pytest.mark.parametrize("mode", fast_first([[], ["--resume"], ["--summarize"], ["--save-baseline", "x"]]))
 def test_a_second_bench_on_the_same_results_is_refused_in_one_line(holder, mode, tmp_path):
     out, _ = holder
     result = run("-m", "bench", "--out", out, "--baseline-dir", tmp_path / "saved", "--variants", "baseline", *mode)
