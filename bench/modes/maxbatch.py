@@ -36,7 +36,7 @@ import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
 from bench.observe import machine
-from bench.outputs.verdicts import fmt, plural, present
+from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
 from bench.stages import cost, execute, summarize
 
 matplotlib.use("Agg")
@@ -102,6 +102,14 @@ def check_flags(args):
 def step(batch, processes=1):
     """The search's resolution near batch: an eighth of it, at least one batch per process."""
     return max(processes, batch // 8)
+
+
+def step_down(batch, processes=1):
+    """The next batch below batch that a whole run may train: a step lower, a multiple of the processes; None below
+    one batch per process."""
+    lower = batch - step(batch, processes)
+    lower -= lower % processes
+    return lower if lower >= processes else None
 
 
 def out_of_memory(row):
@@ -274,9 +282,8 @@ class MaxBatch(execute.Mode):
                 if row is None:
                     return None
                 spent += row.get("wall_s") or 0.0
-                lower = batch - step(batch, run.processes)
-                lower -= lower % run.processes
-                if not out_of_memory(row) or lower < run.processes or job.over():
+                lower = step_down(batch, run.processes)
+                if not out_of_memory(row) or lower is None or job.over():
                     break
                 # near the limit a run's memory varies from run to run (on a CPU the allocator's address space): the
                 # largest batch is the one every round trains, the later rounds at it too (more() reads it here)
@@ -306,9 +313,7 @@ class MaxBatch(execute.Mode):
                 break
             # a whole run can need more than a short probe (on a CPU the allocator's address space grows over the
             # steps): the largest batch is the one a whole run trains, a step down at a time
-            fails, fits = fits, fits - step(fits, run.processes)
-            fits -= fits % run.processes
-            fits = fits if fits >= run.processes else None
+            fails, fits = fits, step_down(fits, run.processes)
             row.update(max_batch=fits, first_failed_batch=fails, why_it_stops="out of memory in a whole run")
         row["run_s"] = row["search_s"] = time.monotonic() - began
         row["status"] = "failed" if why == "the budget was spent" else "ok"  # a search the budget cut runs again
@@ -392,9 +397,7 @@ def finish(rows, unrun=(), rounds=()):
 
 def iso_words(row):
     """'faster (95% interval 1.10x to 1.33x over 3 paired rounds)', from a row's rounds at the largest batches."""
-    answer = {"same": "no measurable difference", "unsettled": "not settled"}.get(
-        row["speed_answer"], row["speed_answer"]
-    )
+    answer = ANSWER_WORDS.get(row["speed_answer"], row["speed_answer"])
     if not present(row.get("speed_low")):
         return f"{answer} (one round: no interval)"
     return (f"{answer} (95% interval {row['speed_low']:.2f}x to {row['speed_high']:.2f}x over"

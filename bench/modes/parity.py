@@ -47,8 +47,8 @@ SEEDS = 5  # the baseline's seeds, by default: a band of 3.0 standard deviations
 MIN_POINTS = 3  # a curve outside the band at its last points, this many or more, learns worse (or better)
 # a twin this share of two seeds' typical distance from its twin's curve, or more, is not the same run. Measured in
 # the saved CPU run (baseline/cpu-2core-amd-epyc-avx512-bf16/parity.md): the twins 0.000 (fsdp, checkpoint) and 0.006
-# (fused) of it; rows that change the arithmetic 0.2 to 0.4 (tf32, channels_last, amp, compile); FSDP with each
-# process's own initial weights 0.70 of it (baseline/cpu-2core-amd-epyc-avx512-bf16/fsdp-without-broadcast/)
+# (fused) of it; FSDP with each process's own initial weights 0.70 of it
+# (baseline/cpu-2core-amd-epyc-avx512-bf16/fsdp-without-broadcast/)
 TWIN_SHARE = 0.5
 REPEAT_FLOOR = 2  # ... or this many times the distance of the baseline run twice at one seed, where that is more
 CONFIDENCE = 0.95
