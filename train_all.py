@@ -174,7 +174,7 @@ def main():
     # the model, the loss, the optimizer (--optimizer), and the learning rate: up for 20% of the steps (the warm-up),
     # then down to 0
     # new # compile: the first step compiles the model: a warm-up step, its time compile_s (the cache of kernels
-    # from an earlier run looked at first); a toy compile checks the toolchain
+    # from an earlier run looked at first); the toolchain looked for
     cache_warm = None if args.no_compile else checks.compile_cache_warm()
     if not args.no_compile:
         checks.check_compiler(device)
@@ -250,5 +250,5 @@ def main():
 
 
 if __name__ == "__main__":
-    with checks.one_line_out_of_memory():  # a batch too large for the memory ends like bad input: one line
+    with checks.one_line_errors():  # a batch too large for the memory, a compiler that cannot build: one line
         main()

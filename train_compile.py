@@ -4,8 +4,8 @@ Compiling happens in the first step, a warm-up step: its time is reported apart 
 a user pays on every fresh start unless the compile cache (TORCHINDUCTOR_CACHE_DIR) already holds
 the kernels from an earlier run (compile_cache_warm). Evaluation, never timed, runs the same
 weights uncompiled. reduce-overhead adds CUDA graphs (GPU only); max-autotune tries kernel variants.
-checks.py holds the checks around it that are not the technique: a toy compile that makes a
-missing toolchain one line, and whether the compile cache was warm.
+checks.py holds the checks around it that are not the technique: a missing toolchain looked for
+(not tried: the first step pays Inductor's whole start), and whether the compile cache was warm.
 
     python train_compile.py                                  # mode default
     python train_compile.py --compile-mode max-autotune --model resnet50 --data ~/imagenet
@@ -132,7 +132,7 @@ def main():
     # the model, the loss, the optimizer (--optimizer), and the learning rate: up for 20% of the steps (the warm-up),
     # then down to 0
     # new # the first step compiles the model: a warm-up step, its time compile_s (the cache of kernels from an
-    # earlier run looked at first); a toy compile checks the toolchain
+    # earlier run looked at first); the toolchain looked for
     meter.record(compile_mode=args.compile_mode, compile_cache_warm=checks.compile_cache_warm())
     checks.check_compiler(device)
 
@@ -176,5 +176,5 @@ def main():
 
 
 if __name__ == "__main__":
-    with checks.one_line_out_of_memory():  # a batch too large for the memory ends like bad input: one line
+    with checks.one_line_errors():  # a batch too large for the memory, a compiler that cannot build: one line
         main()

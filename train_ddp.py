@@ -213,5 +213,5 @@ def main():
 
 
 if __name__ == "__main__":
-    with checks.one_line_out_of_memory():  # a batch too large for the memory ends like bad input: one line
+    with checks.one_line_errors():  # a batch too large for the memory, a compiler that cannot build: one line
         main()

@@ -133,7 +133,9 @@ dp_devices              -     train   first   only=train_dp.py   GPUs DataParall
 sync_bn                 -     train   -       only=train_ddp.py+train_all.py  SyncBatchNorm on
 compile_mode            -     train   first   only=train_compile.py+train_all.py  torch.compile's mode
 compile_s               s     train   median  only=train_compile.py+train_all.py  the first step, which compiles the
-                                                           model: what a fresh start pays before the first timed step
+                                                           model, Inductor's start included: what a fresh start pays
+                                                           before the first timed step (the call to torch.compile, a
+                                                           wrapper, is in setup_s)
 compile_cache_warm      -     train   -       only=train_compile.py+train_all.py  the compile cache held kernels at the
                                                            start (repeats after the first, in a bench): compile_s is the
                                                            warm cost

@@ -150,7 +150,7 @@ def test_a_library_out_of_memory_ends_in_the_one_line(message, tiny_data, tmp_pa
         "def failing(self, *args, **kwargs):\n"
         f"    raise RuntimeError({message!r})\n"
         "torch.optim.SGD.step = failing\n"
-        "with checks.one_line_out_of_memory():\n"
+        "with checks.one_line_errors():\n"
         "    train.main()\n"
     )
     metrics = tmp_path / "m.json"
