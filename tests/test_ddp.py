@@ -6,6 +6,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -139,14 +140,20 @@ def workers_of(process):
 @pytest.mark.slow
 def test_a_killed_rank_ends_the_whole_job(tiny_data, tmp_path):
     cmd = [*TORCHRUN, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(tiny_data), *FLAGS]
-    job = subprocess.Popen([*cmd, "--epochs", "1000"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    job = subprocess.Popen([*cmd, "--epochs", "1000"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True)  # fmt: skip
+    trained = threading.Event()  # rank 0 has printed its first epoch: both ranks are well into training
+
+    def read():  # to the end: a pipe nobody reads would stop rank 0
+        for line in job.stdout:
+            if line.startswith("epoch "):
+                trained.set()
+
+    threading.Thread(target=read, daemon=True).start()
     try:
-        deadline = time.time() + 120
-        while len(workers_of(job)) < 2 and time.time() < deadline:
-            time.sleep(0.5)
+        assert trained.wait(timeout=120), "no epoch ended"
         workers = workers_of(job)
         assert len(workers) == 2, "torchrun did not start two workers"
-        time.sleep(10)  # well into training
         assert job.poll() is None, "the job ended before the fault"
         workers[1].send_signal(signal.SIGKILL)
         started = time.time()
@@ -233,9 +240,16 @@ def test_a_process_leaving_its_group_does_not_abort_as_it_exits(tmp_path):
     for it: a process that exits at once aborts now and then where its group outlives destroy_process_group
     (train_fsdp.py: 1 job in 25 over gloo, after training). A race, so a test of it is a count: this script without
     the pause after destroy_process_group aborted in 4 of 30 jobs here and 6 of 30 in another count, with it in none
-    of 30 (and train_fsdp.py in none of 80); 6 jobs here (36 s) catch the pause's loss about half the time."""
+    of 30 (and train_fsdp.py in none of 80); 6 jobs here catch the pause's loss about half the time. Each job's two
+    processes are started as torchrun starts them (its environment), without its agent, a third interpreter: started
+    so, the script without the pause aborted in 4 of 20 jobs."""
     script = tmp_path / "leaves.py"
     script.write_text(HELD_GROUP_EXIT)
     for attempt in range(6):
-        done = run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2, script, ROOT, timeout=120)
-        assert done.returncode == 0, f"attempt {attempt + 1}: {launch.last_error(done.stdout + done.stderr)}"
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+        out = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        ranks = [subprocess.Popen([PY, script, ROOT], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, **out)
+                 for r in (0, 1)]  # fmt: skip
+        for rank, process in enumerate(ranks):
+            said = process.communicate(timeout=120)[0]
+            assert process.returncode == 0, f"attempt {attempt + 1}, rank {rank}: {launch.last_error(said)}"
