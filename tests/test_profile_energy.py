@@ -15,7 +15,7 @@ import meter
 from bench.observe import energy, nvml
 from bench.outputs import profiles
 from bench.stages import plan
-from helpers import TINY_MODEL, TORCHRUN, check_clean_failure, run, train
+from helpers import SMALL_MODEL, TORCHRUN, check_clean_failure, run, train
 
 PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
 
@@ -270,6 +270,9 @@ def test_the_window_energy_is_the_counter_interpolated_at_its_edges(tmp_path, mo
     assert row["power_limit_w"] == 65.0 and "RAPL package-0" in row["energy_source"]
     late = recorder.fields([[start + 2, start + 9]], samples=50)
     assert late["energy_j"] is None and "not read around the whole window" in late["energy_source"]
+    still = recorder.fields([[start + 2.2, start + 2.9]], samples=50)  # between two readings of the same counter
+    assert still["energy_j"] is None and still["avg_power_w"] is None
+    assert "the counter did not move over the window" in still["energy_source"]  # not 0 W: no device draws nothing
 
 
 class EnergyNVML:
@@ -318,7 +321,9 @@ def test_a_profiled_bench_with_a_power_counter_reports_operators_and_energy(tiny
     thread.start()
     out = tmp_path / "results"
     flags = ["--variants", "baseline,amp", "--loaders", "none", "--repeats", 2, "--steps", 7, "--warmup-steps", 1]
-    flags += ["--batch-size", 16, "--workers", 1, "--model", TINY_MODEL, "--profile"]
+    # shufflenet's steps, not the tiny model's (6 of them took ~10 ms, one update of the fake counter: one window read
+    # 0 J); its windows of a few tenths of a second hold tens of updates
+    flags += ["--batch-size", 16, "--workers", 1, "--model", SMALL_MODEL, "--profile"]
     try:
         result = run("-m", "bench", "--data", tiny_data, "--out", out, *flags, env={"BENCH_POWERCAP": str(root)})
     finally:

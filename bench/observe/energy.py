@@ -11,7 +11,8 @@ on it counts, and so does its idle power. A GPU run is given its GPUs' energy al
 Each counter is read at each of the sampler's samples (every 0.2 s) and at the end, with the wall clock. The energy of
 the window is the counter at the window's edges, interpolated between the two readings around each edge, summed over
 the window's spans (the meter's timed_spans: its evaluation pauses left out). A counter that cannot be read, or that
-goes backwards where it cannot wrap, gives no figure: the cells are empty and energy_source says why, never a guess.
+goes backwards where it cannot wrap, or that did not move over the window (a window shorter than its updates), gives
+no figure: the cells are empty and energy_source says why, never a guess.
 """
 
 import bisect
@@ -128,6 +129,9 @@ class Recorder:
             return {**empty, "energy_source": "unavailable: the counter was not read around the whole window"}
         joules = sum(at(self.readings, times, b) - at(self.readings, times, a) for a, b in spans)
         seconds = sum(b - a for a, b in spans)
+        if joules <= 0:  # no device draws nothing: the window fell between two updates of the counter
+            return {**empty, "energy_source": "unavailable: the counter did not move over the window (shorter than "
+                    "its updates: longer runs, --steps, would measure it)"}  # fmt: skip
         return dict(
             energy_j=joules,
             energy_per_1k_samples_j=1e3 * joules / samples,
