@@ -127,6 +127,23 @@ def test_the_toolchain_is_looked_for_not_tried(monkeypatch):
     assert ended.value.code == 2 and tried == []
 
 
+def test_on_a_gpu_triton_is_looked_for_not_tried(monkeypatch):
+    """The GPU's branch, with Triton's answer made up (never run on a GPU yet): no Triton is one line, exit code 2;
+    a Triton found compiles nothing before the first step either."""
+    import torch.utils._triton as triton
+
+    import checks
+
+    tried = []
+    monkeypatch.setattr(torch, "compile", lambda *args, **kwargs: tried.append(args))
+    monkeypatch.setattr(triton, "has_triton", lambda: True)
+    checks.check_compiler(torch.device("cuda"))
+    monkeypatch.setattr(triton, "has_triton", lambda: False)
+    with pytest.raises(SystemExit) as ended:
+        checks.check_compiler(torch.device("cuda"))
+    assert ended.value.code == 2 and tried == []
+
+
 def test_a_toolchain_error_is_found_under_what_wraps_it_and_is_one_line(capsys):
     """TorchDynamo wraps the backend's error (BackendCompilerFailed, its inner_exception); the toolchain's is found
     by its name under it, said in one line (the compiler's own error line where it gave one); any other error is
