@@ -6,6 +6,20 @@ WORKLOAD ?=
 DATA ?=
 ARGS ?=
 
+# CPU=avx2 or CPU=bf16: the tests (make test, test-fast) run as a machine of that class would, whatever this one is:
+# its flags stand for /proc/cpuinfo's (CPUINFO_FLAGS, read by the scripts and the bench alike); CPU=other names the
+# class this machine is not (.ci/run runs make test-fast so, after make test: a test that assumes one class fails)
+CPU_avx2 := fpu sse2 avx avx2 fma
+CPU_bf16 := fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_bf16
+NATIVE_BF16_HERE = $(shell grep -q -w -E 'avx512_bf16|amx_bf16|bf16' /proc/cpuinfo 2>/dev/null && echo yes)
+CPU_CLASS = $(if $(filter other,$(CPU)),$(if $(NATIVE_BF16_HERE),avx2,bf16),$(CPU))
+ifneq ($(CPU),)
+ifeq ($(filter avx2 bf16 other,$(CPU)),)
+$(error CPU=$(CPU): choose avx2, bf16 or other)
+endif
+export CPUINFO_FLAGS = $(CPU_$(CPU_CLASS))
+endif
+
 # the oldest torch CI tests (requirements.txt): its wheels alone (they import beside .venv's CUDA 13 libraries and
 # train on a CPU), in a folder of their own that make test puts first on PYTHONPATH for the scripts' tests
 OLDEST := torch==2.11.0 torchvision==0.26.0
@@ -104,7 +118,8 @@ test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
 	  if [ $$rc -eq 5 ]; then echo "make test: no test is marked torches: that is a failure here"; fi; }; exit $$rc
 
 test-fast: $(SETUP) lint browser
-	@$(PY) -m pytest -m "not slow" --durations=25 $(ARGS) tests; rc=$$?; \
+	@$(if $(CPU),echo "make test-fast: as a CPU of class $(CPU_CLASS) would run it (CPUINFO_FLAGS=$$CPUINFO_FLAGS)";) \
+	$(PY) -m pytest -m "not slow" --durations=25 $(ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests: that is a failure here"; fi; exit $$rc
 
 lint: $(SETUP)

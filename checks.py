@@ -324,12 +324,26 @@ def native_bf16(device):
             return torch.cuda.is_bf16_supported(including_emulation=False)
         except TypeError:  # a torch that does not know emulation
             return torch.cuda.is_bf16_supported()
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = {flag for line in f if line.startswith(("flags", "Features")) for flag in line.split()}
-    except OSError:
+    flags = cpu_flags()
+    if flags is None:
         return None
     return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+
+
+def cpu_flags():
+    """The CPU's feature flags as /proc/cpuinfo lists them (x86 `flags`, Arm `Features`); None where the system does
+    not say. CPUINFO_FLAGS, where set, stands for them: the one seam through which the tests, and `make test-fast
+    CPU=avx2` (or CPU=bf16), run as a machine of the other class would (python -m bench reads it too)."""
+    forced = os.environ.get("CPUINFO_FLAGS")
+    if forced is not None:
+        return set(forced.split())
+    try:
+        with open("/proc/cpuinfo") as f:
+            return {
+                flag for line in f if line.startswith(("flags", "Features")) for flag in line.split(":", 1)[1].split()
+            }
+    except (OSError, IndexError):
+        return None
 
 
 def check_amp_dtype(name, device):

@@ -158,6 +158,10 @@ def generate(out, train=12, val=4, size=16, seed=0):
     return Path(out)
 
 
+# the two classes of CPU the tests and CI meet, as /proc/cpuinfo lists their flags (the part that decides): set as
+# CPUINFO_FLAGS (checks.cpu_flags, bench.observe.machine.cpu_flags), a test sees that class whatever this machine is
+CPU_CLASSES = dict(avx2="fpu sse2 avx avx2 fma", bf16="fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_bf16")
+
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2)  # two CPU processes (gloo)
 
 

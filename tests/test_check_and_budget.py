@@ -14,7 +14,7 @@ import pytest
 from bench import BenchError, catalogue
 from bench.modes import check
 from bench.stages import cost, execute, plan, record
-from helpers import ROOT, TINY_MODEL, run
+from helpers import CPU_CLASSES, ROOT, TINY_MODEL, run
 
 sys.path.insert(0, str(ROOT))
 
@@ -267,7 +267,10 @@ def test_make_compare_on_a_gpu_runs_one_workload_with_room_for_3_rounds():
 def test_a_short_budget_keeps_fewer_rounds_and_says_so(tiny_data, tmp_path):
     out = tmp_path / "results"
     args = ["--data", tiny_data, "--out", out, *TINY, "--variants", "baseline,amp,dp", "--loaders", "none"]
-    result = run("-m", "bench", *args, "--repeats", 3, "--budget", "0.5")  # 30 s: the plan's estimate keeps 1 round
+    # 30 s: the plan's estimate (a CPU with native bf16, whatever this one is: amp's row 6x longer where emulated)
+    # keeps 1 round of the baseline and amp
+    env = {"CPUINFO_FLAGS": CPU_CLASSES["bf16"]}
+    result = run("-m", "bench", *args, "--repeats", 3, "--budget", "0.5", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "round(s) of the 3 asked (budget 0 min)" in result.stdout or "of the 3 asked" in result.stdout
     rows = record.read_runs(out / "runs.csv")

@@ -18,7 +18,7 @@ from bench import BenchError, cli
 from bench.observe import machine, nvml, sample
 from bench.outputs import verdicts
 from bench.stages import calibrate, cost, launch, plan
-from helpers import ROOT, SMALL_MODEL, train
+from helpers import CPU_CLASSES, ROOT, SMALL_MODEL, fast_first, train
 
 sys.path.insert(0, str(ROOT))
 
@@ -280,14 +280,16 @@ def test_fp16s_skipped_first_steps_warn_of_nothing(monkeypatch, name):
     assert not [m for m in said if "lr_scheduler.step()" in m], said
 
 
-def test_bf16_makes_no_host_sync_and_says_whether_it_is_native(tiny_data, tmp_path):
-    result, metrics = train("train_amp.py", tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 1)
+@pytest.mark.parametrize("cpu", fast_first(["avx2", "bf16"]))
+def test_bf16_makes_no_host_sync_and_says_whether_it_is_native(tiny_data, tmp_path, cpu):
+    env = {"CPUINFO_FLAGS": CPU_CLASSES[cpu]}  # each class of CPU, whatever this one is
+    result, metrics = train("train_amp.py", tiny_data, tmp_path / "m.json", "--steps", 3, "--warmup-steps", 1, env=env)
     assert result.returncode == 0, result.stderr
-    native = bool({"avx512_bf16", "amx_bf16", "bf16"} & machine.cpu_flags())
+    native = cpu == "bf16"
     assert metrics["host_syncs_per_step"] == 0 and metrics["amp_dtype"] == "bf16"
     assert metrics["bf16_native"] is native
     warned = [line for line in result.stderr.splitlines() if "warning: this CPU" in line]
-    assert len(warned) == (0 if native else 1), result.stderr  # this machine's own answer, either way
+    assert len(warned) == (0 if native else 1), result.stderr
     if not native:
         assert "no native bf16" in warned[0] and "AVX-512-BF16" in warned[0]
 
@@ -448,12 +450,21 @@ def test_the_cpu_features_that_decide_the_answers(tmp_path):
     )
 
 
-def test_the_machine_record_carries_its_capabilities():
+@pytest.mark.parametrize("cpu, isa, native", [("avx2", "avx2", False), ("bf16", "avx2 avx512 avx512_bf16 amx", True)])
+def test_the_machine_record_carries_its_capabilities_and_the_scripts_read_the_same(monkeypatch, cpu, isa, native):
+    """CPUINFO_FLAGS stands for /proc/cpuinfo's flags for the bench and the scripts alike (the one seam): a test sees
+    the class it names, whatever this machine is, and the two readers never disagree."""
+    checks = importlib.import_module("checks")
+    monkeypatch.setenv("CPUINFO_FLAGS", CPU_CLASSES[cpu])
     info = machine.machine_info()
-    flags = machine.cpu_flags()
-    assert info["cpu_isa"] == (" ".join(machine.cpu_isa(flags)) or None)
-    assert info["cpu_bf16_native"] == bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+    assert info["cpu_isa"] == isa and info["cpu_bf16_native"] is native
+    assert checks.native_bf16(torch.device("cpu")) is native
+    assert machine.machine_class(info).endswith("-avx2" if cpu == "avx2" else "-amx")
     assert info["gpu_capability"] is None and info["gpu_bf16_native"] is None  # no GPU on the test machines
+    monkeypatch.delenv("CPUINFO_FLAGS")
+    flags = machine.cpu_flags()  # this machine's own, as /proc/cpuinfo lists them
+    assert checks.native_bf16(torch.device("cpu")) is bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+    assert machine.machine_info()["cpu_isa"] == (" ".join(machine.cpu_isa(flags)) or None)
 
 
 def test_a_slower_amp_row_names_emulated_bf16():

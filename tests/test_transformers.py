@@ -14,7 +14,7 @@ import meter
 from bench import catalogue, cli
 from bench.outputs import markdown
 from bench.stages import cost, plan
-from helpers import SMALL_MODEL, TINY_MODEL, check_clean_failure, run, train
+from helpers import CPU_CLASSES, SMALL_MODEL, TINY_MODEL, check_clean_failure, fast_first, run, train
 
 VIT = "examples/vit_small.py:vit_small"
 SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for
@@ -135,9 +135,12 @@ def test_no_fused_step_is_one_line(monkeypatch, capsys):
 
 
 @pytest.mark.torches
-def test_the_tf32_and_fused_scripts_record_what_they_changed(tmp_path):
-    native = checks.native_bf16(torch.device("cpu"))
-    result, m = train("train_tf32.py", SYNTHETIC[1], tmp_path / "t.json", "--model", SMALL_MODEL, *SHORT)
+@pytest.mark.parametrize("cpu", fast_first(["bf16", "avx2"]))
+def test_the_tf32_and_fused_scripts_record_what_they_changed(tmp_path, cpu):
+    """On a CPU with native bf16 the tf32 row's fp32 matmuls run in bf16 (oneDNN); on one without, the row does not
+    apply and stays fp32: each class taken here (CPUINFO_FLAGS), whatever this machine is."""
+    native, env = cpu == "bf16", {"CPUINFO_FLAGS": CPU_CLASSES[cpu]}
+    result, m = train("train_tf32.py", SYNTHETIC[1], tmp_path / "t.json", "--model", SMALL_MODEL, *SHORT, env=env)
     assert result.returncode == 0, result.stderr
     assert m["matmul_precision"] == ("bf16" if native else "fp32") and m["variant"] == "tf32"
     assert ("does not apply here" in result.stderr) != bool(native) or "stay in fp32" in result.stderr

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from helpers import LEARN, ROOT, TORCHRUN, check_clean_failure, train
+from helpers import CPU_CLASSES, LEARN, ROOT, TORCHRUN, check_clean_failure, train
 
 TRAINING = sorted(p.name for p in ROOT.glob("train*.py"))
 
@@ -27,15 +27,18 @@ def summary_line(result, name):
 
 
 @pytest.mark.torches
-def test_amp_records_bf16_on_a_cpu_and_says_whether_it_is_native(tiny_data, tmp_path):
+@pytest.mark.parametrize("flags, native", [(CPU_CLASSES["avx2"], False), (CPU_CLASSES["bf16"], True)])
+def test_amp_records_bf16_on_a_cpu_and_says_whether_it_is_native(tiny_data, tmp_path, flags, native):
     """The run's own summary names the technique's settings and only what the device measures: bf16, native or
-    emulated as checks.py finds it; on a CPU host memory and the cores, and no 'starved' (the host's wait again)."""
-    result, m = train("train_amp.py", tiny_data, tmp_path / "m.json", "--steps", 4, "--warmup-steps", 1)
+    emulated as checks.py finds it (each class of CPU taken here, whatever this one is); on a CPU host memory and
+    the cores, and no 'starved' (the host's wait again)."""
+    args = ("--steps", 4, "--warmup-steps", 1)
+    result, m = train("train_amp.py", tiny_data, tmp_path / "m.json", *args, env={"CPUINFO_FLAGS": flags})
     assert result.returncode == 0, result.stderr
-    assert m["variant"] == "amp" and m["amp_dtype"] == "bf16"
+    assert m["variant"] == "amp" and m["amp_dtype"] == "bf16" and m["bf16_native"] is native
     assert math.isfinite(m["train_loss_final"]) and m["val_samples"] == 40
-    native = "native here" if m["bf16_native"] else "emulated: slower than fp32"
-    assert summary_line(result, "setup").endswith(f"autocast bf16 ({native})")
+    said = "native here" if native else "emulated: slower than fp32 here"
+    assert summary_line(result, "setup").endswith(f"autocast bf16 ({said})")
     assert summary_line(result, "timed") == "timed   3 steps (after 1 warm-up step, evaluation left out)"
     assert "starved" not in summary_line(result, "data")
     assert re.fullmatch(r"memory  host peak \d+ MiB .*", summary_line(result, "memory"))
