@@ -183,8 +183,8 @@ gpu_other_mib           MiB   runner  -       -          peak GPU memory of othe
 gpu_sharing             -     runner  -       -          alone, shared (other processes on the run's GPUs: busy), or
                                                            unknown (NVML's process IDs are not this container's, or
                                                            NVML refused the per-process query: its words follow)
-gpu_util_pct            %     runner  -       -          median GPU utilisation while the run ran (NVML)
-gpu_sm_clock_mhz        MHz   runner  median  -          median SM clock while the run ran (NVML)
+gpu_util_pct            %     runner  -       -          median GPU utilisation in the timed window (NVML)
+gpu_sm_clock_mhz        MHz   runner  median  -          median SM clock in the timed window (NVML)
 gpu_throttle            -     runner  -       -          clock throttle reasons NVML reported while the run ran
 energy_j                J     runner  median  -          energy over the timed window (its evaluation pauses left out),
                                                            from energy_source's counter; empty where none is readable

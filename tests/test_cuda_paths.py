@@ -289,6 +289,34 @@ def test_the_gpu_memory_of_a_row_is_its_timed_windows(monkeypatch):
     assert sampler.window_memory(None) == {}  # a run that reported no window keeps the whole run's
 
 
+def test_the_gpu_utilisation_and_clock_of_a_row_are_its_timed_windows(monkeypatch):
+    """The GPU idles through most of a run's wall time (its start, cuDNN's autotuning, the evaluation): over the whole
+    run the median read 0% in every row of the GPU runs (2026-11-25 to 27). A row's is the median inside its window;
+    the whole run's where no reading falls inside."""
+    job = sleeper()
+    now = [0.0]
+    monkeypatch.setattr(sample.time, "time", lambda: now[0])
+    try:
+        fake = FakeNVML([("gpu1", job.pid, 2**30)])
+        monkeypatch.setattr(nvml, "pynvml", fake)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        sampler = sample.Sampler(job.pid, gpu=True)
+        busy = [(0.5, 0, 345), (1.0, 0, 345), (2.0, 97, 1980), (3.0, 95, 1975), (4.0, 0, 1980), (5.0, 0, 345)]
+        for at, util, clock in busy:  # start, start, window, window, evaluation, the end
+            now[0] = at
+            fake.nvmlDeviceGetUtilizationRates = lambda handle, u=util: types.SimpleNamespace(gpu=u)
+            fake.nvmlDeviceGetClockInfo = lambda handle, kind, c=clock: c
+            sampler.sample()
+        row = sampler.stop()
+    finally:
+        job.kill()
+    assert row["gpu_util_pct"] == 0 and row["gpu_sm_clock_mhz"] == 1160  # the whole run's: what it read before
+    window = sampler.window_fields(dict(timed_spans=[[1.5, 3.2]], steps_timed=4, global_batch_size=8))
+    assert window["gpu_util_pct"] == 96 and window["gpu_sm_clock_mhz"] == 1977.5
+    missed = sampler.window_fields(dict(timed_spans=[[5.5, 5.8]], steps_timed=4, global_batch_size=8))
+    assert "gpu_util_pct" not in missed and "gpu_sm_clock_mhz" not in missed  # the whole run's stays in the row
+
+
 def test_a_run_is_read_on_the_gpus_it_uses_alone(monkeypatch):
     """Two GPUs visible (the second first): a one-process run uses cuda:0, the first visible, and its memory, load and
     energy are read there alone; DataParallel reads every one; torchrun's N processes the first N."""

@@ -146,10 +146,11 @@ class Load:
                 self.outside.append(outside)
             except Unavailable as e:
                 self.process_error = str(e)
+        at = time.time()  # the wall clock, as a run's timed_spans are: window() keeps the readings inside them
         for handle in self.handles:  # each reading on its own: one that fails leaves the others
             rates = optional("nvmlDeviceGetUtilizationRates", handle)
-            self.util.append(rates.gpu if rates is not None else None)
-            self.clock.append(optional("nvmlDeviceGetClockInfo", handle, 1))  # 1 = NVML_CLOCK_SM
+            self.util.append((at, rates.gpu if rates is not None else None))
+            self.clock.append((at, optional("nvmlDeviceGetClockInfo", handle, 1)))  # 1 = NVML_CLOCK_SM
             reasons = optional("nvmlDeviceGetCurrentClocksEventReasons", handle)
             if reasons is None:  # the older name of the same reading
                 reasons = optional("nvmlDeviceGetCurrentClocksThrottleReasons", handle) or 0
@@ -174,14 +175,11 @@ class Load:
         busy, steal, used = (end - start for start, end in zip(self.start, cpu_clock()))
         other = max(0.0, busy - used) / (wall * self.cores)
         stolen = steal / (wall * self.cores)
-        util = [u for u in self.util if u is not None]
-        clock = [c for c in self.clock if c is not None]
         gpu = bool(self.handles)
         sharing, others, other_mib = self.gpu_sharing() if gpu else (None, set(), None)
         row = dict(other_cpu_frac=other, steal_frac=stolen, gpu_other_mib=other_mib)
         row["gpu_sharing"] = sharing
-        row.update(gpu_util_pct=statistics.median(util) if util else None)
-        row.update(gpu_sm_clock_mhz=statistics.median(clock) if clock else None)
+        row.update(self.window(None))
         row["gpu_throttle"] = ", ".join(sorted(self.throttle)) or None
         reasons = []
         if other > BUSY_CPU:
@@ -192,6 +190,16 @@ class Load:
             reasons.append(f"{len(others)} other processes held {other_mib:,.0f} MiB on its GPUs")
         row.update(busy=bool(reasons), busy_reason="; ".join(reasons) or None)
         return row
+
+    def window(self, spans):
+        """The GPUs' utilisation and SM clock, medians of the readings inside spans (a run's timed window), or of the
+        whole run where spans is None. A training run spends most of its wall time outside its window (its start,
+        cuDNN's autotuning, evaluation) with the GPU idle: the whole run's median read 0% on GPUs busy in the window."""
+        inside = (lambda at: True) if spans is None else (lambda at: any(a <= at <= b for a, b in spans))
+        util = [u for at, u in self.util if u is not None and inside(at)]
+        clock = [c for at, c in self.clock if c is not None and inside(at)]
+        return dict(gpu_util_pct=statistics.median(util) if util else None,
+                    gpu_sm_clock_mhz=statistics.median(clock) if clock else None)  # fmt: skip
 
 
 def optional(function, *args):
@@ -317,9 +325,13 @@ class Sampler(threading.Thread):
         return {**row, **self.load.result()}
 
     def window_fields(self, metrics):
-        """The GPU memory and energy of the run's timed window (its metrics' timed_spans): the warm-up (cuDNN's
-        autotuning) and the evaluations left out, as torch's peaks are (meter.py)."""
-        return {**self.window_memory(metrics.get("timed_spans")), **self.energy_fields(metrics)}
+        """The GPU memory, utilisation, SM clock and energy of the run's timed window (its metrics' timed_spans): the
+        warm-up (cuDNN's autotuning) and the evaluations left out, as torch's peaks are (meter.py); the whole run's
+        utilisation and clock stay where no reading fell inside the window."""
+        spans = metrics.get("timed_spans")
+        readings = self.load.window(spans) if spans and self.devices else {}
+        return {**self.window_memory(spans), **{k: v for k, v in readings.items() if v is not None},
+                **self.energy_fields(metrics)}  # fmt: skip
 
     def window_memory(self, spans):
         """NVML's peak over the readings inside the spans, from the source stop() chose; the whole run's (said so)
