@@ -158,7 +158,7 @@ def train_columns(train):
         ("of ceiling", ceiling_cell),
         ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
         ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
-        ("ms per step", lambda r: fmt(summarize.step_ms(r), "{:.1f}")),
+        ("ms per step", step_cell),
         ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
     ]
     if train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any():
@@ -191,6 +191,12 @@ def train_columns(train):
     if "largest_answer" in train and train["largest_answer"].notna().any():
         columns += [("at its largest batch (--max-batch)", largest_cell)]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
+
+
+def step_cell(row):
+    """A step at the row's rate; where its steps stall (summarize.stalls), its median and 90th percentile too."""
+    cell, stalled = fmt(summarize.step_ms(row), "{:.1f}"), summarize.stalls(row)
+    return f"{cell} (median {stalled[1]:,.0f}, p90 {stalled[0]:,.0f})" if cell and stalled else cell
 
 
 def cores_cell(row):

@@ -25,6 +25,7 @@ from bench.stages.summarize import (
     emulated_bf16,
     in_order,
     num,
+    stalls,
     summarize,
     torch_blind,
     waited,
@@ -91,6 +92,7 @@ def verdict(row, base):
         reached = ceiling_words(row)
         parts = [f"compute {compute_ms(row):.1f} ms a step"] if pd.notna(compute_ms(row)) else []
         parts += [f"waiting for data {waited(row):.0%} of the time"] if pd.notna(waited(row)) else []
+        parts += [stall_words(row)] if stall_words(row) else []
         if pd.notna(num(row, "energy_per_1k_samples_j")):
             parts += [f"{num(row, 'energy_per_1k_samples_j'):,.1f} J per 1,000 samples ({row.energy_source})"]
         said = f": {', '.join(parts)}" if parts else ""
@@ -109,6 +111,24 @@ def verdict(row, base):
         head += f" and {num(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
     said = reasons(row, base)
     return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{busy(row)}"
+
+
+def stall_words(row):
+    """'its steps stall: the slowest tenth take 102 ms or more against a median of 58 ms (1.8x), while the GPU waited
+    for data 4% of the time: stalls between steps, not waits for data', or '' where its steps are steady."""
+    found = stalls(row)
+    if found is None:
+        return ""
+    p90, median = found
+    said = f"its steps stall: the slowest tenth take {p90:,.0f} ms or more against a median of {median:,.0f} ms"
+    said += f" ({p90 / median:.1f}x)"
+    wait = waited(row)
+    if pd.notna(wait) and wait < WAIT_BOUND:
+        who = "the GPU" if row.get("device") == "cuda" else "the model"
+        said += f", while {who} waited for data {wait:.0%} of the time: stalls between steps, not waits for data"
+    elif pd.notna(wait):
+        said += f", with a data wait of {wait:.0%}: the input pipeline falls behind now and then"
+    return said
 
 
 def ran_eager(row):
@@ -248,6 +268,8 @@ def reasons(row, base):
     cores = cores_words(row, base)
     if cores:
         said.append(cores)
+    if stall_words(row):
+        said.append(stall_words(row))
     if torch_blind(row):
         said.append(
             "its GPU memory is NVML's, which sees DALI's own memory where its batches live (torch's counters do not)"
