@@ -141,7 +141,7 @@ def check_arguments(args):
     refusal = too_old(torch.__version__)
     if refusal:
         die(refusal)
-    at_least(args, {"--batch-size": 1, "--epochs": 1, "--steps": 1, "--workers": 0, "--eval-samples": 1, "--seed": 0})
+    at_least(args, {"--batch-size": 1, "--epochs": 1, "--steps": 1, "--workers": 0, "--eval-samples": 0, "--seed": 0})
     check_workers_and_seed(args)
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
         die(f"--lr {args.lr}: the learning rate must be a finite number above 0")

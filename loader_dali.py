@@ -258,15 +258,15 @@ def build_loaders(
     Training draws its images through sampler (None: every image, reshuffled each epoch; train_ddp.py's
     DistributedSampler: this process's shard) and drops the last partial batch, so every step has the same
     size. Validation sees every image exactly once over all processes, or a fixed sample of eval_samples
-    of them, spread over the whole set. Batches come as (images float32 NCHW normalised, labels int64);
-    train.py moves them to the device, where they may be already.
+    of them, spread over the whole set (0: none, an empty list, no loading process started). Batches come as
+    (images float32 NCHW normalised, labels int64); train.py moves them to the device, where they may be already.
     """
     if batch_size * world_size > len(train_set):
         die(f"--batch-size {batch_size * world_size} is larger than the training set ({len(train_set)} images)")
-    keep = range(len(val_set))  # the validation images evaluated: all, or a fixed sample (the same every run)
+    keep = range(len(val_set))  # the validation images evaluated: all, a fixed sample (the same every run), or none
     if eval_samples not in (None, "all") and eval_samples < len(val_set):
         keep = [i * len(val_set) // eval_samples for i in range(eval_samples)]
-    if world_size > len(keep):
+    if 0 < len(keep) < world_size:
         die(f"{world_size} processes but only {len(keep)} validation images: each needs one")
     val_part = keep[rank::world_size]  # this process's validation images, no padding: no image counted twice
     if info.dataset == "synthetic":
@@ -276,10 +276,10 @@ def build_loaders(
     common = dict(batch_size=batch_size, device=device, workers=workers, seed=seed, rank=rank, world_size=world_size)
     train_pipe = dali_pipeline(train_set.samples, info.image_size, training=True, **common)
     val_samples = [val_set.samples[i] for i in keep]
-    val_pipe = dali_pipeline(val_samples, info.image_size, training=False, **common)
+    val_pipe = dali_pipeline(val_samples, info.image_size, training=False, **common) if keep else None
     steps = len(train_set) // world_size // batch_size  # full batches: every step the same size, on all ranks
     train_loader = DALILoader(train_pipe, train_set.samples, steps)
-    val_loader = DALILoader(val_pipe, val_samples)  # every image once over all ranks, no padding
+    val_loader = DALILoader(val_pipe, val_samples) if keep else []  # every image once over all ranks, no padding
     return train_loader, val_loader
 
 

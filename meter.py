@@ -255,6 +255,7 @@ class Meter:
         """An epoch's end: the accuracy and the epoch's losses read (outside the window), the curves' points, the
         timing resumed; the window closes here if --target-accuracy is reached."""
         self.eval_s += time.perf_counter() - self.evaluating
+        val_acc = val_acc if val_samples else None  # --eval-samples 0: no image evaluated, no accuracy
         self.val_acc, self.val_samples, self.epochs = val_acc, val_samples, self.epochs + 1
         seen = torch.stack(self.losses).float()  # the epoch's losses: the first that is not a finite number is kept
         if self.diverged is None and not seen.isfinite().all():
@@ -272,13 +273,12 @@ class Meter:
                 torch.cuda.reset_peak_memory_stats(device)
         self.waiting, self.new_epoch = time.perf_counter(), True
         if self.is_main:
-            self.progress.write(
-                f"epoch {self.epochs}/{self.epoch_count}: train loss {self.train_loss:.3f}, val acc {val_acc:.3f}"
-            )
+            accuracy = f", val acc {val_acc:.3f}" if val_acc is not None else ""
+            self.progress.write(f"epoch {self.epochs}/{self.epoch_count}: train loss {self.train_loss:.3f}{accuracy}")
         target = self.args.target_accuracy
         # reached: training ends here (python -m bench --to-accuracy); not before a step was timed, so a target
         # reached where the window opens (the warm-up an epoch long) is timed over the next epoch
-        if target is not None and val_acc >= target and not last and self.window.steps:
+        if target is not None and val_acc is not None and val_acc >= target and not last and self.window.steps:
             self.timed, self.reached = self.close_window(), True
             if self.is_main:
                 self.progress.write(
@@ -440,8 +440,8 @@ class Meter:
             f" step {metrics['step_time_median_ms']:.1f} ms median{first}\n"
             f"  timed   {plural(metrics['steps_timed'], 'step')} ({warmup}evaluation left out)\n"
             f"  data    wait {metrics['data_wait_frac']:.1%}{starved}, {self.window.epoch_starts} epoch starts timed\n"
-            f"  result  loss {self.train_loss:.3f}, val acc {self.val_acc:.3f} on {self.val_samples} of"
-            f" {info.val_size} validation images\n  memory  {memory_words(metrics, cuda)}"
+            f"  result  loss {self.train_loss:.3f}, {accuracy_words(self.val_acc, self.val_samples, info)}\n"
+            f"  memory  {memory_words(metrics, cuda)}"
         )
         if metrics["cpu_model_cores"] is not None and not cuda:
             print(
@@ -455,7 +455,7 @@ class Meter:
         if self.fields.get("compile_mode") is not None:
             warm = "warm" if self.fields.get("compile_cache_warm") else "cold"
             print(f"  compile {self.first_step_s:.1f} s, the first step ({warm} cache); {compile_words(metrics)}")
-        if args.eval_samples is None and self.val_samples < info.val_size:
+        if args.eval_samples is None and 0 < self.val_samples < info.val_size:
             print("  (a run of --steps evaluates a fixed sample: --eval-samples all for every image)")
         if self.diverged is not None:
             print(
@@ -637,6 +637,13 @@ def flop_words(metrics):
     return said + (" (MFU: no datasheet peak for this GPU)" if metrics["device"] == "cuda" else "")
 
 
+def accuracy_words(val_acc, val_samples, info):
+    """'val acc 0.412 on 1000 of 2000 validation images', or 'no evaluation (--eval-samples 0)'."""
+    if not val_samples:
+        return "no evaluation (--eval-samples 0)"
+    return f"val acc {val_acc:.3f} on {val_samples} of {info.val_size} validation images"
+
+
 def memory_words(metrics, cuda):
     """The memory line: torch's peak on a GPU; on a CPU the host's peak resident memory of this process."""
     if cuda:
@@ -750,7 +757,8 @@ class Curves:
             for at, value in points[self.logged :]:
                 self.writer.add_scalar("train/loss", value, at)
             self.logged = len(points)
-            self.writer.add_scalar("val/accuracy", val_acc, step)
+            if val_acc is not None:  # --eval-samples 0 evaluates nothing
+                self.writer.add_scalar("val/accuracy", val_acc, step)
             self.writer.flush()
 
     def close(self, samples_per_s, step):

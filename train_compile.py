@@ -51,7 +51,7 @@ parser.add_argument(
     "--eval-samples",
     type=checks.count_or_all,
     default=None,
-    help="validation images evaluated, a fixed sample, or all (default: all, or 1000 for a --steps run)",
+    help="validation images evaluated: a fixed sample, all, or 0 for none (default: all, 1000 for a --steps run)",
 )
 parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py) or dali (loader_dali.py)")
 parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
@@ -103,7 +103,7 @@ def evaluate(model, val_loader, device):
             outputs = model(images)
         correct += (outputs.argmax(1) == labels).sum()
         total += labels.numel()
-    return correct.item() / total.item(), total.item()
+    return correct.item() / max(total.item(), 1), total.item()  # no image (--eval-samples 0): no accuracy
 
 
 # -----------------------------------------------------------------------------
@@ -123,7 +123,9 @@ def main():
     train_set, val_set, info = loader.open_data(args.data, args.download, check_data=not args.no_data_check)
     batch_size = args.batch_size  # one process takes the whole batch; train_ddp.py gives each its share
     sampler = None  # every image, reshuffled each epoch; train_ddp.py gives each process its own shard
-    eval_samples = args.eval_samples or (1000 if args.steps else "all")  # a short run evaluates a fixed sample
+    eval_samples = args.eval_samples  # a short run evaluates a fixed sample; 0, none (a speed run)
+    if eval_samples is None:
+        eval_samples = 1000 if args.steps else "all"
     workers = checks.workers_of(args)  # --workers and the DataLoader's settings (--prefetch-factor, ...)
     train_loader, val_loader = loader.build_loaders(
         train_set, val_set, info, batch_size, device, workers, args.seed, sampler, rank, world_size, eval_samples

@@ -12,6 +12,7 @@ import pytest
 import tqdm
 from test_bad_input import fail
 
+import helpers
 from bench import catalogue
 from bench.observe.machine import cpu_model
 from bench.outputs import diffs
@@ -52,7 +53,28 @@ def test_a_short_run_evaluates_a_fixed_sample_and_says_so(many_val, tmp_path):
     assert m["val_samples"] == 300
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-3"])
+@pytest.mark.parametrize("loader", fast_first(["torchvision", "dali"]))
+def test_eval_samples_0_is_a_speed_run_with_no_evaluation(tiny_data, tmp_path, loader):
+    """--eval-samples 0 (the bench's rounds after the first): no image evaluated, no accuracy recorded or printed,
+    and no loading process started for it (the validation loader is an empty list)."""
+    short = ("--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--loader", loader, "--eval-samples", 0)
+    result, m = train("train.py", tiny_data, tmp_path / "m.json", *short)
+    assert result.returncode == 0, result.stderr
+    assert m["val_samples"] == 0 and m["val_acc"] is None and m["val_curve"][0]["val_acc"] is None
+    assert "result  loss" in result.stdout and "no evaluation (--eval-samples 0)" in result.stdout
+    assert "val acc" not in result.stdout
+
+
+def test_an_empty_validation_loader_starts_no_loading_process(tiny_data):
+    import loader
+
+    train_loader, val_loader, _ = helpers.build_loaders(loader, tiny_data, 8, workers=2, eval_samples=0)
+    assert val_loader == [] and len(train_loader) > 0
+    _, val_loader, _ = helpers.build_loaders(loader, tiny_data, 8, workers=2, world_size=2, rank=1, eval_samples=0)
+    assert val_loader == []  # two processes and nothing to evaluate: no process needs an image
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "-3"])
 def test_eval_samples_that_is_neither_a_count_nor_all_is_one_line(value, tiny_data, tmp_path):
     assert "--eval-samples" in fail(("train.py",), tiny_data, tmp_path / "m.json", "--eval-samples", value)
 

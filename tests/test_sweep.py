@@ -55,7 +55,7 @@ NUMBERS = [
     ("--epochs", "0", "1 or more"),
     ("--steps", "-5", "1 or more"),
     ("--warmup-steps", "-1", "0 or more"),
-    ("--eval-samples", "0", "1 or more"),
+    ("--eval-samples", "-1", "0 or more"),
     ("--eval-samples", "abc", "invalid count_or_all value"),
     ("--batch-size", "0", "1 or more"),
     ("--data", "synthetic:0", "PX pixels 1 to 8192"),

@@ -140,3 +140,12 @@ def test_both_loaders_train_on_photos_at_224(tmp_path, loader):
     result, m = train("train.py", photos, tmp_path / "m.json", *args)
     assert result.returncode == 0, result.stderr
     assert m["image_size"] == 224 and m["dataset"] == "generated" and m["val_samples"] == 10 and m["loader"] == loader
+
+
+def test_the_first_round_evaluates_and_the_later_ones_time_the_speed_alone():
+    """Every row's accuracy is its first round's (the verdict's check that it learns alike); a later round evaluates
+    nothing (--eval-samples 0), and a GPU run's 3.5 s of evaluation goes to the rounds that settle its speed."""
+    plan = dry_run("--variants", "baseline,amp", "--loaders", "none", "--repeats", 3)
+    runs = [line.split() for line in plan.splitlines() if " train" in line and "--eval-samples" in line]
+    evaluated = [run[run.index("--eval-samples") + 1] for run in runs]
+    assert evaluated == ["500", "500", "0", "0", "0", "0"], plan
