@@ -57,10 +57,7 @@ class Mode:
 
     def prepare(self):
         """Before the first run, fresh or resumed: make what the runs need (the generated data, the folder)."""
-        for workload, work in self.works.items():
-            workload = work.data_workload or workload
-            if workload in data.WORKLOADS and not Path(work.data).exists():
-                data.ensure(workload)
+        make_data(self.works)
         self.folder().mkdir(parents=True, exist_ok=True)
 
     def do(self, run, job):
@@ -136,6 +133,15 @@ def took(record):
     """The seconds a record's run took (its run_s where the mode's wall_s means something else), or None."""
     value = record.get("run_s", record.get("wall_s"))
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def make_data(works):
+    """A generated workload's folder that is missing (a machine whose data/ was not kept between two commands) made
+    again, before anything runs: from the same parameters, the same data (data.fingerprint finds it unchanged)."""
+    for workload, work in works.items():
+        workload = work.data_workload or workload
+        if workload in data.WORKLOADS and not Path(work.data).exists():
+            data.ensure(workload)
 
 
 def kind(run):
@@ -271,6 +277,7 @@ def resume(args, info, modes):
     name = saved.get("mode") or "bench"
     if name not in modes:
         raise BenchError(f"{plans[-1]} is of a mode this bench does not know ({name!r})")
+    make_data(saved["works"])
     changed = changes(plans[-1].parent, saved["works"])  # before anything runs
     if changed and not args.allow_changed:
         what = " and its ".join(changed)
