@@ -355,7 +355,10 @@ def run(args):
         logs.mkdir(parents=True, exist_ok=True)
     native = info["cpu_bf16_native"]
     started = time.monotonic()
-    runs, works, fit = plan.make_plan(args, gpu_count, info["cpu_cores"], logs, args.dry_run, native, calibrate.steps)
+    saved = saved_costs(args, info, gpu_count)
+    runs, works, fit = plan.make_plan(
+        args, gpu_count, info["cpu_cores"], logs, args.dry_run, native, calibrate.steps, saved
+    )
     if args.dry_run:
         speed.print_plan(runs, works, gpu_count)
         plan.print_estimate(fit, runs)
@@ -365,6 +368,14 @@ def run(args):
     bench = speed.Bench(args, info, bench_id, runs, works, options)  # the options kept for --resume
     execute.start(bench)
     execute.execute(bench, fit.budget_s, args.chunk, time.monotonic() - started)
+
+
+def saved_costs(args, info, gpu_count):
+    """A GPU plan's costs from the saved GPU runs (baseline/): this GPU's where it has some, else every GPU's."""
+    if not gpu_count:
+        return {}
+    runs = baseline.gpu_runs(args.baseline_dir)
+    return cost.saved_costs(runs, info.get("gpu_name")) if not runs.empty else {}
 
 
 def new_id():

@@ -212,17 +212,30 @@ def test_the_budget_keeps_whole_rounds_then_leaves_rows_out_from_the_end():
     kept, left_out = plan.fit_budget(runs, 45, 0)  # not even one round: dp goes, then nothing else need
     assert {r.variant for r in kept} == {"baseline", "amp"} and left_out == ["dp"] and {r.repeat for r in kept} == {1}
     assert plan.fit_budget(runs, None, 0) == (runs, [])
+    # rounds before rows where rounds are wanted: 3 rounds of the baseline and amp rather than 2 of all three
+    kept, left_out = plan.fit_budget(runs, 130, 5, wanted=3)
+    assert (
+        {r.variant for r in kept} == {"baseline", "amp"}
+        and left_out == ["dp"]
+        and {r.repeat for r in kept} == {1, 2, 3}
+    )
+    kept, left_out = plan.fit_budget(runs, 45, 0, wanted=3)  # two training rows kept at least, then one round
+    assert {r.variant for r in kept} == {"baseline", "amp"} and left_out == ["dp"] and {r.repeat for r in kept} == {1}
     groups = plan.rounds(runs)
     assert len(groups) == 6 and [(g[0].repeat, g[0].workload) for g in groups[:2]] == [(1, "small"), (1, "imagenet")]
 
 
-def test_the_window_shrinks_to_fit_two_rounds_but_never_below_its_floor():
+def test_the_window_shrinks_to_fit_the_settling_rounds_but_never_below_its_floor():
+    """The rounds asked, up to plan.SETTLING_ROUNDS (3): the window 11 minutes leave 2 rounds of these rows is at its
+    floor for 3, and 15 minutes give 3 a window between."""
     args = (["baseline", "amp", "compile"], ["loader"], ["small", "imagenet"], 3, True, True)
     assert plan.fit_window(None, *args) == cost.WINDOW_S
     assert plan.fit_window(10**6, *args) == cost.WINDOW_S
     assert plan.fit_window(60, *args) == cost.WINDOW_MIN_S
-    middle = plan.fit_window(11 * 60, *args)
-    assert cost.WINDOW_MIN_S < middle < cost.WINDOW_S
+    assert plan.fit_window(11 * 60, *args) == cost.WINDOW_MIN_S
+    assert cost.WINDOW_MIN_S < plan.fit_window(15 * 60, *args) < cost.WINDOW_S
+    two = (*args[:3], 2, *args[4:])
+    assert cost.WINDOW_MIN_S < plan.fit_window(11 * 60, *two) < cost.WINDOW_S
     assert plan.fit_window(60, *args[:-2], False, True) == cost.WINDOW_S  # a CPU's steps are fixed
 
 

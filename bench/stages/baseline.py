@@ -76,3 +76,17 @@ def compare(summary, saved):
                 break
         lines.append(line)
     return lines
+
+
+def gpu_runs(baseline_dir=BASELINE_DIR):
+    """Every saved GPU training run (each saved runs.csv's rows on cuda), with the folder it is saved in: what a GPU
+    plan's estimates are made from (bench/stages/cost.py's saved_costs). An empty table where none is saved."""
+    found = []
+    for path in sorted(Path(baseline_dir).glob("*/runs.csv")):
+        try:
+            runs = schema.upgrade(record.load_csv(path, needed=("variant",)))
+        except (BenchError, schema.VersionError):
+            continue  # a damaged or unknown table: the plan's constants stand in for it
+        if "device" in runs and (runs["device"] == "cuda").any():
+            found.append(runs[runs["device"] == "cuda"].assign(folder=f"{Path(baseline_dir).name}/{path.parent.name}"))
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame()

@@ -9,11 +9,8 @@ from pathlib import Path
 from bench import BenchError
 from bench.catalogue import compiled, distributed
 from bench.stages import launch
-from bench.stages.cost import WINDOW_S
+from bench.stages.cost import STEADY, WARMUP_STEADY, WINDOW_S
 from bench.stages.plan import training_run
-
-WARMUP_STEADY = 10  # warm-up steps enough where the calibration finds the step time steady after them
-STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
 
 
 def calibration_variant(variants):

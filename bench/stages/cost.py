@@ -6,6 +6,9 @@ The assumptions were measured: on a CPU by the default plans on a 2-core AMD EPY
 by the first GPU run on an H100 (2026-11-25, baseline/h100-first-run-*), what it did not reach still assumed.
 """
 
+import math
+from dataclasses import dataclass
+
 from bench import catalogue
 
 WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
@@ -153,3 +156,80 @@ def maxbatch_s(runs, gpu, probes):
     shape), so a compiled variant compiles cold in every one of them."""
     where = "gpu" if gpu else "cpu"
     return sum((probes + 1) * (PROBE_S[where] + compile_s(r.variant, 1, gpu)) for r in runs)
+
+
+# ----------------------------------------------------------------------------- a GPU plan from its saved runs
+
+# A GPU row's estimate from saved GPU runs of the same model and global batch (baseline/*/runs.csv, device cuda):
+# medians over its runs of what each part of a run took. Where a row has none, or a part was never measured (a warm
+# compile's first step: every saved compiled run started cold), the part is assumed and the dry run says which.
+WARMUP_STEADY = 10  # warm-up steps enough where the step time is steady after them (a calibration's, a saved run's)
+STEADY = 1.1  # steady: the 90th percentile of the step time within 10% of its median
+FIRST_WARM_COMPILE_S = 25.0  # assumed: a compiled row's first step from a warm cache (cuDNN's autotuning, the load)
+EVAL_IMAGES = 1000  # the saved GPU runs' evaluation sample
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What the saved runs of one GPU row measured, medians over them (seconds)."""
+
+    start_s: float  # the process's start and stop and its setup (other_s + setup_s)
+    first_s: float  # the first step: cuDNN's autotuning, CUDA's lazy loading; a compiled row's cold compile
+    warm_step_s: float  # each warm-up step after the first
+    eval_s: float  # an evaluation of EVAL_IMAGES images
+    step_s: float  # a timed step
+    steady: bool  # its timed steps were steady (STEADY) after its warm-up
+    warmup: int  # the warm-up steps its runs took
+    runs: int
+    where: str  # the saved folders and GPUs they come from
+
+
+def command_flag(command, flag, default):
+    """The value of flag in a saved run's command line, or default."""
+    parts = str(command).split()
+    return parts[parts.index(flag) + 1] if flag in parts[:-1] else default
+
+
+def saved_costs(runs, gpu_name=None):
+    """{(model, global batch, variant): Saved} from saved GPU training runs (a DataFrame of runs.csv rows, with a
+    `folder` column); runs on a GPU named gpu_name where that GPU has some, else every GPU's."""
+    runs = runs[(runs["device"] == "cuda") & (runs["status"] == "ok") & (runs["kind"] == "train")]
+    if gpu_name is not None and (runs["gpu_name"] == gpu_name).any():
+        runs = runs[runs["gpu_name"] == gpu_name]
+    found = {}
+    for (model, batch, variant), group in runs.groupby(["model", "global_batch_size", "variant"]):
+        warmup = group["command"].map(lambda c: int(command_flag(c, "--warmup-steps", 5)))
+        warm = (group["warmup_s"] - group["first_step_s"]) / (warmup - 1).clip(lower=1)
+        evaluated = group["val_samples"].where(group["val_samples"] > 0)
+        eval_s = (group["eval_s"] / evaluated * EVAL_IMAGES).median()
+        where = ", ".join(f"{f} ({g})" for f, g in sorted(set(zip(group["folder"], group["gpu_name"]))))
+        found[(model, int(batch), variant)] = Saved(
+            start_s=(group["other_s"] + group["setup_s"]).median(),
+            first_s=group["first_step_s"].median(),
+            warm_step_s=warm.median(),
+            eval_s=0.0 if math.isnan(eval_s) else eval_s,
+            step_s=group["step_time_median_ms"].median() / 1e3,
+            steady=bool((group["step_time_p90_ms"] <= STEADY * group["step_time_median_ms"]).all()),
+            warmup=int(warmup.min()),
+            runs=len(group),
+            where=where,
+        )
+    return found
+
+
+def saved_run_s(run, saved):
+    """A GPU training run's seconds from its row's saved costs: its start, its first step (a compiled row's later
+    repeats from a warm cache: assumed), its warm-up, its timed steps and its evaluation, as its command asks."""
+    steps, warmup = int(run.flags["--steps"]), int(run.flags["--warmup-steps"])
+    evaluated = run.flags.get("--eval-samples")
+    images = 0 if evaluated in (None, "0", 0) else EVAL_IMAGES if evaluated == "all" else int(evaluated)
+    first = saved.first_s
+    if catalogue.compiled(run.variant) and run.repeat > 1:
+        first = FIRST_WARM_COMPILE_S
+    return (
+        saved.start_s
+        + first
+        + saved.warm_step_s * max(0, warmup - 1)
+        + saved.step_s * (steps - warmup)
+        + saved.eval_s * images / EVAL_IMAGES
+    )

@@ -41,7 +41,17 @@ from bench.catalogue import (
 )
 from bench.observe.machine import ROOT
 from bench.stages import slurm, summarize
-from bench.stages.cost import COST_S, WINDOW_MIN_S, WINDOW_S, budget_s, run_s, timeout_s
+from bench.stages.cost import (
+    COST_S,
+    FIRST_WARM_COMPILE_S,
+    WARMUP_STEADY,
+    WINDOW_MIN_S,
+    WINDOW_S,
+    budget_s,
+    run_s,
+    saved_run_s,
+    timeout_s,
+)
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only). vit: a vision
 # transformer trained as transformers are (AdamW, warmed up), on the 224 px photos on a GPU, the 32 px images on a CPU
@@ -140,6 +150,7 @@ class Fit:
     gpu: bool
     total_s: float
     round_s: list  # each round's estimate
+    sources: list = field(default_factory=list)  # where the estimates come from: saved runs, or assumed
 
 
 @dataclass
@@ -200,28 +211,106 @@ def rounds(runs):
     return list(groups.values())
 
 
-def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native):
-    """The fastest row's window (GPU, steps auto) that lets min(repeats, 2) rounds fit the budget, within
-    WINDOW_MIN_S..WINDOW_S."""
+def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native, known=None):
+    """The fastest row's window (GPU, steps auto) that lets min(repeats, 3) rounds fit the budget, within
+    WINDOW_MIN_S..WINDOW_S. known: {workload: Known} where the rows' costs come from saved runs."""
     if budget_s is None or not gpu:
         return WINDOW_S
-    probe = [Run("", v, "train", 2, 1, workload=name) for v in variants for name in names]
-    probe += [Run("", v, "loader", 2, 1, workload=name) for v in loaders for name in names]
-    fixed = sum(run_s(r, 0, gpu, bf16_native) for r in probe)
-    weight = sum(run_s(r, 1, gpu, bf16_native) - run_s(r, 0, gpu, bf16_native) for r in probe)
-    cold = sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if compiled(v)) * len(names)
-    wanted = min(repeats, 2)
-    spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * len(names) - cold - wanted * fixed  # 3% to spare
+    known = known or {}
+    fixed = weight = first = calibrations = 0.0
+    for name in names:
+        if name in known:  # a round after the first: no evaluation, a warm compile; the first's extras apart
+            f, w, extra = known[name].round_costs(variants)
+            fixed, weight, first = fixed + f, weight + w, first + extra
+            continue
+        probe = [Run("", v, "train", 2, 1, workload=name) for v in variants]
+        probe += [Run("", v, "loader", 2, 1, workload=name) for v in loaders]
+        fixed += sum(run_s(r, 0, gpu, bf16_native) for r in probe)
+        weight += sum(run_s(r, 1, gpu, bf16_native) - run_s(r, 0, gpu, bf16_native) for r in probe)
+        first += sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if compiled(v))
+        calibrations += 1
+    for name in known:
+        fixed += sum(run_s(Run("", v, "loader", 2, 1, workload=name), 0, gpu, bf16_native) for v in loaders)
+    wanted = min(repeats, SETTLING_ROUNDS)
+    spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * calibrations - first - wanted * fixed  # 3% to spare
     if weight <= 0:  # loader rows alone: no training window to fit
         return WINDOW_S
     return max(WINDOW_MIN_S, min(WINDOW_S, spare / (wanted * weight)))
 
 
-def fit_budget(runs, budget_s, overhead_s):
+SETTLING_ROUNDS = 3  # rounds whose paired interval can settle a GPU's answer: a budget keeps them before more rows
+
+
+@dataclass
+class Known:
+    """A GPU workload whose rows' costs come from saved GPU runs (bench/stages/cost.py's saved_costs): the steps
+    follow from their step times (no calibration run), the estimates from every part of their runs."""
+
+    saved: dict  # {variant: Saved} of the rows planned that have saved runs
+    warmup_steps: int
+    eval_images: int
+
+    def fastest_step_s(self):
+        return min(s.step_s for s in self.saved.values())
+
+    def round_costs(self, variants):
+        """(seconds of a later round besides the fastest row's window, seconds per second of that window, the first
+        round's extra seconds: its evaluations and cold compiles) of the rows that have saved runs."""
+        fixed = weight = extra = 0.0
+        for variant in variants:
+            s = self.saved.get(variant)
+            if s is None:
+                continue
+            warm_first = FIRST_WARM_COMPILE_S if compiled(variant) else s.first_s
+            fixed += s.start_s + warm_first + s.warm_step_s * max(0, self.warmup_steps - 1)
+            weight += s.step_s / self.fastest_step_s()
+            extra += (s.first_s - warm_first) + s.eval_s * self.eval_images / 1000
+        return fixed, weight, extra
+
+
+def known_costs(args, gpu_count, names, variants, saved):
+    """{workload: Known} for the GPU workloads whose planned rows have saved runs at their model and batch, and whose
+    steps are auto: their steps come from those runs instead of a calibration run."""
+    if not gpu_count or not saved:
+        return {}
+    known = {}
+    for name in names:
+        chosen = work(args, gpu_count, name)
+        rows = {v: saved[(chosen.model, int(chosen.batch_size), v)] for v in variants
+                if (chosen.model, int(chosen.batch_size), v) in saved}  # fmt: skip
+        if chosen.steps != "auto" or not rows:
+            continue
+        fastest = min(rows.values(), key=lambda s: s.step_s)
+        warmup = min(chosen.warmup_steps, WARMUP_STEADY) if fastest.steady else chosen.warmup_steps
+        images = chosen.eval_samples if isinstance(chosen.eval_samples, int) else 1000
+        known[name] = Known(rows, warmup, images)
+    return known
+
+
+def fit_budget(runs, budget_s, overhead_s, wanted=1):
     """(the runs that fit the budget, the variants left out): whole rounds (every workload's round r before any
-    r + 1), as many as fit; if not even the first fits, rows are left out from the end of the priority order."""
+    r + 1), as many as fit. Where fewer than wanted rounds fit (min(rounds asked, SETTLING_ROUNDS): an answer needs
+    rounds to settle, and a round of every row with no interval settles nothing), rows are left out from the end of
+    the priority order until wanted rounds fit, two training rows kept at least (one compared with the baseline);
+    if not even the first round fits, rows are left out until it does."""
     if budget_s is None:
         return runs, []
+    order = list(dict.fromkeys(r.variant for r in runs if r.kind == "train"))
+    trained = len(order)
+    order += list(dict.fromkeys(r.variant for r in runs if r.kind == "loader"))
+    left_out = []
+    kept = whole_rounds(runs, budget_s, overhead_s)
+    while len({r.repeat for r in kept}) < wanted and len(order) > 1 and len(order) - 1 >= min(2, trained):
+        left_out.insert(0, order.pop())
+        kept = whole_rounds([r for r in runs if r.variant not in left_out], budget_s, overhead_s)
+    while sum(r.estimate_s for r in kept) + overhead_s > budget_s and len(order) > 1:
+        left_out.insert(0, order.pop())
+        kept = [r for r in kept if r.variant != left_out[0]]
+    return kept, left_out
+
+
+def whole_rounds(runs, budget_s, overhead_s):
+    """The runs of as many whole rounds as fit the budget (the first one always)."""
     kept, spent = [], overhead_s
     by_repeat = {}
     for run in runs:
@@ -231,13 +320,7 @@ def fit_budget(runs, budget_s, overhead_s):
         if spent + cost > budget_s and kept:
             break
         kept, spent = kept + group, spent + cost
-    left_out = []
-    order = list(dict.fromkeys(r.variant for r in runs if r.kind == "train"))
-    order += list(dict.fromkeys(r.variant for r in runs if r.kind == "loader"))
-    while sum(r.estimate_s for r in kept) + overhead_s > budget_s and len(order) > 1:
-        left_out.insert(0, order.pop())
-        kept = [r for r in kept if r.variant != left_out[0]]
-    return kept, left_out
+    return kept
 
 
 def workloads(args, gpu_count):
@@ -403,7 +486,7 @@ def first_rounds(repeats):
 # cost a GPU run 3.3 to 3.7 s of its 28 to 50 (2026-11-27), a CPU run 0.5 to 1.3 s of its 9 to 15.
 
 
-def round_runs(repeat, works, variants, loaders, context):
+def round_runs(repeat, works, variants, loaders, context, saved=None):
     """One round of every workload: its training rows, then its loader rows. After the first round the training
     rows run in an order shuffled by the seed and the round, so that no row always runs next to the same ones
     (a round's first round keeps the priority order: the budget cuts it from the end)."""
@@ -428,11 +511,12 @@ def round_runs(repeat, works, variants, loaders, context):
         chosen = works[run.workload]
         timed = chosen.steps - chosen.warmup_steps if not chosen.steps_auto else None
         fastest = c.window_s if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's: 20
-        run.estimate_s = run_s(run, fastest, gpu, c.bf16_native)
+        known = (saved or {}).get(run.workload, {}).get(run.variant) if run.kind == "train" else None
+        run.estimate_s = saved_run_s(run, known) if known else run_s(run, fastest, gpu, c.bf16_native)
     return runs
 
 
-def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None):
+def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None, saved=None):
     """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
     ({workload: Work}) and how the plan fits its budget (a Fit, for print_estimate). Steps "auto" are calibrated
     unless dry_run, by calibrate (bench/stages/calibrate.py's steps: the caller's, so that planning launches
@@ -444,7 +528,8 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
         raise BenchError(f"--nproc {nproc}: DDP runs one process per GPU and this machine has {gpu_count} GPU(s)")
     gpu, variants = bool(gpu_count), ordered(asked_variants(args, gpu_count), gpu_count)
     budget = budget_s(args.budget, gpu)
-    window = fit_window(budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native)
+    known = known_costs(args, gpu_count, names, variants, saved)
+    window = fit_window(budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native, known)
     calibrations = 0
     for workload in names:
         chosen = work(args, gpu_count, workload)
@@ -456,8 +541,13 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
         if not dry_run:
             check_model(chosen.model, info)
         auto = chosen.steps == "auto"
-        calibrations += auto
-        if auto and not dry_run and variants:
+        calibrations += auto and workload not in known
+        if workload in known:  # the saved runs' step times: enough steps for the fastest row's window
+            split = nproc if gpu_count and any(distributed(v) for v in variants) else 1
+            timed = max(50, math.ceil(window * split / known[workload].fastest_step_s()))
+            chosen.warmup_steps = known[workload].warmup_steps
+            chosen.steps = chosen.warmup_steps + timed
+        elif auto and not dry_run and variants:
             if calibrate is None:
                 raise BenchError("--steps auto: this mode plans no calibration run; give --steps N")
             chosen.steps = calibrate(path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores)
@@ -482,17 +572,41 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
         getattr(args, "default_loaders", False),
     )
     for repeat in range(1, first_rounds(args.repeats) + 1):
-        runs += round_runs(repeat, works, variants, args.loaders, context)
+        runs += round_runs(repeat, works, variants, args.loaders, context, {w: k.saved for w, k in known.items()})
     overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations
-    kept, left_out = fit_budget(runs, budget, overhead)
+    kept, left_out = fit_budget(runs, budget, overhead, min(first_rounds(args.repeats), SETTLING_ROUNDS))
     context.variants = [v for v in variants if v not in left_out]  # rounds added later: the rows kept
     context.loaders = [v for v in args.loaders if v not in left_out]
     fit = Fit(budget_s=budget, window_s=window if gpu else None, rounds_asked=first_rounds(args.repeats),
               auto=args.repeats == "auto", left_out=left_out, context=context,
               rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
               total_s=overhead + sum(r.estimate_s for r in kept),
-              round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)])  # fmt: skip
+              round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)],
+              sources=sources(known, kept, gpu))  # fmt: skip
     return kept, works, fit
+
+
+def sources(known, runs, gpu):
+    """Where a GPU plan's estimates come from, row by row: saved runs (which), or assumed."""
+    if not gpu or not known:
+        return []
+    said, assumed = [], []
+    for workload, k in known.items():
+        for variant, s in k.saved.items():
+            said.append(f"{workload} {variant}: {plural(s.runs, 'saved run')} of {s.where}")
+        planned = dict.fromkeys(r.variant for r in runs if r.workload == workload and r.kind == "train")
+        assumed += [f"{workload} {v}" for v in planned if v not in k.saved]
+        if any(compiled(v) for v in k.saved) and len({r.repeat for r in runs}) > 1:
+            assumed.append(
+                f"a compiled row's first step from a warm cache ({FIRST_WARM_COMPILE_S:.0f} s: no saved run)"
+            )
+    loaders = dict.fromkeys(r.variant for r in runs if r.kind == "loader")
+    assumed += [f"{v} ({COST_S['gpu']['loader']:.0f} s a run)" for v in loaders]
+    return [f"from saved runs: {'; '.join(said)}"] + ([f"assumed: {'; '.join(assumed)}"] if assumed else [])
+
+
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def print_estimate(fit, runs):
@@ -510,8 +624,14 @@ def print_estimate(fit, runs):
           f" round of a workload about {longest:.1f} min")  # fmt: skip
     window = f"the fastest row's window {fit.window_s:.1f} s, " if fit.window_s else ""
     cost = COST_S["gpu" if fit.gpu else "cpu"]
-    print(f"  from: {window}{cost['fixed']:.0f} s a run outside its window, a compile {cost['cold']:.0f} s cold and"
-          f" {cost['warm']:.0f} s warm ({where}); once a round has run, its measured times")  # fmt: skip
+    if fit.sources:  # a GPU plan from its saved runs: each row's parts as they measured them
+        print(f"  from: {window}each row's start, first step, warm-up, steps and evaluation as its saved GPU runs"
+              " measured them (medians); once a round has run, its measured times")  # fmt: skip
+    else:
+        print(f"  from: {window}{cost['fixed']:.0f} s a run outside its window, a compile {cost['cold']:.0f} s cold"
+              f" and {cost['warm']:.0f} s warm ({where}); once a round has run, its measured times")  # fmt: skip
+    for line in fit.sources:
+        print(f"  {line}")
     if fit.left_out:
         print(f"  left out to fit the budget: {', '.join(fit.left_out)} (--budget none, or a larger one, keeps them)")
 

@@ -1,0 +1,71 @@
+"""bench/stages/cost.py: a GPU plan's estimates from the saved GPU runs (saved_costs, saved_run_s), and the plan that
+reads them: its steps without a calibration run, its rounds kept before its rows, and what it says it assumed."""
+
+import pandas as pd
+import pytest
+
+from bench.stages import cost, plan
+from helpers import run
+
+RUN = dict(device="cuda", status="ok", kind="train", model="resnet50", global_batch_size=256, setup_s=0.5,
+           step_time_p90_ms=101.0, val_samples=1000)  # fmt: skip
+
+
+def saved_runs(*rows):
+    return pd.DataFrame([dict(RUN, **row) for row in rows])
+
+
+def test_each_part_of_a_run_is_the_median_of_its_rows_saved_runs():
+    runs = saved_runs(
+        dict(variant="baseline", gpu_name="H200", folder="b/one", other_s=9.5, first_step_s=8.0, warmup_s=12.5,
+             eval_s=3.0, step_time_median_ms=100.0, command="train.py --warmup-steps 10 --steps 50"),
+        dict(variant="baseline", gpu_name="H200", folder="b/two", other_s=11.5, first_step_s=10.0, warmup_s=14.5,
+             eval_s=1.0, val_samples=250, step_time_median_ms=120.0, command="train.py --warmup-steps 10"),
+        dict(variant="baseline", gpu_name="H100", folder="b/three", other_s=50.0, first_step_s=50.0, warmup_s=60.0,
+             eval_s=9.0, step_time_median_ms=500.0, command="train.py --warmup-steps 10"),
+    )  # fmt: skip
+    s = cost.saved_costs(runs, "H200")[("resnet50", 256, "baseline")]
+    assert (s.start_s, s.first_s, s.warm_step_s, s.step_s) == pytest.approx((11.0, 9.0, 0.5, 0.11))
+    assert s.eval_s == pytest.approx(3.5)  # per 1,000 images: 3.0 for 1,000 and 1.0 for 250 (4.0)
+    assert s.runs == 2 and s.where == "b/one (H200), b/two (H200)" and s.warmup == 10 and s.steady
+    anywhere = cost.saved_costs(runs, "B200")[("resnet50", 256, "baseline")]  # a GPU with no saved run: every GPU's
+    assert anywhere.runs == 3 and anywhere.first_s == pytest.approx(10.0)
+    stalls = cost.saved_costs(runs.assign(step_time_p90_ms=200.0), "H200")[("resnet50", 256, "baseline")]
+    assert not stalls.steady
+
+
+def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
+    s = cost.Saved(start_s=11, first_s=60, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10, runs=1,
+                   where="b/one (H200)")  # fmt: skip
+    first = plan.Run("compile-1", "compile", "train", 1, 1, flags={"--steps": "60", "--warmup-steps": "10",
+                                                                    "--eval-samples": "1000"})  # fmt: skip
+    assert cost.saved_run_s(first, s) == pytest.approx(11 + 60 + 0.5 * 9 + 0.1 * 50 + 3.5)
+    later = plan.Run("compile-2", "compile", "train", 2, 1, flags={**first.flags, "--eval-samples": "0"})
+    assert cost.saved_run_s(later, s) == pytest.approx(11 + cost.FIRST_WARM_COMPILE_S + 0.5 * 9 + 0.1 * 50)
+    eager = plan.Run("amp-2", "amp", "train", 2, 1, flags={**first.flags, "--eval-samples": "500"})
+    assert cost.saved_run_s(eager, s) == pytest.approx(11 + 60 + 0.5 * 9 + 0.1 * 50 + 3.5 / 2)
+
+
+SIX = "baseline,amp,channels_last,compile,all:no-ddp:no-compile,checkpoint"
+
+
+def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assumed():
+    """The six imagenet rows in 9 minutes (the GPU command's work): their steps from the saved runs' step times (no
+    calibration run), 3 paired rounds of the rows that fit by the saved costs, the rows that do not left out and
+    named, and every estimate's source said: a saved run (which) or assumed."""
+    args = ("--dry-run", "--gpus", 1, "--workload", "imagenet", "--budget", 9, "--repeats", 3, "--loaders", "none")
+    result = run("-m", "bench", *args, "--variants", SIX)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    (estimate,) = [line for line in lines if line.startswith("estimate: ")]
+    assert " in 3 round(s) (budget 9 min)" in estimate and float(estimate.split()[1]) <= 9
+    header = lines[0]
+    assert "steps auto" not in header and ", steps " in header  # from the saved step times
+    (saved,) = [line for line in lines if line.strip().startswith("from saved runs: ")]
+    assert "imagenet baseline: " in saved and "baseline/h200-third-run-imagenet (NVIDIA H200)" in saved
+    (assumed,) = [line for line in lines if line.strip().startswith("assumed: ")]
+    assert "a compiled row's first step from a warm cache" in assumed
+    (left,) = [line for line in lines if "left out to fit the budget" in line]
+    kept = [line.split()[1] for line in lines if line.startswith("/") and " train" in line]
+    assert kept[:2] == ["train.py", "train_amp.py"] and len(kept) % 3 == 0
+    assert all(v in left for v in SIX.split(",")[len(kept) // 3 :])
