@@ -85,6 +85,7 @@ class Meter:
 
     def __init__(self, args, device, rank=0, world_size=1):
         self.started = time.perf_counter()  # the run's phases are timed too (setup_s, warmup_s, eval_s)
+        self.start_s = process_age_s()  # before: the interpreter, the imports, the device's start
         self.args, self.device, self.rank, self.world_size = args, device, rank, world_size
         self.is_main = rank == 0
         checks.at_least(args, {"--warmup-steps": 0})
@@ -152,6 +153,7 @@ class Meter:
             None,
         )
         self.first_step_s = self.first_started = self.timed = None  # the first step alone: a compiled model compiles
+        self.warmup_ms, self.warm_mark = [], None  # each warm-up step's time, synchronized (outside the window)
         self.flop_counter = self.flops = self.stance = None  # (convolutions', the rest's) FLOPs in one step
         self.compiled_steps, self.peaks = 0, {}  # timed steps that ran compiled code; GPU memory peaks, by device
         self.graphs = dict(started=compile_counts() if self.compiling() else None)  # torch.compile's, at the start
@@ -217,8 +219,12 @@ class Meter:
         if self.profile is not None:
             self.profile.step()
         self.steps += 1
-        if self.steps == 1 and self.warmup > 0:
-            self.first_step_s = self.window.sync() - self.first_started
+        if self.steps <= self.warmup:  # a warm-up step: its time (a sync here is outside the window)
+            now = self.window.sync()
+            self.warmup_ms.append(1e3 * (now - (self.warm_mark if self.steps > 1 else self.first_started)))
+            self.warm_mark = now
+            if self.steps == 1:
+                self.first_step_s = now - self.first_started
         self.at_step(self.steps)
         self.progress.update()
         if self.steps % 50 == 0 and not self.progress.disable:  # the one sync in the window, and only with a bar
@@ -313,6 +319,7 @@ class Meter:
         self.curves.close(metrics["samples_per_s"], self.steps)  # --tensorboard: the speed too
         args = self.args
         if args.metrics_out:
+            metrics["written_unix_s"] = time.time()  # the runner times the process's exit from here (exit_s)
             checks.write_whole(args.metrics_out, "metrics", json.dumps(metrics, indent=1))
         self.say(metrics)
 
@@ -360,8 +367,10 @@ class Meter:
             steps_timed=len(step_ms),
             window_s=seconds,
             setup_s=self.setup_s,
+            start_s=self.start_s,
             warmup_s=self.window.opened - self.started - self.setup_s,
             first_step_s=self.first_step_s,
+            warmup_step_ms=self.warmup_ms,
             eval_s=self.eval_s,
             samples_per_s=images_timed / seconds,
             compute_samples_per_s=images_timed / max(seconds - starved_s, 1e-9),
@@ -635,6 +644,17 @@ def flop_words(metrics):
         gpus = "this GPU's" if metrics["world_size"] == 1 else f"its {metrics['world_size']} GPUs'"
         return f"{said}: MFU {metrics['mfu_pct']:.1f}% of {gpus} {metrics['peak_tflop_per_s']:.0f} TFLOP/s peak"
     return said + (" (MFU: no datasheet peak for this GPU)" if metrics["device"] == "cuda" else "")
+
+
+def process_age_s():
+    """Seconds since this process started (Linux's /proc: its start in clock ticks after boot), or None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # the 22nd field, starttime
+        with open("/proc/uptime") as f:
+            return max(0.0, float(f.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def accuracy_words(val_acc, val_samples, info):

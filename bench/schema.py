@@ -41,6 +41,15 @@ wall_s                  s     runner  median  -          the whole process: star
 runner_cpu_s            s     runner  median  -          CPU the runner spent on the run (launching, sampling)
 other_s                 s     runner  median  -          wall_s less setup, warm-up, window and evaluation: starting the
                                                            interpreter, imports, launching (torchrun), writing, exiting
+start_s                 s     train   median  -          the process's start to the meter's: the interpreter, the
+                                                           imports, the device's start (Linux: /proc)
+exit_s                  s     runner  median  -          the record written to the process's end: the loading
+                                                           processes and the device let go, the interpreter's exit
+written_unix_s          -     train   -       json       when the record was written (Unix time): exit_s's start
+warmup_step_ms          ms    train   -       json       each warm-up step's time, the first (first_step_s) included
+warmup_steady_steps     -     runner  median  -          warm-up steps after which every later one (the last, which
+                                                           counts the FLOPs, left out) took STEADY x the window's
+                                                           median step or less: the warm-up a run of it needs
 command                 -     runner  -       -          the command line, to run it again
 script                  -     script  -       -          the script that ran
 world_size              -     train   first   -          training processes

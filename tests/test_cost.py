@@ -31,12 +31,14 @@ def test_each_part_of_a_run_is_the_median_of_its_rows_saved_runs():
     anywhere = cost.saved_costs(runs, "B200")[("resnet50", 256, "baseline")]  # a GPU with no saved run: every GPU's
     assert anywhere.runs == 3 and anywhere.first_s == pytest.approx(10.0)
     stalls = cost.saved_costs(runs.assign(step_time_p90_ms=200.0), "H200")[("resnet50", 256, "baseline")]
-    assert not stalls.steady
+    assert not stalls.steady and s.needed is None  # runs that did not record their warm-up's steps
+    told = cost.saved_costs(runs.assign(warmup_steady_steps=[3, 4, 9]), "H200")[("resnet50", 256, "baseline")]
+    assert told.needed == 4
 
 
 def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
-    s = cost.Saved(start_s=11, first_s=60, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10, runs=1,
-                   where="b/one (H200)")  # fmt: skip
+    s = cost.Saved(start_s=11, first_s=60, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10,
+                   needed=None, runs=1, where="b/one (H200)")  # fmt: skip
     first = plan.Run("compile-1", "compile", "train", 1, 1, flags={"--steps": "60", "--warmup-steps": "10",
                                                                     "--eval-samples": "1000"})  # fmt: skip
     assert cost.saved_run_s(first, s) == pytest.approx(11 + 60 + 0.5 * 9 + 0.1 * 50 + 3.5)
@@ -69,3 +71,34 @@ def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assume
     kept = [line.split()[1] for line in lines if line.startswith("/") and " train" in line]
     assert kept[:2] == ["train.py", "train_amp.py"] and len(kept) % 3 == 0
     assert all(v in left for v in SIX.split(",")[len(kept) // 3 :])
+
+
+def test_the_warm_up_a_run_needed_is_read_from_its_warm_up_steps():
+    """The fewest warm-up steps after which every later one (the last, which counts the FLOPs, left out) took 1.1x the
+    window's median step or less."""
+    from bench.stages.summarize import steady_after
+
+    assert steady_after([3000, 400, 120, 110, 105, 900], 100) == 4  # 3 unsteady steps, then the counting step
+    assert steady_after([3000, 105, 100, 900], 100) == 2
+    assert steady_after([3000, 400, 900], 100) is None  # none steady before the last
+    assert steady_after([3000], 100) is None and steady_after([], 100) is None and steady_after(None, 100) is None
+    assert steady_after([3000, 111, 900], 100) is None and steady_after([3000, 110, 900], 100) == 2
+
+
+def test_a_gpu_plan_warms_up_as_long_as_its_saved_runs_needed(monkeypatch):
+    """Saved runs that recorded their warm-up's steps set the next plan's warm-up to the most any row needed (2 at
+    least: a compiled first step, then the FLOP count), never more than the workload's own."""
+    rows = [dict(variant=v, gpu_name="H200", folder="b/one", other_s=10.0, first_step_s=8.0, warmup_s=12.5,
+                 eval_s=3.0, step_time_median_ms=ms, command="train.py --warmup-steps 10", warmup_steady_steps=need)
+            for v, ms, need in (("baseline", 120.0, 3), ("amp", 100.0, 5))]  # fmt: skip
+    saved = cost.saved_costs(saved_runs(*rows), "H200")
+    args = plan_args("baseline,amp")
+    assert plan.known_costs(args, 1, ["imagenet"], ["baseline", "amp"], saved)["imagenet"].warmup_steps == 5
+    saved = cost.saved_costs(saved_runs(*[dict(r, warmup_steady_steps=1) for r in rows]), "H200")
+    assert plan.known_costs(args, 1, ["imagenet"], ["baseline", "amp"], saved)["imagenet"].warmup_steps == 2
+
+
+def plan_args(variants):
+    from bench import cli
+
+    return cli.parse_args(["--workload", "imagenet", "--variants", variants, "--dry-run", "--gpus", "1"])

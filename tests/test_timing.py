@@ -117,3 +117,13 @@ def test_a_bench_beside_a_cpu_hog_is_flagged_busy(tiny_data, tmp_path):
     assert row["busy"] and row["other_cpu_frac"] > 0.2 and "other processes used" in row["busy_reason"]
     assert "BUSY: other processes used" in loud.stdout
     assert "busy during 1 of 1 runs" in (tmp_path / "loud" / "summary.md").read_text()
+
+
+def test_a_run_records_its_start_and_each_warm_up_step(tiny_data, tmp_path):
+    """The seconds before the meter (the interpreter, the imports: start_s) and each warm-up step, the first one
+    first_step_s: where a run's time outside its window goes, step by step."""
+    result, m = train("train.py", tiny_data, tmp_path / "m.json", "--steps", 8, "--warmup-steps", 4)
+    assert result.returncode == 0, result.stderr
+    assert 0 < m["start_s"] < 600 and len(m["warmup_step_ms"]) == 4 and all(ms > 0 for ms in m["warmup_step_ms"])
+    assert m["warmup_step_ms"][0] == pytest.approx(1e3 * m["first_step_s"])
+    assert sum(m["warmup_step_ms"]) / 1e3 <= m["warmup_s"] and m["written_unix_s"] > 0

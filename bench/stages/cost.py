@@ -180,6 +180,7 @@ class Saved:
     step_s: float  # a timed step
     steady: bool  # its timed steps were steady (STEADY) after its warm-up
     warmup: int  # the warm-up steps its runs took
+    needed: int | None  # the warm-up its runs needed (warmup_steady_steps: the most of them), None where not known
     runs: int
     where: str  # the saved folders and GPUs they come from
 
@@ -211,10 +212,18 @@ def saved_costs(runs, gpu_name=None):
             step_s=group["step_time_median_ms"].median() / 1e3,
             steady=bool((group["step_time_p90_ms"] <= STEADY * group["step_time_median_ms"]).all()),
             warmup=int(warmup.min()),
+            needed=needed_warmup(group),
             runs=len(group),
             where=where,
         )
     return found
+
+
+def needed_warmup(runs):
+    """The most warm-up steps any of the runs needed (their warmup_steady_steps), or None where one did not say."""
+    if "warmup_steady_steps" not in runs or runs["warmup_steady_steps"].isna().any():
+        return None
+    return int(runs["warmup_steady_steps"].max())
 
 
 def saved_run_s(run, saved):

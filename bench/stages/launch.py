@@ -23,7 +23,8 @@ import psutil
 from bench import BenchError, schema
 from bench.observe.machine import ROOT
 from bench.observe.sample import Sampler
-from bench.stages import slurm
+from bench.stages import slurm, summarize
+from bench.stages.cost import STEADY
 
 
 def die_with_parent():
@@ -140,6 +141,7 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
                 error = f"timed out after {timeout} s"
                 break
         returncode = popen.wait()
+        ended = time.time()
         row.update(sampler.stop())
         if run.nodes:  # the sampler saw srun alone: the processes run under Slurm's own daemons
             row.update(peak_host_mem_mib=None, nvml_peak_mib=None, nvml_method="not measured: run through srun")
@@ -162,6 +164,11 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
         phases = [metrics.get(k) for k in ("setup_s", "warmup_s", "window_s", "eval_s")]
         if all(isinstance(p, (int, float)) for p in phases):  # training runs: where the rest of the time went
             row["other_s"] = row["wall_s"] - sum(phases)
+        if isinstance(metrics.get("written_unix_s"), (int, float)):  # the record written to the process's end
+            row["exit_s"] = max(0.0, ended - metrics["written_unix_s"])
+        if run.kind == "train":  # the warm-up its steps needed (the next bench's plan may cut it to that)
+            median = metrics.get("step_time_median_ms")
+            row["warmup_steady_steps"] = summarize.steady_after(metrics.get("warmup_step_ms"), median, STEADY)
         if metrics.get("step_time_median_ms") and metrics.get("global_batch_size"):  # the rate without the stalls
             row["median_step_samples_per_s"] = 1e3 * metrics["global_batch_size"] / metrics["step_time_median_ms"]
     row.update(status="failed" if error else "ok", error=error)

@@ -282,6 +282,9 @@ def known_costs(args, gpu_count, names, variants, saved):
             continue
         fastest = min(rows.values(), key=lambda s: s.step_s)
         warmup = min(chosen.warmup_steps, WARMUP_STEADY) if fastest.steady else chosen.warmup_steps
+        needed = [s.needed for s in rows.values()]
+        if None not in needed:  # the saved runs' own warm-up steps said how many each needed: the most of them
+            warmup = min(warmup, max(2, *needed))
         images = chosen.eval_samples if isinstance(chosen.eval_samples, int) else 1000
         known[name] = Known(rows, warmup, images)
     return known

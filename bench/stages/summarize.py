@@ -153,6 +153,19 @@ def waited(row):
     return starved if row.get("device") == "cuda" and pd.notna(starved) else num(row, "data_wait_frac")
 
 
+def steady_after(warmup_ms, median_ms, steady=1.1):
+    """The warm-up steps a run needed: the fewest k such that every warm-up step after the k-th took steady x the
+    timed window's median step or less; the last warm-up step is left out (it counts the FLOPs and gives the warm-up's
+    memory back: slow by design). None where no step before the last was steady, or nothing was recorded."""
+    if not warmup_ms or not median_ms or median_ms <= 0:
+        return None
+    steps = list(warmup_ms[:-1])
+    k = len(steps)
+    while k > 0 and steps[k - 1] <= steady * median_ms:
+        k -= 1
+    return k + 1 if k < len(steps) else None
+
+
 def stalls(row):
     """(p90 step ms, median step ms) of a row whose slowest tenth of steps take STALL times its median or more (steps
     that stall between steady ones: the host, a collective, a loader's hiccup), else None. On the H200 of 2026-11-27
