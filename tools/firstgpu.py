@@ -1,33 +1,34 @@
 """python tools/firstgpu.py: a GPU run prepared so that it needs no thinking on the GPU machine.
 
 A lent GPU gives 15 minutes of device time and 10 a command, and the machine goes back 30 s after a command ends.
-This runs what the next look needs in two parts, one device command each, chained at once. The first GPU run
-(2026-11-25, an H100, torch 2.11: baseline/h100-first-run*) ran the check, one round of each workload and DALI's
-rows; the second (2026-11-26, an H200: baseline/h200-second-run*) the check's other paths, FSDP against DDP, the
-instrument and the rows the first did not reach. These parts run the one row neither reached, then rounds of the
-imagenet workload's main rows:
+The whole run is one device command of at most PART_SECONDS[1] (9.5 minutes) on a bare machine, then, where the
+session's time allows, the calls that carry DALI's parts and a short part of DALI's rows:
 
-    python3 tools/firstgpu.py --part 1 --out $OUT   # the environment; vit's fsdp row; rounds of imagenet's main rows
-    python3 tools/firstgpu.py --part 2 --out $OUT   # the rounds resumed, and kept
-    python tools/firstgpu.py --dry-run              # each part's steps, their commands and time limits (any machine)
-    python3 tools/firstgpu.py --part 2 --seconds 300 --out $OUT     # a part cut to the device time that is left
+    python3 tools/firstgpu.py --part 1 --out $OUT   # the environment, the data, imagenet's six rows' rounds, vit
+    python3 tools/firstgpu.py --carry               # a call that carries .dali/N alone (one per part: N = 1 to 4)
+    python3 tools/firstgpu.py --part 2 --out $OUT   # DALI's rows, once its parts are all there
+    python tools/firstgpu.py --dry-run              # each part's steps, their commands, time limits and estimates
+    python3 tools/firstgpu.py --part 1 --seconds 400 --out $OUT     # a part cut to the device time that is left
 
-Each step is a process with its own time limit (SIGTERM at the limit, which the bench answers by keeping its finished
-rows and writing its tables; SIGKILL GRACE_S later), and the part's clock starts when the part starts: every step
-ends by its part's seconds (PART_SECONDS) less the grace and the packing (PACK_S), so a part never passes the
-command's limit; a step that no longer fits is skipped and said. A background step (the data) runs on while the next
-steps run, in a session of its own that outlives the command; a later part's wait step waits for it. Everything is
-written under one folder, /tmp/firstgpu/part-N (the machine keeps /tmp while it is warm), then packed into
-OUT/part-N.tar.gz, the compile caches and generated data left out, with OUT/part-N.md beside it: each step, its
-command, exit code, seconds and last line.
+Part 1 writes the environment (in the background), generates the imagenet workload (the data, before any run and
+outside every run's time limit: bench/data.py, seconds on 16 cores), runs imagenet's six main rows (baseline, amp,
+channels_last, compile, the recipe without DDP and compile, checkpoint) in paired rounds until their answers settle
+or its budget is spent (the bench fits the rows and rounds to it by the saved GPU runs' costs: bench/stages/cost.py),
+then vit's fsdp row against its ddp row (never yet run on a GPU). Each step is a process with its own time limit
+(SIGTERM at the limit, which the bench answers by keeping its finished rows and writing its tables; SIGKILL GRACE_S
+later); a step may keep time for the steps after it (reserve_s), and a step that no longer fits is skipped and said.
+Everything is written under /tmp/firstgpu/part-N (the machine keeps /tmp while it is warm) and copied to
+OUT/part-N/ as it goes (every MIRROR_S seconds and after each step: a command killed at its limit leaves what it had
+measured), then packed into OUT/part-N.tar.gz, the compile caches and generated data left out, with OUT/part-N.md
+beside it: each step, its command, exit code, seconds and last line.
 
 DALI's wheels (265 MB) exceed a call's carry (64 MiB with the working tree): --pack-dali unpacks them as pip
 --target would, compresses them with xz (196 MB) and cuts them into parts that fit beside the tree, .dali/1..N
-(ignored by git). Each part's call carries one; the part keeps it in /tmp/dali, and the part whose call brings the
-last unpacks DALI into /tmp/site (or $DALI_SITE), which every step finds (PYTHONPATH). The GPU machine has no network;
-what requirements.txt needs beyond DALI it has, so no other wheel is carried unless .wheels/ holds some
-(--fetch-wheels fills it, for another machine). DALI's 4 parts take 4 calls: the two parts here carry none (DALI's
-paths and rows ran on the first run).
+(ignored by git). Each call that carries one keeps it in /tmp/dali (--carry does only that), and the part whose call
+brings the last unpacks DALI into /tmp/site (or $DALI_SITE), which every step finds (PYTHONPATH). What a carry costs
+is the call: the machine warm, its transfer and a command of a second (CARRY_S each, as the first GPU run's five
+calls measured them). The GPU machine has no network; what requirements.txt needs beyond DALI it has, so no other
+wheel is carried unless .wheels/ holds some (--fetch-wheels fills it, for another machine).
 
 The environment step writes environment.json: the versions (Python, torch, torchvision, CUDA, cuDNN, NCCL, the
 driver), every GPU's name, capability and memory, nvidia-smi's report, /dev/shm's size (the DataLoader's workers
@@ -48,6 +49,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,19 +58,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench pac
 from bench import NEEDED  # noqa: E402
 from bench.observe.machine import ROOT  # noqa: E402
 
-PART_S = 560  # a device command may run 600 s: the rest for the machine's start and the transfers
-# a session now has 15 minutes of device time (it had 30 on 2026-11-25, when four parts of 360-390 s and one of 185 s
-# took 1,640 s, the machine's start and the carries 61 s of it: START_S): two parts a session, chained at once
-PART_SECONDS = {1: 360, 2: 370}
-START_S = 61
-PLAN_S = 14 * 60  # the GPU seconds a session's parts and START_S take at most: the rest of its 15 minutes is slack
-GRACE_S = 20  # after SIGTERM, before SIGKILL
-PACK_S = 20  # the packing at the part's end
+PART_S = 570  # a device command may run 600 s: the rest for the machine's start and the transfers
+# a session has 15 minutes of device time: part 1 in one command (9.5 min), then DALI's carries and its short part
+PART_SECONDS = {1: 570, 2: 120}
+START_S = 61  # the machine's start and the first carry (the first GPU run, 2026-11-25)
+CARRY_S = 15  # a call that carries one of DALI's parts, the machine warm (assumed from the same run's 61 s of five)
+DALI_CALLS = 4  # DALI's parts (--pack-dali: 196 MB in parts of about 60 MiB)
+PLAN_S = 14 * 60  # the GPU seconds a session's calls take at most: the rest of its 15 minutes is slack
+GRACE_S = 15  # after SIGTERM, before SIGKILL
+PACK_S = 15  # the packing at the part's end
+MIRROR_S = 10  # the part's folder copied to OUT this often: a command killed at its limit keeps what it measured
 WORK = Path("/tmp/firstgpu")
 LEFT_OUT = {"compile-cache", "data", "tensorboard"}  # folders not packed: large, and rebuilt by any run
 # --profile's traces are not packed either (megabytes each): their operators are in the metrics
 TRACE = ".pt.trace.json.gz"
-DATA_DONE = ROOT / "data" / "imagenet" / "generated.json"  # written last: the data is whole
 DALI_PARTS = (
     ROOT / ".dali"
 )  # here: .dali/N/ one part a call (--pack-dali); there: each call copies its part to /tmp/dali
@@ -80,11 +83,12 @@ CARRY_MIB = 64  # a device call's working tree and carry together, at most
 class Step:
     name: str
     part: int
-    limit_s: int  # at most; less where the part's end comes first
+    limit_s: int  # at most; less where the part's end (less reserve_s) comes first
     cmd: list  # after `python`; {work} is the part's folder, {minutes} the minutes left to the step
     env: dict = field(default_factory=dict)
     least_s: int = 30  # skipped when less than this is left of the part
     background: bool = False  # started, not waited for: it runs on beside the next steps (and parts)
+    reserve_s: int = 0  # seconds of the part kept for the steps after it
 
 
 def bench(flags):
@@ -93,46 +97,23 @@ def bench(flags):
     return ["-m", "bench", *flags.split(), "--budget", "none"]
 
 
-def torchrun(script, flags):
-    return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", script, *flags.split()]
-
-
-ONE_ROUND = "--repeats 1 --steps 50 --warmup-steps 10 --loaders none"
-SMALL = "--data data/check --model examples/smallnet.py:build --batch-size 8 --workers 1 --no-progress --seed 0"
-# the third GPU run (the first, 2026-11-25, and the second, 2026-11-26, are saved in baseline/h100-first-run* and
-# baseline/h200-second-run*): the one row neither reached, then rounds of the imagenet workload's main rows, so that
-# their speed-ups get intervals (the part's clock stops the bench; the next part resumes it); checkpoint among them:
-# its reserved and NVML memory with the warm-up's cache given back and NVML read in the window (not yet run on a GPU)
-ROUNDS = "/tmp/firstgpu/rounds"  # the machine keeps /tmp while warm: the parts are chained at once
+SIX = "baseline,amp,channels_last,compile,all:no-ddp:no-compile,checkpoint"  # imagenet's main rows
+DATA_S = 45  # the imagenet workload's 22,000 photos on 16 cores (bench/data.py; docs/data.md: the rate measured)
+VIT_S = 150  # vit's ddp and fsdp rows, one round: two runs of 35-40 s by the saved H200 runs, a cold start each
 STEPS = [
-    Step("environment", 1, 60, ["tools/firstgpu.py", "--environment", "{work}/environment.json"]),
-    Step("imagenet-data", 1, 600, ["-m", "bench.data", "--workload", "imagenet"], background=True, least_s=0),
-    Step("vit-fsdp", 1, 150, bench(f"--workload vit --variants baseline,fsdp {ONE_ROUND} --out {{work}}/vit")),
-    Step("wait-data", 1, 120, ["tools/firstgpu.py", "--wait", str(DATA_DONE)]),
-    Step(
-        "imagenet-rounds",
-        1,
-        PART_S,
-        bench(
-            "--workload imagenet --variants baseline,amp,channels_last,compile,checkpoint,all:no-ddp:no-compile"
-            f" --loaders none --repeats 3 --steps 50 --warmup-steps 10 --out {ROUNDS}"
-        ),
-    ),  # fmt: skip
-    Step("imagenet-rounds-resumed", 2, PART_S, ["-m", "bench", "--resume", "--out", ROUNDS]),
-    Step(
-        "keep-rounds",
-        2,
-        30,
-        [
-            "-c",
-            "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2], ignore="
-            "shutil.ignore_patterns('compile-cache'))",
-            ROUNDS,
-            "{work}/rounds",
-        ],
-        least_s=5,
-    ),  # fmt: skip
-]
+    Step("environment", 1, 60, ["tools/firstgpu.py", "--environment", "{work}/environment.json"], background=True,
+         least_s=0),
+    Step("imagenet-data", 1, 150, ["-m", "bench.data", "--workload", "imagenet"], least_s=0),
+    # the rows' rounds until settled or their budget spent (the minutes left to the step, less a margin): the bench
+    # keeps the rows whose rounds fit, by the saved runs' costs, and says which it left out
+    Step("imagenet-rounds", 1, PART_S, ["-m", "bench", "--workload", "imagenet", "--variants", SIX, "--loaders",
+                                        "none", "--budget", "{minutes}", "--out", "{work}/rounds"], reserve_s=VIT_S),
+    Step("vit-fsdp", 1, VIT_S, bench("--workload vit --variants ddp,fsdp --repeats 1 --loaders none --out {work}/vit"),
+         least_s=60),
+    Step("dali-rows", 2, PART_S, ["-m", "bench", "--workload", "imagenet", "--variants", "baseline,dali", "--loaders",
+                                  "loader,loader_dali", "--repeats", "1", "--budget", "{minutes}", "--out",
+                                  "{work}/dali"]),
+]  # fmt: skip
 PARTS = sorted({s.part for s in STEPS})
 
 
@@ -285,7 +266,7 @@ def environment_of(dali_site):
 
 def run_step(step, work, deadline, env, log):
     """(exit code or a word, seconds): the step under its limit, its output in log."""
-    left = deadline - time.monotonic()
+    left = deadline - time.monotonic() - step.reserve_s
     if left < step.least_s:
         log.write_text(f"skipped: {left:.0f} s were left of the part, the step needs {step.least_s} s\n")
         return "skipped", 0.0
@@ -317,13 +298,70 @@ def last_line(log):
     return lines[-1][:200] if lines else ""
 
 
+def kept(path):
+    """A file of the part's folder that comes back: not a compile cache, the data, TensorBoard's or a trace."""
+    return not (set(Path(path).parts) & LEFT_OUT) and not str(path).endswith(TRACE)
+
+
+def mirror(work, dest, copied):
+    """Copy every file of work that comes back and changed since the last copy (its size and time, in copied) to
+    dest, each written whole (a copy beside it, then renamed): what a command killed at its limit leaves in OUT."""
+    for path in sorted(Path(work).rglob("*")):
+        relative = path.relative_to(work)
+        if not path.is_file() or not kept(relative):
+            continue
+        try:
+            stat = path.stat()
+            if copied.get(relative) == (stat.st_size, stat.st_mtime_ns):
+                continue
+            target = Path(dest) / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target.with_name(target.name + ".part"))
+            os.replace(target.with_name(target.name + ".part"), target)
+            copied[relative] = (stat.st_size, stat.st_mtime_ns)
+        except OSError:  # a file that went or changed while it was copied: the next pass copies it
+            continue
+
+
+class Mirror(threading.Thread):
+    """mirror() every MIRROR_S seconds until stop(), then once more."""
+
+    def __init__(self, work, dest):
+        super().__init__(daemon=True)
+        self.work, self.dest, self.copied, self.done = work, dest, {}, threading.Event()
+
+    def run(self):
+        while not self.done.wait(MIRROR_S):
+            mirror(self.work, self.dest, self.copied)
+
+    def stop(self):
+        self.done.set()
+        self.join()
+        mirror(self.work, self.dest, self.copied)
+
+
+def write_report(part, rows, work):
+    report = [f"# A GPU run, part {part}: {platform.node()}", "", "| step | exit | seconds | last line |"]
+    report += ["|---|---|---|---|"] + [
+        f"| {r['step']} | {r['code']} | {r['seconds']:.0f} | {r['last']} |" for r in rows
+    ]
+    commands = [(r["log"][:-4], command_of(work / r["log"])) for r in rows]
+    report += [""] + [f"- `{name}`: " + (f"`{cmd}`" if cmd else "not run") for name, cmd in commands]
+    (work / "steps.md").write_text("\n".join(report) + "\n")
+
+
 def run_part(part, out, dali_site, steps=None):
-    """Run a part's steps in order under its deadline; pack its folder into out. Returns the steps' rows."""
+    """Run a part's steps in order under its deadline, its folder copied to out/part-N as it goes; pack it into out.
+    Returns the steps' rows."""
     steps = [s for s in (steps or STEPS) if s.part == part]
     work = WORK / f"part-{part}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     deadline = time.monotonic() + PART_SECONDS.get(part, PART_S) - GRACE_S - PACK_S  # the part's clock starts now
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    copies = Mirror(work, out / f"part-{part}")
+    copies.start()
     said, _ = install_wheels(dali_site)
     print(f"{said}; {unpack_dali(dali_site)}", flush=True)
     env, rows = environment_of(dali_site), []
@@ -333,21 +371,15 @@ def run_part(part, out, dali_site, steps=None):
         code, seconds = run_step(step, work, deadline, env, log)
         rows.append(dict(step=step.name, code=code, seconds=seconds, last=last_line(log), log=log.name))
         print(f"  {code} after {seconds:.0f} s: {rows[-1]['last']}", flush=True)
-    report = [f"# A GPU run, part {part}: {platform.node()}", "", "| step | exit | seconds | last line |"]
-    report += ["|---|---|---|---|"] + [
-        f"| {r['step']} | {r['code']} | {r['seconds']:.0f} | {r['last']} |" for r in rows
-    ]
-    commands = [(r["log"][:-4], command_of(work / r["log"])) for r in rows]
-    report += [""] + [f"- `{name}`: " + (f"`{cmd}`" if cmd else "not run") for name, cmd in commands]
-    (work / "steps.md").write_text("\n".join(report) + "\n")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+        write_report(part, rows, work)
+        mirror(work, out / f"part-{part}", copies.copied)
+    copies.stop()
     shutil.copy(work / "steps.md", out / f"part-{part}.md")
     with tarfile.open(out / f"part-{part}.tar.gz", "w:gz") as tar:
         tar.add(
             work,
             arcname=f"part-{part}",
-            filter=lambda info: None if Path(info.name).name in LEFT_OUT or info.name.endswith(TRACE) else info,
+            filter=lambda info: info if kept(info.name) else None,
         )
     print(f"part {part}: {out}/part-{part}.tar.gz and part-{part}.md", flush=True)
     return rows
@@ -434,6 +466,42 @@ def nvml_sees_our_pids(sample):
         child.kill()
 
 
+def estimates(part):
+    """(step, seconds) of a part's steps, as the part's clock gives them out: the data at the rate bench/data.py
+    measured (DATA_S), each step with a reserve leaving it, the last what is left; a background step none."""
+    steps = [s for s in STEPS if s.part == part]
+    left = PART_SECONDS.get(part, PART_S) - GRACE_S - PACK_S
+    found = []
+    for step in steps:
+        seconds = (
+            0 if step.background else DATA_S if "bench.data" in step.cmd else min(step.limit_s, left - step.reserve_s)
+        )
+        found.append((step, seconds))
+        left -= seconds
+    return found
+
+
+def dry_run():
+    """Each part's steps with their commands, limits and estimated seconds (which sum to the part's or less), and the
+    session's calls with what each costs in device seconds."""
+    for part in PARTS:
+        print(f"part {part} (at most {PART_SECONDS.get(part, PART_S)} s; python3 tools/firstgpu.py --part {part}"
+              " --out $OUT):")  # fmt: skip
+        rows = estimates(part)
+        for step, seconds in rows:
+            cmd = shlex.join(
+                ["python", *(fill(c, WORK / f"part-{part}", max(seconds - 30, 30) / 60) for c in step.cmd)]
+            )
+            when = "in the background" if step.background else f"about {seconds:.0f} s"
+            print(f"  {step.name} (at most {step.limit_s} s; {when}): {cmd}")
+        total = sum(seconds for _, seconds in rows) + GRACE_S + PACK_S
+        print(f"  in all about {total:.0f} s with the grace and the packing ({GRACE_S + PACK_S} s)\n")
+    session = START_S + PART_SECONDS[1] + DALI_CALLS * CARRY_S + PART_SECONDS[2]
+    print(f"the session: the machine's start {START_S} s, part 1 {PART_SECONDS[1]} s, {DALI_CALLS} calls carrying"
+          f" DALI's parts ({CARRY_S} s each: python3 tools/firstgpu.py --carry), part 2 {PART_SECONDS[2]} s: about"
+          f" {session} s of the {PLAN_S} planned")  # fmt: skip
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python tools/firstgpu.py", description=__doc__.splitlines()[0])
     p.add_argument("--part", type=int, choices=PARTS, help="the part to run")
@@ -443,6 +511,7 @@ def main(argv=None):
     p.add_argument("--dali-site", default=os.environ.get("DALI_SITE", "/tmp/site"), help="where DALI was installed")
     p.add_argument("--fetch-wheels", action="store_true", help="here, once: the wheels the GPU machine lacks")
     p.add_argument("--pack-dali", action="store_true", help="here, once: DALI in parts that fit a call, in .dali/N")
+    p.add_argument("--carry", action="store_true", help="there: keep the DALI part this call carried, and stop")
     p.add_argument("--environment", metavar="FILE", help=argparse.SUPPRESS)  # the first step, in its own process
     p.add_argument("--wait", metavar="FILE", help=argparse.SUPPRESS)  # a step that waits for a background one
     args = p.parse_args(argv)
@@ -454,16 +523,10 @@ def main(argv=None):
         return pack_dali()
     if args.environment:
         return environment(args.environment)
+    if args.carry:
+        return print(f"{unpack_dali(args.dali_site)}", flush=True)
     if args.dry_run or args.part is None:
-        for part in PARTS:
-            steps = [s for s in STEPS if s.part == part]
-            print(f"part {part} (at most {PART_SECONDS.get(part, PART_S)} s; python3 tools/firstgpu.py --part {part}"
-                  " --out $OUT):")  # fmt: skip
-            for step in steps:
-                cmd = shlex.join(["python", *(fill(c, WORK / f"part-{part}", step.limit_s / 60) for c in step.cmd)])
-                print(f"  {step.name} (at most {step.limit_s} s): {cmd}")
-            print()
-        return None
+        return dry_run()
     if args.seconds is not None:
         if not GRACE_S + PACK_S < args.seconds <= PART_S:
             print(f"firstgpu: error: --seconds {args.seconds}: more than {GRACE_S + PACK_S} (the grace and the packing)"
