@@ -17,6 +17,7 @@ a folder made with other ones is made again, never reused.
 """
 
 import argparse
+import contextlib
 import glob
 import hashlib
 import json
@@ -195,6 +196,25 @@ def generated_with(out):
         return None
 
 
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def one_thread_each():
+    """The generators started with one BLAS thread each (their environment, read as numpy loads): a process per core
+    already, and BLAS's threads, spinning beside them, halved the rate on 2 cores."""
+    before = {name: os.environ.get(name) for name in BLAS_THREADS}
+    os.environ.update(dict.fromkeys(BLAS_THREADS, "1"))
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def write_all(out, made, train_per_class, val_per_class, size, seed, photo, processes, difficulty):
     """Every image, into out.tmp<pid> and then in place of out at once."""
     tmp = f"{out}.tmp{os.getpid()}"
@@ -210,7 +230,7 @@ def write_all(out, made, train_per_class, val_per_class, size, seed, photo, proc
                 ]
         # spawned, not forked: a process that has started threads (torch's, a sampler's, a browser driver's) can
         # leave a lock held in a forked child, which then waits for ever; progress on stderr
-        with get_context("spawn").Pool(processes or len(os.sched_getaffinity(0))) as pool:
+        with one_thread_each(), get_context("spawn").Pool(processes or len(os.sched_getaffinity(0))) as pool:
             done = pool.imap_unordered(write_one, jobs, chunksize=16)
             for _ in tqdm(done, total=len(jobs), desc=f"generating {os.path.basename(out)}", unit="img", mininterval=2):
                 pass
