@@ -180,13 +180,44 @@ class Bench(execute.Mode):
     def do(self, run, job):
         # --profile and --tensorboard as the bench began (a resumed bench keeps them), or as a --resume adds them
         profile = (self.options.get("profile") or self.args.profile) and run.repeat == 1
+        run = self.warmed(run)
         row = job.launch(run, tensorboard=self.options.get("tensorboard") or self.args.tensorboard, profile=profile)
         if row is not None:
             row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
         return row
 
+    def warmed(self, run):
+        """A training run of a later round warms up as long as its row's earlier runs needed (the most of their
+        warmup_steady_steps; 2 at least, a compiled first step and the FLOP count), its timed steps the same: the
+        plan's warm-up where an earlier run did not say, never more than it. Its command in runs.csv says which."""
+        if run.kind != "train" or run.repeat == 1 or "--warmup-steps" not in run.flags:
+            return run
+        needed = self.known_needs().get((run.workload, run.variant))
+        warmup, steps = int(run.flags["--warmup-steps"]), int(run.flags["--steps"])
+        if not needed or None in needed or max(2, *needed) >= warmup:
+            return run
+        cut = max(2, *needed)
+        return run.with_flags(flags={"--steps": steps - warmup + cut, "--warmup-steps": cut})
+
+    def known_needs(self):
+        """{(workload, variant): the warmup_steady_steps of its finished runs}: noted as rows come, and read from
+        runs.csv the first time (a resumed bench's rows finished before)."""
+        if getattr(self, "needs", None) is None:
+            self.needs = {}
+            for row in self.recorded():
+                self.note_need(row)
+        return self.needs
+
+    def note_need(self, row):
+        if row.get("kind") == "train" and row.get("status") == "ok":
+            need = row.get("warmup_steady_steps")
+            need = None if need is None or pd.isna(need) else int(need)
+            self.needs.setdefault((row.get("workload"), row.get("variant")), []).append(need)
+
     def keep(self, row):
         record.append_row(self.args.out / "runs.csv", row)
+        if getattr(self, "needs", None) is not None:  # else read with the rest when first asked
+            self.note_need(row)
 
     def recorded(self):
         if not (self.args.out / "runs.csv").exists():

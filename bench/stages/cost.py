@@ -88,16 +88,17 @@ def compile_s(variant, repeat, gpu):
     return cost["cold"] if repeat == 1 else cost["warm"]
 
 
-def run_s(run, window_s, gpu, bf16_native=True):
-    """The seconds a run of the bench should take (window_s: the fastest row's window)."""
+def run_s(run, fastest_s, gpu, bf16_native=True):
+    """The seconds a run of the bench should take (fastest_s: the fastest row's window)."""
     cost = COST_S["gpu" if gpu else "cpu"]
     if run.kind == "loader":
         return cost["loader"]
-    return (
-        cost["fixed"]
-        + window_s * slower(run.variant, run.workload, gpu, bf16_native)
-        + compile_s(run.variant, run.repeat, gpu)
-    )
+    return cost["fixed"] + window_s(run, fastest_s, gpu, bf16_native) + compile_s(run.variant, run.repeat, gpu)
+
+
+def window_s(run, fastest_s, gpu, bf16_native=True):
+    """A training run's timed window: the fastest row's at its row's factor (SLOWER, bf16 emulated)."""
+    return fastest_s * slower(run.variant, run.workload, gpu, bf16_native)
 
 
 def cold_compiles(runs, gpu):

@@ -51,6 +51,7 @@ from bench.stages.cost import (
     run_s,
     saved_run_s,
     timeout_s,
+    window_s,
 )
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only). vit: a vision
@@ -167,6 +168,7 @@ class Run:
     workload: str = "custom"
     env: dict = field(default_factory=dict)  # set for the run, e.g. TORCHINDUCTOR_CACHE_DIR
     estimate_s: float = 0.0  # the planned estimate of its wall time (see COST_S)
+    window_estimate_s: float = 0.0  # the part of it inside its timed window (a training run's)
     nodes: int = 0  # --launcher slurm: the nodes its torchrun agents run on (bench/stages/slurm.py); 0: this machine
     batch_size: int = 0  # the global batch its command trains or loads (0: a run planned without one, a probe)
     model: str = ""  # the model its command trains ("": a loader's run)
@@ -516,6 +518,9 @@ def round_runs(repeat, works, variants, loaders, context, saved=None):
         fastest = c.window_s if gpu or timed is None else COST_S["cpu"]["window"] * timed / 20  # the CPU's: 20
         known = (saved or {}).get(run.workload, {}).get(run.variant) if run.kind == "train" else None
         run.estimate_s = saved_run_s(run, known) if known else run_s(run, fastest, gpu, c.bf16_native)
+        if run.kind == "train":
+            timed = int(run.flags["--steps"]) - int(run.flags["--warmup-steps"]) if known else None
+            run.window_estimate_s = known.step_s * timed if known else window_s(run, fastest, gpu, c.bf16_native)
     return runs
 
 
@@ -623,8 +628,9 @@ def print_estimate(fit, runs):
             f" budget allows ({summarize.MAX_ROUNDS} rounds at most)"
         )
     longest = max(fit.round_s, default=0) / 60
+    inside = sum(r.window_estimate_s for r in runs) / max(1e-9, sum(r.estimate_s for r in runs))
     print(f"estimate: {fit.total_s / 60:.0f} min for {len(runs)} runs in {rounds} (budget {budget}); the longest"
-          f" round of a workload about {longest:.1f} min")  # fmt: skip
+          f" round of a workload about {longest:.1f} min; {inside:.0%} of the runs' time in their windows")  # fmt: skip
     window = f"the fastest row's window {fit.window_s:.1f} s, " if fit.window_s else ""
     cost = COST_S["gpu" if fit.gpu else "cpu"]
     if fit.sources:  # a GPU plan from its saved runs: each row's parts as they measured them
