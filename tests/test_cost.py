@@ -1,6 +1,8 @@
 """bench/stages/cost.py: a GPU plan's estimates from the saved GPU runs (saved_costs, saved_run_s), and the plan that
 reads them: its steps without a calibration run, its rounds kept before its rows, and what it says it assumed."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -51,22 +53,28 @@ def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
 SIX = "baseline,amp,channels_last,compile,all:no-ddp:no-compile,checkpoint"
 
 
-def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assumed():
-    """The six imagenet rows in 9 minutes (the GPU command's work): their steps from the saved runs' step times (no
-    calibration run), 3 paired rounds of the rows that fit by the saved costs, the rows that do not left out and
-    named, and every estimate's source said: a saved run (which) or assumed."""
-    args = ("--dry-run", "--gpus", 1, "--workload", "imagenet", "--budget", 9, "--repeats", 3, "--loaders", "none")
+def dry_run(budget):
+    args = ("--dry-run", "--gpus", 1, "--workload", "imagenet", "--budget", budget, "--repeats", 3, "--loaders", "none")
     result = run("-m", "bench", *args, "--variants", SIX)
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    return result.stdout.splitlines()
+
+
+def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assumed():
+    """The six imagenet rows (the GPU command's work): their steps from the saved runs' step times (no calibration
+    run), 3 paired rounds of the rows that fit by the saved costs (the data's generation included where data/ has
+    none yet), the rows that do not left out and named, and every estimate's source said: a saved run or assumed."""
+    lines = dry_run(16)
     (estimate,) = [line for line in lines if line.startswith("estimate: ")]
-    assert " in 3 round(s) (budget 9 min)" in estimate and float(estimate.split()[1]) <= 9
-    header = lines[0]
-    assert "steps auto" not in header and ", steps " in header  # from the saved step times
+    assert " for 18 runs in 3 round(s) (budget 16 min)" in estimate and float(estimate.split()[1]) <= 16
+    assert "steps auto" not in lines[0] and ", steps " in lines[0]  # from the saved step times
     (saved,) = [line for line in lines if line.strip().startswith("from saved runs: ")]
     assert "imagenet baseline: " in saved and "baseline/h200-third-run-imagenet (NVIDIA H200)" in saved
     (assumed,) = [line for line in lines if line.strip().startswith("assumed: ")]
     assert "a compiled row's first step from a warm cache" in assumed
+    lines = dry_run(9)
+    (estimate,) = [line for line in lines if line.startswith("estimate: ")]
+    assert " in 3 round(s) (budget 9 min)" in estimate and float(estimate.split()[1]) <= 9
     (left,) = [line for line in lines if "left out to fit the budget" in line]
     kept = [line.split()[1] for line in lines if line.startswith("/") and " train" in line]
     assert kept[:2] == ["train.py", "train_amp.py"] and len(kept) % 3 == 0
@@ -102,3 +110,22 @@ def plan_args(variants):
     from bench import cli
 
     return cli.parse_args(["--workload", "imagenet", "--variants", variants, "--dry-run", "--gpus", "1"])
+
+
+def test_data_not_made_yet_is_in_the_estimate_and_the_budget(monkeypatch, tmp_path):
+    """A generated workload whose folder is missing is made before the first run: its time (the measured rates per
+    core) is in the estimate and counts against the budget; a folder made with the same parameters costs nothing."""
+    from bench import data
+
+    assert cost.data_s(data.WORKLOADS["imagenet"], 2) == pytest.approx(22_000 / (2 * cost.DATA_PER_CORE["photo"]))
+    monkeypatch.setattr(plan, "ROOT", tmp_path)
+    args = plan_args("baseline,amp")
+    making = plan.to_generate(args, ["imagenet", "vit"], True, 16)
+    assert list(making) == ["imagenet"] and making["imagenet"] == pytest.approx(22_000 / (16 * 115.0))
+    assert plan.generating(making, 16) == [
+        "the data, generated first: imagenet about 12 s on 16 cores (bench/stages/cost.py's measured rates)"
+    ]
+    folder = tmp_path / "data" / "imagenet"
+    folder.mkdir(parents=True)
+    (folder / "generated.json").write_text(json.dumps(data.parameters(seed=0, **data.WORKLOADS["imagenet"])))
+    assert plan.to_generate(args, ["imagenet", "vit"], True, 16) == {}

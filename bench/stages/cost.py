@@ -21,6 +21,17 @@ BUDGET_MIN = dict(gpu=35, cpu=25)
 TIMEOUT_S = dict(run=dict(gpu=900, cpu=600), check=dict(gpu=600, cpu=600), accuracy=dict(gpu=6 * 3600, cpu=6 * 3600))
 
 
+# generating a workload's data (bench/data.py), images a second per core, as measured on a 2-core Xeon (2026-11-27):
+# the imagenet workload's 22,000 photos in 97 s, small's 60,000 images of 32 px in 19 s
+DATA_PER_CORE = dict(photo=115.0, small=1600.0)
+
+
+def data_s(spec, cores):
+    """The seconds generating a workload's data (spec: bench/data.py's WORKLOADS entry) takes on cores cores."""
+    images = 10 * (spec["train"] + spec["val"])  # 10 classes
+    return images / (DATA_PER_CORE["photo" if spec["photo"] else "small"] * max(1, cores))
+
+
 def budget_s(budget, gpu=None):
     """--budget in seconds (the one place minutes become seconds): None for none; unset, the machine's default
     (BUDGET_MIN), or None where gpu is None (a plan that fitted its own budget already)."""

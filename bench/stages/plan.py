@@ -48,6 +48,7 @@ from bench.stages.cost import (
     WINDOW_MIN_S,
     WINDOW_S,
     budget_s,
+    data_s,
     run_s,
     saved_run_s,
     timeout_s,
@@ -152,6 +153,7 @@ class Fit:
     total_s: float
     round_s: list  # each round's estimate
     sources: list = field(default_factory=list)  # where the estimates come from: saved runs, or assumed
+    generated: list = field(default_factory=list)  # the data the bench makes before its first run, and its time
 
 
 @dataclass
@@ -537,6 +539,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
     gpu, variants = bool(gpu_count), ordered(asked_variants(args, gpu_count), gpu_count)
     budget = budget_s(args.budget, gpu)
     known = known_costs(args, gpu_count, names, variants, saved)
+    making = to_generate(args, names, gpu, cores)  # {generated workload: seconds}: data not made yet, made first
     window = fit_window(budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native, known)
     calibrations = 0
     for workload in names:
@@ -581,7 +584,7 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
     )
     for repeat in range(1, first_rounds(args.repeats) + 1):
         runs += round_runs(repeat, works, variants, args.loaders, context, {w: k.saved for w, k in known.items()})
-    overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations
+    overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations + sum(making.values())
     kept, left_out = fit_budget(runs, budget, overhead, min(first_rounds(args.repeats), SETTLING_ROUNDS))
     context.variants = [v for v in variants if v not in left_out]  # rounds added later: the rows kept
     context.loaders = [v for v in args.loaders if v not in left_out]
@@ -590,8 +593,29 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
               rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
               total_s=overhead + sum(r.estimate_s for r in kept),
               round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)],
-              sources=sources(known, kept, gpu))  # fmt: skip
+              sources=sources(known, kept, gpu), generated=generating(making, cores))  # fmt: skip
     return kept, works, fit
+
+
+def to_generate(args, names, gpu, cores):
+    """{generated workload: its estimated seconds} for each one whose folder is not made yet (or was made with other
+    parameters): the bench makes it before its first run, inside its budget."""
+    if args.data is not None:
+        return {}
+    found = {}
+    for name in dict.fromkeys(data_workload(w, gpu) for w in names):
+        spec = data.WORKLOADS.get(name)
+        if spec and data.generated_with(ROOT / "data" / name) != data.parameters(seed=0, **spec):
+            found[name] = data_s(spec, cores)
+    return found
+
+
+def generating(making, cores):
+    """The estimate's line for the data it generates first, or none."""
+    if not making:
+        return []
+    said = ", ".join(f"{name} about {seconds:.0f} s" for name, seconds in making.items())
+    return [f"the data, generated first: {said} on {plural(cores, 'core')} (bench/stages/cost.py's measured rates)"]
 
 
 def sources(known, runs, gpu):
@@ -600,11 +624,12 @@ def sources(known, runs, gpu):
         return []
     said, assumed = [], []
     for workload, k in known.items():
-        for variant, s in k.saved.items():
-            said.append(f"{workload} {variant}: {plural(s.runs, 'saved run')} of {s.where}")
         planned = dict.fromkeys(r.variant for r in runs if r.workload == workload and r.kind == "train")
+        for variant, s in k.saved.items():
+            if variant in planned:
+                said.append(f"{workload} {variant}: {plural(s.runs, 'saved run')} of {s.where}")
         assumed += [f"{workload} {v}" for v in planned if v not in k.saved]
-        if any(compiled(v) for v in k.saved) and len({r.repeat for r in runs}) > 1:
+        if any(compiled(v) for v in planned) and len({r.repeat for r in runs}) > 1:
             assumed.append(
                 f"a compiled row's first step from a warm cache ({FIRST_WARM_COMPILE_S:.0f} s: no saved run)"
             )
@@ -639,7 +664,7 @@ def print_estimate(fit, runs):
     else:
         print(f"  from: {window}{cost['fixed']:.0f} s a run outside its window, a compile {cost['cold']:.0f} s cold"
               f" and {cost['warm']:.0f} s warm ({where}); once a round has run, its measured times")  # fmt: skip
-    for line in fit.sources:
+    for line in fit.sources + fit.generated:
         print(f"  {line}")
     if fit.left_out:
         print(f"  left out to fit the budget: {', '.join(fit.left_out)} (--budget none, or a larger one, keeps them)")
