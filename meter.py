@@ -21,7 +21,7 @@ step's batch ready the device was starved for data (the copy included); from the
 step's time. The host's time blocked waiting for the loader is counted apart: a host running ahead of the device can
 wait without starving it. The loss stays on the device, read at each epoch's end (outside the window) or, with a
 progress bar, every 50 steps: the one documented sync. Warm-up, compilation (the first step) and evaluation are
-outside the window."""
+outside the window; each warm-up step ends with a synchronize, so that its time is known (warmup_step_ms)."""
 
 import json
 import os

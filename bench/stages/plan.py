@@ -215,9 +215,10 @@ def rounds(runs):
     return list(groups.values())
 
 
-def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native, known=None):
+def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native, known=None, overhead_s=0.0):
     """The fastest row's window (GPU, steps auto) that lets min(repeats, 3) rounds fit the budget, within
-    WINDOW_MIN_S..WINDOW_S. known: {workload: Known} where the rows' costs come from saved runs."""
+    WINDOW_MIN_S..WINDOW_S. known: {workload: Known} where the rows' costs come from saved runs; overhead_s: what the
+    bench spends before its rounds (the data it generates)."""
     if budget_s is None or not gpu:
         return WINDOW_S
     known = known or {}
@@ -236,7 +237,7 @@ def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native, kn
     for name in known:
         fixed += sum(run_s(Run("", v, "loader", 2, 1, workload=name), 0, gpu, bf16_native) for v in loaders)
     wanted = min(repeats, SETTLING_ROUNDS)
-    spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * calibrations - first - wanted * fixed  # 3% to spare
+    spare = 0.97 * budget_s - COST_S["gpu"]["calibrate"] * calibrations - first - wanted * fixed - overhead_s
     if weight <= 0:  # loader rows alone: no training window to fit
         return WINDOW_S
     return max(WINDOW_MIN_S, min(WINDOW_S, spare / (wanted * weight)))
@@ -487,16 +488,16 @@ def first_rounds(repeats):
     return summarize.MIN_ROUNDS if repeats == "auto" else repeats
 
 
-# Which rounds evaluate: the first round of every row evaluates the workload's fixed sample, the same for every row
-# (its validation accuracy is the verdict's check that the row learns alike: a broken technique shows a wrong
-# accuracy); a later round evaluates nothing (--eval-samples 0): no answer reads a second accuracy, and evaluation
-# cost a GPU run 3.3 to 3.7 s of its 28 to 50 (2026-11-27), a CPU run 0.5 to 1.3 s of its 9 to 15.
-
-
 def round_runs(repeat, works, variants, loaders, context, saved=None):
     """One round of every workload: its training rows, then its loader rows. After the first round the training
     rows run in an order shuffled by the seed and the round, so that no row always runs next to the same ones
-    (a round's first round keeps the priority order: the budget cuts it from the end)."""
+    (a round's first round keeps the priority order: the budget cuts it from the end).
+
+    Which rounds evaluate: the first round of every row evaluates the workload's fixed sample, the same for every
+    row (its validation accuracy is the verdict's check that the row learns alike: a broken technique shows a wrong
+    accuracy); a later round evaluates nothing (--eval-samples 0): no answer reads a second accuracy, and evaluation
+    cost a GPU run 3.3 to 3.7 s of its 28 to 50 (2026-11-27), a CPU run 0.5 to 1.3 s of its 9 to 15. saved: {workload:
+    {variant: Saved}}, the rows whose estimates come from saved GPU runs."""
     runs, c = [], context
     for workload, chosen in works.items():
         path, info = chosen.data, dict(image_size=chosen.image_size, classes=range(chosen.classes))
@@ -540,7 +541,10 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
     budget = budget_s(args.budget, gpu)
     known = known_costs(args, gpu_count, names, variants, saved)
     making = to_generate(args, names, gpu, cores)  # {generated workload: seconds}: data not made yet, made first
-    window = fit_window(budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native, known)
+    rounds_asked = first_rounds(args.repeats)
+    window = fit_window(
+        budget, variants, args.loaders, names, rounds_asked, gpu, bf16_native, known, sum(making.values())
+    )
     calibrations = 0
     for workload in names:
         chosen = work(args, gpu_count, workload)
