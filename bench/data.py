@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from multiprocessing import get_context
 
 import filelock
@@ -160,13 +161,14 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
     """Write out/train/<class>/*.jpg and out/val/<class>/*.jpg; nothing half-written on failure. A folder
     already at out is replaced only if it was generated (or is empty): never a folder of one's own.
 
-    One generator per folder: a second one started on the same folder waits for the first (a lock, out.lock, the
-    kernel's: a generator killed half-way holds it no more) and, where the first made the same, uses its result.
+    One generator per folder: a second one started on the same folder waits for the first (a lock, the kernel's,
+    in the temporary folder: a generator killed half-way holds it no more, and nothing is left beside out) and,
+    where the first made the same, uses its result.
     What a generator killed half-way left (out.tmp<pid>) is removed by the next one. True where it wrote the folder."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise BenchError(f"{out} is a file: name a folder to write the data to")
     made = parameters(train_per_class, val_per_class, size, photo, seed, difficulty)
-    lock = filelock.FileLock(f"{out}.lock")
+    lock = filelock.FileLock(lock_path(out))
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
@@ -185,6 +187,12 @@ def generate(out, train_per_class=500, val_per_class=100, size=32, seed=0, photo
         return True
     finally:
         lock.release()
+
+
+def lock_path(out):
+    """The lock of the generators of folder out: in the temporary folder, named by out's real path."""
+    digest = hashlib.sha256(os.path.realpath(out).encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"bench-data-{digest}.lock")
 
 
 def generated_with(out):

@@ -53,10 +53,11 @@ def test_two_generators_on_one_folder_do_the_work_once(tmp_path):
 
     import filelock
 
+    from bench import data
     from helpers import PY, ROOT
 
     out = tmp_path / "d"
-    held = filelock.FileLock(f"{out}.lock")
+    held = filelock.FileLock(data.lock_path(out))
     held.acquire()  # both start while a third holds the folder: neither can finish before the other has begun
     cmd = [PY, "-m", "bench.data", out, "--train", 6, "--val", 2, "--size", 16, "--processes", 1]
     started = [
@@ -78,7 +79,7 @@ def test_what_a_killed_generator_left_is_cleared_by_the_next(tmp_path):
     left.mkdir(parents=True)
     (left / "half.jpg").write_bytes(b"half")
     generate(tmp_path / "d", train=2, val=1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "d.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]  # nothing else beside it
 
 
 def test_a_generated_folder_made_again_is_the_same_data(tmp_path):
