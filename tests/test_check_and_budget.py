@@ -240,16 +240,17 @@ def test_the_window_shrinks_to_fit_the_settling_rounds_but_never_below_its_floor
 
 
 @pytest.mark.slow
-def test_the_gpu_plan_fits_its_35_minutes_in_rounds_of_at_most_9():
-    """The default plan of one GPU, both workloads: two rounds within its 35 min by its own estimate (the costs the
-    first GPU run measured), each workload's round (a part of --chunk 9 never cuts one) under 9 min."""
+def test_the_gpu_plan_fits_its_35_minutes_in_rounds_of_a_device_command():
+    """The default plan of one GPU, both workloads: two rounds within its 35 min by its own estimate (the saved GPU
+    runs' costs), each workload's round within a device command's 10 minutes (imagenet's 13 rows take about 9.5 by
+    the saved runs: a part of --chunk 9 splits such a round between its runs)."""
     result = run("-m", "bench", "--dry-run", "--gpus", 1)
     assert result.returncode == 0, result.stderr
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("estimate: ")]
     minutes = float(line.split()[1])
     assert minutes <= 35 and "(budget 35 min)" in line, line
     longest = float(line.split("about ")[1].split(" min")[0])
-    assert longest <= 9, line
+    assert longest <= 10, line
     assert "2 round(s)" in line or "3 round(s)" in line, line
     commands = [c for c in result.stdout.splitlines() if c.startswith(sys.executable)]
     assert commands[0].split()[1] == "train.py" and "synthetic" in commands[0]

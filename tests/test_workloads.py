@@ -59,7 +59,10 @@ def test_the_gpu_plan_prints_from_any_machine():
     plan = dry_run("--workload", "imagenet", "--gpus", 1, "--repeats", 1)
     header, *lines = plan.strip().splitlines()
     commands = [line for line in lines if not line.startswith(("estimate: ", "  "))]
-    assert "imagenet: resnet50" in header and "(224 px, 10 classes)" in header and "steps auto" in header
+    assert "imagenet: resnet50" in header and "(224 px, 10 classes)" in header
+    # the steps from the saved GPU runs' step times (baseline/), or calibrated on the machine where there are none
+    saved = any(line.strip().startswith("from saved runs: imagenet") for line in lines)
+    assert saved and ", steps " in header and "steps auto" not in header
     cnn = [v for v in catalogue.TRAIN if v not in catalogue.TRANSFORMER_ONLY]  # a CNN's rows: fsdp, ... on vit's
     assert len(commands) == len(cnn) + len(catalogue.LOADERS)
     assert all("--device cuda" in c for c in commands if "--bench" not in c)
@@ -67,6 +70,8 @@ def test_the_gpu_plan_prints_from_any_machine():
     assert any("--nproc-per-node 1 train_all.py" in c for c in commands)
     assert any("--data synthetic:224:10" in c and "train_amp.py" in c for c in commands)
     assert all("--eval-samples 1000" in c for c in commands if "train" in c)
+    none = dry_run("--workload", "imagenet", "--gpus", 1, "--repeats", 1, "--baseline-dir", "/nonexistent")
+    assert "steps auto (calibrated on the machine before the first run)" in none.splitlines()[0]
     four = dry_run("--workload", "imagenet", "--gpus", 4, "--repeats", 1)
     assert "--nproc-per-node 4 train_ddp.py" in four
     both = dry_run("--gpus", 1, "--repeats", 2)  # a GPU's default: imagenet and vit, 2 repeats interleaved
