@@ -60,6 +60,7 @@ def dry_run(budget):
     return result.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assumed():
     """The six imagenet rows (the GPU command's work): their steps from the saved runs' step times (no calibration
     run), 3 paired rounds of the rows that fit by the saved costs (the data's generation included where data/ has

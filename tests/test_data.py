@@ -3,6 +3,7 @@
 import hashlib
 import json
 
+import pytest
 from PIL import Image
 
 from helpers import generate
@@ -46,6 +47,7 @@ def test_regenerating_replaces_the_folder(tmp_path):
     assert len(list((out / "train").rglob("*.jpg"))) == 20
 
 
+@pytest.mark.slow
 def test_two_generators_on_one_folder_do_the_work_once(tmp_path):
     """The second waits for the first (the folder's lock) and uses what it made: one writes, the other finds it."""
     import subprocess

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from helpers import CPU_CLASSES, LEARN, ROOT, TORCHRUN, check_clean_failure, train
+from helpers import CPU_CLASSES, LEARN, ROOT, TORCHRUN, check_clean_failure, fast_first, train
 
 TRAINING = sorted(p.name for p in ROOT.glob("train*.py"))
 
@@ -27,7 +27,7 @@ def summary_line(result, name):
 
 
 @pytest.mark.torches
-@pytest.mark.parametrize("flags, native", [(CPU_CLASSES["avx2"], False), (CPU_CLASSES["bf16"], True)])
+@pytest.mark.parametrize("flags, native", fast_first([(CPU_CLASSES["avx2"], False), (CPU_CLASSES["bf16"], True)]))
 def test_amp_records_bf16_on_a_cpu_and_says_whether_it_is_native(tiny_data, tmp_path, flags, native):
     """The run's own summary names the technique's settings and only what the device measures: bf16, native or
     emulated as checks.py finds it (each class of CPU taken here, whatever this one is); on a CPU host memory and

@@ -147,6 +147,7 @@ def test_both_loaders_train_on_photos_at_224(tmp_path, loader):
     assert m["image_size"] == 224 and m["dataset"] == "generated" and m["val_samples"] == 10 and m["loader"] == loader
 
 
+@pytest.mark.slow
 def test_the_first_round_evaluates_and_the_later_ones_time_the_speed_alone():
     """Every row's accuracy is its first round's (the verdict's check that it learns alike); a later round evaluates
     nothing (--eval-samples 0), and a GPU run's 3.5 s of evaluation goes to the rounds that settle its speed."""
