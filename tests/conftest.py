@@ -6,6 +6,7 @@ import tempfile
 
 import pytest
 
+from bench.stages import plan
 from helpers import LEARN, SCRIPTS, generate, train
 
 # one compile cache for every test that compiles (torch.compile's kernels, kept between runs of the same model):
@@ -63,3 +64,9 @@ def baseline_small(small_data, tmp_path_factory):
     result, metrics = train("train.py", small_data, tmp_path_factory.mktemp("baseline") / "m.json", *LEARN)
     assert result.returncode == 0, result.stderr
     return metrics
+
+
+@pytest.fixture
+def described(monkeypatch):
+    """The plan without a look at the data folder (a subprocess): the generated workload's shape."""
+    monkeypatch.setattr(plan, "describe", lambda path, workload: dict(image_size=32, classes=list(range(10))))

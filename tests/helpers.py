@@ -1,5 +1,7 @@
 """What the tests share: running a script as a user would, tiny generated data, clean-failure checks."""
 
+import hashlib
+import importlib
 import json
 import os
 import re
@@ -9,12 +11,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
+import torch
 
 from bench import catalogue
+from bench.outputs import answer
+from bench.outputs import verdicts as words
+from bench.stages import record
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -173,3 +181,152 @@ def train(script, data, metrics, *args, timeout=600, env=None, file_limit=None, 
     result = run(*cmd, timeout=timeout, env=env, file_limit=file_limit, memory_limit=memory_limit)
     written = json.loads(Path(metrics).read_text()) if Path(metrics).is_file() else None
     return result, written
+
+
+class Joined(Exception):
+    """Raised by the stubbed init_process_group: what happened up to it is all the test needs."""
+
+
+def join_stubbed(monkeypatch, data, gpus, local_rank, local_world_size, *flags):
+    """train_ddp.main() as process local_rank of local_world_size on a machine of `gpus` GPUs, up to its joining:
+    the calls it made to bind its GPU and join (the device calls stubbed)."""
+    train_ddp = importlib.import_module("train_ddp")
+    calls = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("set_device", device))
+
+    def init(backend, **kwargs):
+        calls.update(backend=backend, **kwargs)
+        raise Joined
+
+    monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
+    env = dict(
+        RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16", LOCAL_WORLD_SIZE=str(local_world_size)
+    )
+    monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
+    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(data), "--batch-size", "16", *flags])
+    with pytest.raises(Joined):
+        train_ddp.main()
+    return calls
+
+
+class FakeNVML:
+    """Two GPUs (the first in MIG mode with two instances) and the processes on them, as pynvml answers."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, processes, fail_after=None):
+        self.processes, self.calls, self.fail_after = processes, 0, fail_after
+        self.uuids = {"gpu0": "GPU-aaaa1111", "gpu1": "GPU-bbbb2222", "mig0": "MIG-cccc3333", "mig1": "MIG-dddd4444"}
+
+    def __getattr__(self, name):
+        raise AttributeError(name)
+
+    def _count(self):
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise self.NVMLError("GPU is lost")
+
+    def nvmlInit(self):  # noqa: N802 (pynvml's names)
+        pass
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
+        return f"gpu{i}"
+
+    def nvmlDeviceGetUUID(self, handle):  # noqa: N802
+        return self.uuids[handle]
+
+    def nvmlDeviceGetMigMode(self, handle):  # noqa: N802
+        return (1, 1) if handle == "gpu0" else (0, 0)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):  # noqa: N802
+        return 3
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, i):  # noqa: N802
+        if i > 1:
+            raise self.NVMLError("Not Found")
+        return f"mig{i}"
+
+    def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
+        self._count()
+        return types.SimpleNamespace(used=sum(m for h, _, m in self.processes if h == handle))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
+        self._count()
+        return [types.SimpleNamespace(pid=p, usedGpuMemory=m) for h, p, m in self.processes if h == handle]
+
+    def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
+        if handle.startswith("mig"):
+            raise self.NVMLError("Not Supported")  # MIG instances give no utilisation
+        return types.SimpleNamespace(gpu=80)
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):  # noqa: N802
+        return 1755
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):  # noqa: N802
+        return 0x4 | 0x1  # power cap, and idle (not a slowdown)
+
+
+def sleeper():
+    return subprocess.Popen([PY, "-c", "import time; time.sleep(30)"])
+
+
+BASE = dict(
+    workload="small", kind="train", status="ok", busy=False, dataset="generated", model="net", device="cpu",
+    world_size=1, global_batch_size=64, data_wait_frac=0.01, loader="torchvision", val_acc=0.5,
+)  # fmt: skip
+
+
+def runs_of(variants):
+    """runs.csv rows: {variant: [(rate, fields of that run), ...]}; every run computes at its rate (no starving)
+    unless its fields say otherwise, and uses 1000 MiB of host memory unless they say otherwise."""
+    rows = []
+    for variant, runs in variants.items():
+        for repeat, (rate, fields) in enumerate(runs, 1):  # one run a round: the i-th runs of two variants pair
+            row = dict(BASE, variant=variant, samples_per_s=rate, compute_samples_per_s=rate, peak_host_mem_mib=1000)
+            row["repeat"] = repeat
+            rows.append(row | fields)
+    return pd.DataFrame(rows).reindex(columns=record.RUN_COLUMNS)
+
+
+def verdicts(variants):
+    summary = words.summary(runs_of(variants))
+    return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
+
+
+STEADY = [(100.0, {}), (102.0, {}), (98.0, {})]  # the baseline: 2% either way
+
+
+def fail(script, data, metrics, *args, env=None):
+    """Run script on data; check it fails cleanly; return its one line of error."""
+    result, _ = train(script[0], data, metrics, *script[1:], *args, env=env)
+    check_clean_failure(result, metrics)
+    return result.stderr.strip()
+
+
+def told(variants):
+    """{label: words} of the answer for made-up runs, and the summary."""
+    summary = words.summary(runs_of(variants))
+    said = {}
+    for label, text in answer.items(summary):
+        said[label] = f"{said[label]}; {text}" if label in said else text
+    return said, summary.set_index("variant")
+
+
+def scaled(factor, memory=1000, **fields):
+    """Runs at the steady baseline's rates times factor (the same noise: a tight interval), with this memory."""
+    return [(rate * factor, dict(peak_host_mem_mib=memory) | fields) for rate, _ in STEADY]
+
+
+def digest(folder):
+    """One hash over every file's relative path and bytes."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(folder)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()

@@ -3,24 +3,10 @@ bench uses; the ceiling compared by its interval; one memory ratio in the table,
 name what decides the numbers."""
 
 import pandas as pd
-from test_verdicts import STEADY, runs_of
 
 from bench.observe import machine
 from bench.outputs import answer, diffs, markdown, verdicts
-
-
-def told(variants):
-    """{label: words} of the answer for made-up runs, and the summary."""
-    summary = verdicts.summary(runs_of(variants))
-    said = {}
-    for label, words in answer.items(summary):
-        said[label] = f"{said[label]}; {words}" if label in said else words
-    return said, summary.set_index("variant")
-
-
-def scaled(factor, memory=1000, **fields):
-    """Runs at the steady baseline's rates times factor (the same noise: a tight interval), with this memory."""
-    return [(rate * factor, dict(peak_host_mem_mib=memory) | fields) for rate, _ in STEADY]
+from helpers import STEADY, runs_of, scaled, told
 
 
 def test_each_settled_answer_lands_in_its_group_with_speed_memory_and_lines():

@@ -9,14 +9,7 @@ import shutil
 
 import pytest
 
-from helpers import SCRIPTS, check_clean_failure, fast_first, run, train
-
-
-def fail(script, data, metrics, *args, env=None):
-    """Run script on data; check it fails cleanly; return its one line of error."""
-    result, _ = train(script[0], data, metrics, *script[1:], *args, env=env)
-    check_clean_failure(result, metrics)
-    return result.stderr.strip()
+from helpers import SCRIPTS, check_clean_failure, fail, fast_first, run, train
 
 
 @pytest.fixture

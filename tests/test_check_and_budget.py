@@ -196,7 +196,7 @@ def test_rows_run_in_the_order_a_user_needs_them():
     assert plan.ordered(["ddp", "baseline", "amp"], 0) == ["baseline", "amp", "ddp"]
 
 
-def runs_of(variants, repeats, workloads=("small",), estimate=10.0):
+def planned_runs(variants, repeats, workloads=("small",), estimate=10.0):
     return [
         plan.Run(f"{w}-{v}-{r}", v, "train", r, 1, workload=w, estimate_s=estimate)
         for r in range(1, repeats + 1)
@@ -206,7 +206,7 @@ def runs_of(variants, repeats, workloads=("small",), estimate=10.0):
 
 
 def test_the_budget_keeps_whole_rounds_then_leaves_rows_out_from_the_end():
-    runs = runs_of(["baseline", "amp", "dp"], 3, ("small", "imagenet"))  # 60 s a round of both workloads
+    runs = planned_runs(["baseline", "amp", "dp"], 3, ("small", "imagenet"))  # 60 s a round of both workloads
     kept, left_out = plan.fit_budget(runs, 130, 5)
     assert [r.repeat for r in kept] == [1] * 6 + [2] * 6 and left_out == []
     kept, left_out = plan.fit_budget(runs, 45, 0)  # not even one round: dp goes, then nothing else need

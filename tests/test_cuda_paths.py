@@ -6,7 +6,6 @@ error leaving the GPU fields unavailable rather than 0 or a crash.
 """
 
 import importlib
-import subprocess
 import sys
 import threading
 import time
@@ -18,7 +17,7 @@ import torch
 from bench.observe import nvml, sample
 from bench.stages import launch
 from bench.stages.plan import Run
-from helpers import PY, ROOT, build_loaders
+from helpers import PY, ROOT, FakeNVML, build_loaders, join_stubbed, sleeper
 
 sys.path.insert(0, str(ROOT))
 pytestmark = (
@@ -43,34 +42,6 @@ def test_amp_takes_bf16_only_where_the_gpu_computes_it(monkeypatch):
     assert checks.native_bf16(cuda) is True
     source = (ROOT / "train_amp.py").read_text()  # the choice itself, in the technique's diff
     assert 'args.amp_dtype = "bf16" if device.type == "cpu" or checks.native_bf16(device) else "fp16"' in source
-
-
-class Joined(Exception):
-    """Raised by the stubbed init_process_group: what happened up to it is all the test needs."""
-
-
-def join_stubbed(monkeypatch, data, gpus, local_rank, local_world_size, *flags):
-    """train_ddp.main() as process local_rank of local_world_size on a machine of `gpus` GPUs, up to its joining:
-    the calls it made to bind its GPU and join (the device calls stubbed)."""
-    train_ddp = importlib.import_module("train_ddp")
-    calls = {}
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
-    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.setdefault("set_device", device))
-
-    def init(backend, **kwargs):
-        calls.update(backend=backend, **kwargs)
-        raise Joined
-
-    monkeypatch.setattr(train_ddp.dist, "init_process_group", init)
-    env = dict(
-        RANK=str(local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE="16", LOCAL_WORLD_SIZE=str(local_world_size)
-    )
-    monkeypatch.setattr(train_ddp.os, "environ", {**train_ddp.os.environ, **env})
-    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--data", str(data), "--batch-size", "16", *flags])
-    with pytest.raises(Joined):
-        train_ddp.main()
-    return calls
 
 
 @pytest.mark.parametrize("local_rank,gpus,expected", [(0, 1, 0), (2, 4, 2), (3, 8, 3)])
@@ -166,67 +137,6 @@ def test_dali_books_the_time_of_the_batches_it_does_not_give(tiny_data):
 # ----------------------------------------------------------------------------- NVML, with a stand-in library
 
 
-class FakeNVML:
-    """Two GPUs (the first in MIG mode with two instances) and the processes on them, as pynvml answers."""
-
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, processes, fail_after=None):
-        self.processes, self.calls, self.fail_after = processes, 0, fail_after
-        self.uuids = {"gpu0": "GPU-aaaa1111", "gpu1": "GPU-bbbb2222", "mig0": "MIG-cccc3333", "mig1": "MIG-dddd4444"}
-
-    def __getattr__(self, name):
-        raise AttributeError(name)
-
-    def _count(self):
-        self.calls += 1
-        if self.fail_after is not None and self.calls > self.fail_after:
-            raise self.NVMLError("GPU is lost")
-
-    def nvmlInit(self):  # noqa: N802 (pynvml's names)
-        pass
-
-    def nvmlDeviceGetCount(self):  # noqa: N802
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
-        return f"gpu{i}"
-
-    def nvmlDeviceGetUUID(self, handle):  # noqa: N802
-        return self.uuids[handle]
-
-    def nvmlDeviceGetMigMode(self, handle):  # noqa: N802
-        return (1, 1) if handle == "gpu0" else (0, 0)
-
-    def nvmlDeviceGetMaxMigDeviceCount(self, handle):  # noqa: N802
-        return 3
-
-    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, i):  # noqa: N802
-        if i > 1:
-            raise self.NVMLError("Not Found")
-        return f"mig{i}"
-
-    def nvmlDeviceGetMemoryInfo(self, handle):  # noqa: N802
-        self._count()
-        return types.SimpleNamespace(used=sum(m for h, _, m in self.processes if h == handle))
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
-        self._count()
-        return [types.SimpleNamespace(pid=p, usedGpuMemory=m) for h, p, m in self.processes if h == handle]
-
-    def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
-        if handle.startswith("mig"):
-            raise self.NVMLError("Not Supported")  # MIG instances give no utilisation
-        return types.SimpleNamespace(gpu=80)
-
-    def nvmlDeviceGetClockInfo(self, handle, clock):  # noqa: N802
-        return 1755
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):  # noqa: N802
-        return 0x4 | 0x1  # power cap, and idle (not a slowdown)
-
-
 @pytest.mark.parametrize(
     "visible,expected",
     [
@@ -241,10 +151,6 @@ class FakeNVML:
 def test_only_the_gpus_a_run_sees_are_read(monkeypatch, visible, expected):
     monkeypatch.setattr(nvml, "pynvml", FakeNVML([]))
     assert sample.visible_handles(visible) == expected
-
-
-def sleeper():
-    return subprocess.Popen([PY, "-c", "import time; time.sleep(30)"])
 
 
 def test_the_sampler_counts_the_run_on_its_gpus_and_others_apart(monkeypatch):

@@ -1,21 +1,11 @@
 """The generated default data: layout, classes, image size, and the same bytes from the same seed."""
 
-import hashlib
 import json
 
 import pytest
 from PIL import Image
 
-from helpers import generate
-
-
-def digest(folder):
-    """One hash over every file's relative path and bytes."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(folder)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+from helpers import digest, generate
 
 
 def test_layout_and_sizes(tmp_path):

@@ -17,7 +17,7 @@ import torch
 from bench.stages import launch
 from helpers import PY, ROOT, SMALL_MODEL, assert_no_orphans, run, train
 
-TORCHRUN = [PY, "-m", "torch.distributed.run"]
+TORCHRUN_PY = [PY, "-m", "torch.distributed.run"]
 FLAGS = ["--model", SMALL_MODEL, "--no-progress", "--workers", "0", "--batch-size", "16"]
 
 
@@ -78,7 +78,7 @@ def test_sync_bn_on_cpu_processes_is_refused(tiny_data, tmp_path):
 
 
 def two_agents(tiny_data, tmp_path, port, nnodes=2, agents=2, extra=()):
-    cmd = [*TORCHRUN, "--nnodes", str(nnodes), "--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+    cmd = [*TORCHRUN_PY, "--nnodes", str(nnodes), "--nproc-per-node", "1", "--rdzv-backend", "c10d"]
     cmd += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test", *extra, "train_ddp.py"]
     cmd += ["--data", str(tiny_data), *FLAGS, "--steps", "4", "--warmup-steps", "1"]
     cmd += ["--metrics-out", str(tmp_path / "m.json")]
@@ -139,7 +139,7 @@ def workers_of(process):
 
 @pytest.mark.slow
 def test_a_killed_rank_ends_the_whole_job(tiny_data, tmp_path):
-    cmd = [*TORCHRUN, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(tiny_data), *FLAGS]
+    cmd = [*TORCHRUN_PY, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(tiny_data), *FLAGS]
     job = subprocess.Popen([*cmd, "--epochs", "1000"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                            text=True)  # fmt: skip
     trained = threading.Event()  # rank 0 has printed its first epoch: both ranks are well into training
@@ -198,7 +198,7 @@ def test_a_rank_that_raises_ends_every_rank(tiny_data, tmp_path):
     shutil.copytree(tiny_data, data)
     bad = data / "train" / "02_checks_warm" / "00001.jpg"
     bad.write_bytes(b"not a jpeg")
-    cmd = [*TORCHRUN, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(data), *FLAGS]
+    cmd = [*TORCHRUN_PY, "--standalone", "--nproc-per-node", "2", "train_ddp.py", "--data", str(data), *FLAGS]
     job = subprocess.Popen(
         [*cmd, "--epochs", "50"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

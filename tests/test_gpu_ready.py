@@ -12,13 +12,12 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 import torch
-from test_cuda_paths import FakeNVML, join_stubbed, sleeper
 
 from bench import BenchError, cli
 from bench.observe import machine, nvml, sample
 from bench.outputs import verdicts
 from bench.stages import calibrate, cost, launch, plan
-from helpers import CPU_CLASSES, ROOT, SMALL_MODEL, fast_first, train
+from helpers import CPU_CLASSES, ROOT, SMALL_MODEL, FakeNVML, fast_first, join_stubbed, sleeper, train
 
 sys.path.insert(0, str(ROOT))
 

@@ -295,10 +295,9 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
     """A max_batch.csv with rounds in the bench's results folder: a row slower at the bench's batch but faster at its
     own largest says so in the answer, its verdict and the table; a row whose answer does not change keeps its
     answer's words; rows of another model are not joined."""
-    from test_verdicts import STEADY, runs_of
-
     from bench.modes import speed
     from bench.outputs import answer, markdown, verdicts
+    from helpers import STEADY, runs_of
 
     slow = [(rate * 0.7, {"peak_host_mem_mib": 700}) for rate, _ in STEADY]  # slower, for less memory
     runs = runs_of({"baseline": STEADY, "checkpoint": slow, "amp": [(rate * 1.5, {}) for rate, _ in STEADY]})

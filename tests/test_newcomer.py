@@ -10,14 +10,13 @@ import sys
 
 import pytest
 import tqdm
-from test_bad_input import fail
 
 import helpers
 from bench import catalogue
 from bench.observe.machine import cpu_model
 from bench.outputs import diffs
 from bench.stages import plan
-from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, fast_first, generate, run, train
+from helpers import LOADERS, ROOT, SCRIPTS, TINY_MODEL, fail, fast_first, generate, run, train
 
 TRAIN_SCRIPTS = sorted({args[0] for args in SCRIPTS.values()})
 

@@ -177,11 +177,10 @@ def test_a_real_run_flags_fsdp_without_its_broadcast_as_not_the_same_run_as_ddp(
 def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp_path, capsys):
     """A --parity run in the results folder: its verdicts join the speed bench's rows by variant; a row that is
     faster but learns worse is listed first, apart from those that pay; the verdict and the table say it too."""
-    from test_verdicts import STEADY, runs_of
-
     from bench.modes import speed
     from bench.outputs import answer, markdown
     from bench.outputs import verdicts as words
+    from helpers import STEADY, runs_of
 
     fast = [(rate * 1.5, {}) for rate, _ in STEADY]
     runs = runs_of({"baseline": STEADY, "amp": fast, "compile": fast})

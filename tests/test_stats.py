@@ -191,12 +191,6 @@ def test_auto_rounds_stop_at_the_most_rounds(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- equal terms
 
 
-@pytest.fixture
-def described(monkeypatch):
-    """The plan without a look at the data folder (a subprocess): the generated workload's shape."""
-    monkeypatch.setattr(plan, "describe", lambda path, workload: dict(image_size=32, classes=list(range(10))))
-
-
 @pytest.mark.parametrize("cores", [2, 16])
 def test_every_row_of_a_plan_uses_the_same_cores(cores, described, tmp_path):
     """processes x threads = the cores, for every row, DDP's torchrun rows included (torchrun would set 1)."""

@@ -5,21 +5,30 @@ import json
 
 import pytest
 import torch
-from test_answer import scaled, told
-from test_stats import described  # noqa: F401 (a fixture: the plan without a look at the data folder)
-from test_verdicts import STEADY, verdicts
 
 import checks
 import meter
 from bench import catalogue, cli
 from bench.outputs import markdown
 from bench.stages import cost, plan
-from helpers import CPU_CLASSES, SMALL_MODEL, TINY_MODEL, check_clean_failure, fast_first, run, train
+from helpers import (
+    CPU_CLASSES,
+    SMALL_MODEL,
+    STEADY,
+    TINY_MODEL,
+    check_clean_failure,
+    fast_first,
+    run,
+    scaled,
+    told,
+    train,
+    verdicts,
+)
 
 VIT = "examples/vit_small.py:vit_small"
 SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for
 SHORT = ("--steps", "6", "--warmup-steps", "2", "--batch-size", "8", "--workers", "0", "--eval-samples", "16")
-TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
+TORCHRUN_NPROC = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
 
 
 # ----------------------------------------------------------------------------- FLOPs and MFU (meter.py)
@@ -184,7 +193,7 @@ def test_the_variants_run_on_the_vit(script, field, value, tmp_path):
 
 def fsdp(tmp_path, name, *args, nproc=2, script="train_fsdp.py"):
     metrics = tmp_path / f"{name}.json"
-    cmd = [*TORCHRUN, nproc, script, "--device", "cpu", "--metrics-out", metrics, "--no-progress", *args]
+    cmd = [*TORCHRUN_NPROC, nproc, script, "--device", "cpu", "--metrics-out", metrics, "--no-progress", *args]
     return run(*cmd, timeout=300), metrics
 
 

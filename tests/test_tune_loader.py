@@ -69,7 +69,7 @@ def test_each_setting_trained_is_paired_by_round_with_the_bench_own_and_with_the
 
 
 def test_the_bench_answer_names_a_data_bound_row_and_points_to_the_sweep():
-    from test_verdicts import STEADY, runs_of
+    from helpers import STEADY, runs_of
 
     bound = [(rate, {"data_wait_frac": 0.35}) for rate, _ in STEADY]
     summary = words.summary(runs_of({"baseline": bound, "amp": [(r * 1.5, {"data_wait_frac": 0.02}) for r, _ in

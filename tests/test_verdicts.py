@@ -6,32 +6,8 @@ import pytest
 
 from bench.outputs import answer, markdown
 from bench.outputs import verdicts as words
-from bench.stages import record, summarize
-
-BASE = dict(
-    workload="small", kind="train", status="ok", busy=False, dataset="generated", model="net", device="cpu",
-    world_size=1, global_batch_size=64, data_wait_frac=0.01, loader="torchvision", val_acc=0.5,
-)  # fmt: skip
-
-
-def runs_of(variants):
-    """runs.csv rows: {variant: [(rate, fields of that run), ...]}; every run computes at its rate (no starving)
-    unless its fields say otherwise, and uses 1000 MiB of host memory unless they say otherwise."""
-    rows = []
-    for variant, runs in variants.items():
-        for repeat, (rate, fields) in enumerate(runs, 1):  # one run a round: the i-th runs of two variants pair
-            row = dict(BASE, variant=variant, samples_per_s=rate, compute_samples_per_s=rate, peak_host_mem_mib=1000)
-            row["repeat"] = repeat
-            rows.append(row | fields)
-    return pd.DataFrame(rows).reindex(columns=record.RUN_COLUMNS)
-
-
-def verdicts(variants):
-    summary = words.summary(runs_of(variants))
-    return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
-
-
-STEADY = [(100.0, {}), (102.0, {}), (98.0, {})]  # the baseline: 2% either way
+from bench.stages import summarize
+from helpers import STEADY, runs_of, verdicts
 
 
 def test_a_clear_gain_is_said_with_its_interval_and_the_compute_per_step():

@@ -5,11 +5,10 @@ import json
 import os
 
 import pytest
-from test_data import digest
 
 from bench import catalogue, data
 from bench.stages import record
-from helpers import build_loaders, run, train
+from helpers import build_loaders, digest, run, train
 
 
 def test_a_workload_is_made_once_and_again_when_its_parameters_change(tmp_path, monkeypatch):
