@@ -99,28 +99,36 @@ browser:
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-# the one-node Slurm that tests/test_slurm.py brings up: Debian's slurm-wlm and munge, installed when missing (as root)
+# the one-node Slurm that tests/e2e/test_slurm_job.py brings up: Debian's slurm-wlm and munge, installed when missing (as root)
 slurm:
 	@test -x /usr/sbin/slurmd && test -x /usr/sbin/munged || { \
 	  echo "installing Debian's slurm-wlm and munge for the Slurm test (a one-node cluster, started by the test)"; \
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq slurm-wlm munge >/dev/null; }
 
-# every test (CI runs this), then the scripts' tests (marked torches) again on the oldest torch tested;
-# test-fast leaves out the slow ones (torchrun, whole benches, limits, Slurm) and the second torch
+# every test (CI runs this), in passes: all but those marked alone on TEST_WORKERS processes (pytest-xdist, where
+# the interpreter has it), then those marked alone one at a time (a load a bench measures, a race counted, a wait
+# timed: they need the machine to themselves), then the scripts' tests (marked torches) again on the oldest torch
+# tested; test-fast leaves out the slow ones (torchrun, whole benches, limits, Slurm) and the second torch.
+# Each pass keeps its tests' durations in results/tests/ and prints its 25 slowest; tests/e2e/ is the end-to-end part
+TEST_WORKERS ?= 2
+XDIST = $(shell $(PY) -c "import xdist" 2>/dev/null && [ "$(TEST_WORKERS)" -gt 1 ] && echo "-n $(TEST_WORKERS)")
+# a pass: $(1) its name, $(2) pytest's arguments; one that collects nothing fails, unless ARGS chose the tests
+PASS = echo "make test: the pass $(1)"; TESTS_PASS=$(1) $(PY) -m pytest $(2) $(ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ] && [ -n "$(strip $(ARGS))" ]; then rc=0; \
+	elif [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests in the pass $(1): that is a failure here"; fi; \
+	[ $$rc -eq 0 ] || exit $$rc
+OLDEST_TORCH = $(word 2,$(subst ==, ,$(word 1,$(OLDEST))))
+
 test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
-	@$(PY) -m pytest --durations=25 $(ARGS) tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure here"; fi; \
-	[ $$rc -ne 0 ] || [ -z "$(OLDEST_SETUP)" ] || { \
-	  echo "make test: the scripts' tests again, on $(OLDEST) ($(OLDEST_DIR))"; \
-	  PYTHONPATH=$(OLDEST_DIR) TESTS_TORCH=$(word 2,$(subst ==, ,$(word 1,$(OLDEST)))) $(PY) -m pytest -m torches --durations=10 $(ARGS) tests; rc=$$?; \
-	  if [ $$rc -eq 5 ] && [ -n "$(strip $(ARGS))" ]; then echo "make test: none of the tests asked for runs on both torches"; rc=0; fi; \
-	  if [ $$rc -eq 5 ]; then echo "make test: no test is marked torches: that is a failure here"; fi; }; exit $$rc
+	@$(call PASS,together,$(XDIST) -m "not alone" --durations=25 tests); \
+	$(call PASS,alone,-m alone --durations=25 tests); \
+	if [ -n "$(OLDEST_SETUP)" ]; then export PYTHONPATH=$(OLDEST_DIR) TESTS_TORCH=$(OLDEST_TORCH); \
+	  $(call PASS,torch-$(OLDEST_TORCH),$(XDIST) -m torches --durations=10 tests); fi
 
 test-fast: $(SETUP) lint browser
 	@$(if $(CPU),echo "make test-fast: as a CPU of class $(CPU_CLASS) would run it (CPUINFO_FLAGS=$$CPUINFO_FLAGS)";) \
-	$(PY) -m pytest -m "not slow" --durations=25 $(ARGS) tests; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests: that is a failure here"; fi; exit $$rc
+	$(call PASS,fast$(if $(CPU),-as-$(CPU_CLASS)),$(XDIST) -m "not slow" --durations=25 tests)
 
 lint: $(SETUP)
 	$(PY) -m ruff format --check .

@@ -2,12 +2,15 @@
 The helpers the tests share are in helpers.py."""
 
 import os
+import sys
 import tempfile
 
 import pytest
 
 from bench.stages import plan
-from helpers import LEARN, SCRIPTS, generate, train
+from helpers import LEARN, ROOT, SCRIPTS, generate, train
+
+sys.path.insert(0, str(ROOT))  # the scripts (train.py, loader.py, checks, meter) import as modules in the tests
 
 # one compile cache for every test that compiles (torch.compile's kernels, kept between runs of the same model):
 # the first compile of a configuration is cold (a minute or two on 2 cores), the next ones take seconds
@@ -34,9 +37,9 @@ def pytest_report_header(config):
 
 @pytest.fixture
 def script():
-    """(script, its flags) of the base, train.py: where a behaviour is the base's shared code (the checks module,
-    the loader, the meter, every unmarked line: tests/test_diffs.py proves the variants' unmarked lines are the
-    base's), it is tried on the base alone; tests/test_variants.py tries a few cases on every variant."""
+    """(script, its flags) of the base, train.py: where a behaviour is the base's shared code (the checks module, the
+    loader, the meter, every unmarked line: tests/bench/outputs/test_diffs.py proves the variants' unmarked lines are
+    the base's), it is tried on the base alone; tests/test_variants.py tries a few cases on every variant."""
     return SCRIPTS["train"]
 
 
@@ -70,3 +73,37 @@ def baseline_small(small_data, tmp_path_factory):
 def described(monkeypatch):
     """The plan without a look at the data folder (a subprocess): the generated workload's shape."""
     monkeypatch.setattr(plan, "describe", lambda path, workload: dict(image_size=32, classes=list(range(10))))
+
+
+# the end-to-end folder's share of make test, stated: about this on CI's 2-core machines (say so where it grows; the
+# machines are shared and noisy, so it is printed with the durations and never asserted)
+E2E_BUDGET_S = 540
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Every test's durations (setup, call, teardown) kept in results/tests/ (a file per pass of make test and make
+    test-fast: TESTS_PASS) and the end-to-end folder's total against its budget."""
+    reports = [r for key in ("passed", "failed", "error", "skipped") for r in terminalreporter.stats.get(key, [])]
+    rows = sorted(((r.duration, r.when, r.nodeid) for r in reports if hasattr(r, "duration")), reverse=True)
+    if not rows:
+        return
+    parts = [os.environ.get("TESTS_PASS")]  # make test's and make test-fast's passes name themselves
+    if not parts[0]:
+        parts = [os.environ.get("TESTS_TORCH") and f"torch-{os.environ['TESTS_TORCH']}", config.option.markexpr]
+        parts.append(os.environ.get("CPUINFO_FLAGS") and "as-another-cpu")
+    name = "-".join(["durations", *(p.replace(" ", "-") for p in parts if p)]) + ".csv"
+    folder = ROOT / "results" / "tests"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / name, "w") as f:
+            f.write("seconds,phase,test\n")
+            f.writelines(f"{seconds:.2f},{when},{nodeid}\n" for seconds, when, nodeid in rows)
+    except OSError as e:
+        terminalreporter.write_line(f"durations not kept: {e}")
+        return
+    e2e = sum(seconds for seconds, _, nodeid in rows if nodeid.startswith("tests/e2e/"))
+    terminalreporter.write_line(f"durations of every test: {(folder / name).relative_to(ROOT)}")
+    if e2e:
+        terminalreporter.write_line(
+            f"end-to-end tests (tests/e2e/): {e2e:.0f} s, budget {E2E_BUDGET_S} s on CI's 2 cores"
+        )

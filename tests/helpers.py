@@ -302,9 +302,9 @@ def verdicts(variants):
 STEADY = [(100.0, {}), (102.0, {}), (98.0, {})]  # the baseline: 2% either way
 
 
-def fail(script, data, metrics, *args, env=None):
-    """Run script on data; check it fails cleanly; return its one line of error."""
-    result, _ = train(script[0], data, metrics, *script[1:], *args, env=env)
+def fail(script, data, metrics, *args, **kwargs):
+    """Run a training script on data; check it failed cleanly (one line, exit 2, no metrics); return that line."""
+    result, _ = train(script[0], data, metrics, *script[1:], *args, **kwargs)
     check_clean_failure(result, metrics)
     return result.stderr.strip()
 

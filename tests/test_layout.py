@@ -1,8 +1,10 @@
-"""bench/'s layout: folders by role, each role importing only its own and those below it, no import circle (at module
-level, where a circle breaks a fresh import and hides which module is the lower one), and the team's tools outside."""
+"""The repository's layout: bench/ by role, each role importing only its own and those below it, no import circle,
+the team's tools outside the package, short functions, one place for each rule, no pickle, and tests/ laid out as the
+code is."""
 
 import ast
-import json
+import os
+from pathlib import Path
 
 from helpers import ROOT
 
@@ -10,7 +12,11 @@ from helpers import ROOT
 # it observes (the machine, NVML, the samplers), the stages a bench goes through, the outputs rendered from their
 # numbers, the modes that put stages and outputs together, and the entry (the flags, the one-line errors)
 ROLES = ["bench", "bench.observe", "bench.stages", "bench.outputs", "bench.modes", "entry"]
+
+
 ENTRY = {"bench.cli", "bench.__main__"}
+
+
 MODULES = {
     ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
     for p in (ROOT / "bench").rglob("*.py")
@@ -36,6 +42,30 @@ def module_imports(path, top_level_only=True):
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "bench"}
     return {m for m in found if m in MODULES and m != "bench"}
+
+
+def python_files():
+    """The repository's own: not data/ and results/, nor a hidden folder (.venv, .torch-2.11: torch's code, .git)."""
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in ("data", "results") and not d.startswith(".")]
+        yield from (os.path.join(folder, f) for f in files if f.endswith(".py"))
+
+
+def unsafe_calls(source):
+    """Calls that can run code from a file: pickle loads, read_pickle, allow_pickle, torch.load without weights_only."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+        if name in ("pickle.load", "pickle.loads", "pd.read_pickle", "pandas.read_pickle"):
+            found.append(name)
+        elif keywords.get("allow_pickle") == "True":
+            found.append(f"{name}(allow_pickle=True)")
+        elif name == "torch.load" and keywords.get("weights_only") != "True":
+            found.append("torch.load without weights_only=True")
+    return found
 
 
 def test_bench_is_laid_out_by_role():
@@ -85,60 +115,60 @@ def test_no_function_of_the_bench_the_meter_or_the_checks_is_over_80_lines():
     assert long == []
 
 
-def test_the_budget_becomes_seconds_in_one_place():
-    from bench.stages import cost
-
-    assert cost.budget_s("none", True) is None and cost.budget_s(None) is None  # no budget; a plan's own, fitted
-    assert cost.budget_s(None, True) == 60 * cost.BUDGET_MIN["gpu"] and cost.budget_s(None, False) == 60 * 25
-    assert cost.budget_s(2.5, False) == 150 and cost.budget_s(2.5) == 150
-    sources = "".join(path.read_text() for path in MODULES.values())
-    assert sources.count("60 * (args.budget") == 0 and sources.count("60 * args.budget") == 0
+def test_no_code_reads_files_with_pickle():
+    files = list(python_files())
+    assert len(files) >= 10
+    problems = {f: unsafe_calls(open(f).read()) for f in files}
+    assert not {f: p for f, p in problems.items() if p}
 
 
-def test_a_runs_time_limit_is_chosen_in_one_place():
-    """--timeout, else the mode's default on this kind of machine: bench/stages/cost.py's timeout_s, for every mode."""
-    from bench.stages import cost
-
-    assert cost.timeout_s(None, 1) == 900 and cost.timeout_s(None, 0) == 600 and cost.timeout_s(77, 1, "check") == 77
-    assert cost.timeout_s(None, 0, "accuracy") == 6 * 3600 and cost.timeout_s(None, 2, "check") == 600
-    sources = {m: p.read_text() for m, p in MODULES.items() if m != "bench.stages.cost"}
-    assert [m for m, text in sources.items() if "args.timeout or" in text or "TIMEOUT_S" in text] == []
+def test_the_scan_finds_what_it_looks_for():
+    assert unsafe_calls("import pickle\npickle.load(open('x', 'rb'))") == ["pickle.load"]
+    assert unsafe_calls("torch.load('x.pt')") == ["torch.load without weights_only=True"]
+    assert unsafe_calls("torch.load('x.pt', weights_only=True)") == []
+    assert unsafe_calls("np.load('x.npy', allow_pickle=True)") == ["np.load(allow_pickle=True)"]
 
 
-def test_the_logs_layout_is_spelled_once():
-    from bench import logs_of
-
-    assert logs_of("results", "B") == ROOT.joinpath("results", "logs", "B").relative_to(ROOT)
-    sources = "".join(path.read_text() for path in MODULES.values())
-    assert sources.count('"logs"') == 1  # bench/__init__.py's LOGS
+# test files that are not one module's: this one (the layout), the variants as a family (each variant's own tests are
+# in its file), the Makefile's targets; and tests/e2e/, whole benches, torchrun jobs, the browser and Slurm
+NOT_ONE_MODULES = {"test_layout.py", "test_variants.py", "test_makefile.py"}
+TESTS = ROOT / "tests"
 
 
-def test_a_run_carries_its_flags_and_an_older_plan_gets_them_from_its_command(tmp_path):
-    """A run's command is built last from its script and flags: a mode's change to a flag replaces it (one
-    --batch-size, one --steps in a probe of --max-batch), in its place. The modes read a run's global batch and model
-    from the run (maxbatch's search starts there, scaling's table says it), not back out of its command line; a plan
-    saved before runs kept them still resumes, and a workload's work reads back as a typed record (plan.Work)
-    whatever fields the plan that saved it had."""
-    from dataclasses import asdict
+def modules_with_logic():
+    """{module's path: its test file's path}, for every module that defines a function or a class: the scripts at
+    the top, bench/ (a package's __init__.py as tests/bench/test_bench.py) and tools/; not bench/__main__.py (one
+    call of cli.main, run by every test of the entry)."""
+    files = [*ROOT.glob("*.py"), *(ROOT / "bench").rglob("*.py"), *(ROOT / "tools").glob("*.py")]
+    found = {}
+    for path in files:
+        tree = ast.parse(path.read_text())
+        logic = any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for n in ast.walk(tree))
+        if not logic or path.name == "__main__.py":
+            continue
+        folder = path.parent.relative_to(ROOT)
+        name = f"test_{path.parent.name}.py" if path.name == "__init__.py" else f"test_{path.stem}.py"
+        found[path.relative_to(ROOT)] = TESTS / folder / name
+    return found
 
-    from bench.modes import maxbatch
-    from bench.stages import plan
 
-    chosen = plan.Work(model="resnet18", batch_size=96, steps=10, warmup_steps=2, eval_samples=100)
-    info = dict(image_size=32, classes=list("abcdefghij"))
-    run = plan.training_run("amp", 1, "data/small", info, chosen, 0, 2, 0, 2, "small")
-    assert (run.batch_size, run.model) == (96, "resnet18")
-    probe = maxbatch.probe_run(run, 384, 7, "amp-batch384", warmup=2)
-    assert probe.cmd.count("--batch-size") == probe.cmd.count("--steps") == 1 and probe.batch_size == 384
-    assert probe.cmd[probe.cmd.index("--batch-size") + 1] == "384"
-    assert [p for p in probe.cmd if p.startswith("--")] == [p for p in run.cmd if p.startswith("--")]  # in place
-    assert probe.cmd[probe.cmd.index("--steps") + 1 : probe.cmd.index("--steps") + 4] == ["7", "--warmup-steps", "2"]
-    assert run.cmd[run.cmd.index("--batch-size") + 1] == "96"  # the plan's run is left as it was
-    old = {k: v for k, v in asdict(run).items() if k not in ("batch_size", "model", "script", "flags")}
-    old["cmd"] = run.cmd  # a plan saved before runs kept their flags apart: its whole command
-    path = tmp_path / "plan.json"
-    works = dict(small=dict(data="data/small", steps=10, timeout=60, a_field_of_a_newer_bench=1))
-    path.write_text(json.dumps(dict(bench_id="b", machine_class="m", works=works, runs=[old])))
-    saved, (again,) = plan.load(path)
-    assert (again.batch_size, again.model, again.cmd) == (96, "resnet18", run.cmd)
-    assert saved["works"]["small"] == plan.Work(steps=10, timeout=60, data="data/small")  # typed, the rest defaults
+def test_every_module_with_logic_has_its_test_file_where_the_module_is():
+    missing = sorted(str(test.relative_to(ROOT)) for test in modules_with_logic().values() if not test.is_file())
+    assert missing == []
+    assert modules_with_logic()[Path("bench/stages/plan.py")] == TESTS / "bench" / "stages" / "test_plan.py"
+    assert modules_with_logic()[Path("bench/__init__.py")] == TESTS / "bench" / "test_bench.py"
+
+
+def test_every_test_file_is_a_modules_or_end_to_end():
+    """A test file is where its module is, or in tests/e2e/ (whole benches, torchrun, the browser, Slurm), or one of
+    the few that no module owns: nothing named by a story a reader would have to guess."""
+    mirrors = set(modules_with_logic().values())
+    strays = sorted(
+        str(path.relative_to(ROOT))
+        for path in TESTS.rglob("test_*.py")
+        if path not in mirrors
+        and path.parent != TESTS / "e2e"
+        and path.relative_to(TESTS).as_posix() not in NOT_ONE_MODULES
+    )
+    assert strays == []
+    assert (TESTS / "e2e").is_dir() and len(list((TESTS / "e2e").glob("test_*.py"))) >= 4

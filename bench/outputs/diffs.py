@@ -1,7 +1,7 @@
 """Each technique's tutorial: its script against its base, as `make diff V=...` shows it, every line it adds marked
 `# new #` (at the line's end, or by a full-line `# new # ...` comment opening a block that runs to the next blank
-line; tests/test_diffs.py enforces the rule). The report shows these diffs beside the numbers, and a technique's
-cost in code is the count of its marked lines: what someone copies into their own script.
+line; tests/bench/outputs/test_diffs.py enforces the rule). The report shows these diffs beside the numbers, and a
+technique's cost in code is the count of its marked lines: what someone copies into their own script.
 
     python -m bench.outputs.diffs        # the marked lines of each technique; each script's lines, main() and loop
 """

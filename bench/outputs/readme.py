@@ -10,8 +10,8 @@ to the rest. `<!-- results: FOLDER to-accuracy -->` (or `max-batch`, `scaling`, 
 table a mode wrote there (accuracy.md, max_batch.md, scaling.md, parity.md, tune_loader.md: python -m bench
 --to-accuracy, --max-batch, --scaling, --parity, --tune-loader, kept by --save-baseline) with its plot. The block
 between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines.
-tests/test_readme.py checks that every page holds what --readme writes, so a finding in a block is always the
-verdicts'.
+tests/bench/outputs/test_readme.py checks that every page holds what --readme writes, so a finding in a block is
+always the verdicts'.
 """
 
 import os

@@ -12,6 +12,7 @@ import csv
 import io
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -30,10 +31,14 @@ RUN_COLUMNS = schema.RUN_COLUMNS
 RUNS_NEEDED = ("bench_id", "run", "variant")  # a runs.csv without them is another file
 
 
-def load_csv(path, needed=()):
+TORN_SAID = set()  # the tables whose torn last row was said, in this process
+
+
+def load_csv(path, needed=(), say_torn=True):
     """A CSV table the bench wrote, as a DataFrame. A torn last line (a bench killed while it appended a row) is
-    left out; any other damage is a BenchError naming the file and the line, and saying how many rows before it are
-    whole and how to keep them: a file that is not text, is empty, is not a table, or lacks the columns needed."""
+    left out, and said on stderr (say_torn: where the caller says it itself); any other damage is a BenchError
+    naming the file and the line, and saying how many rows before it are whole and how to keep them: a file that is
+    not text, is empty, is not a table, or lacks the columns needed."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -42,6 +47,10 @@ def load_csv(path, needed=()):
         raise BenchError(f"{path} is empty: move it away, or delete it")
     if not text.endswith("\n"):  # the last line was being written when the bench stopped: it never finished
         text = text[: text.rfind("\n") + 1]
+        if say_torn and str(path) not in TORN_SAID:  # once a process: a bench reads its runs.csv more than once
+            TORN_SAID.add(str(path))
+            print(f"warning: {path}: its last row is left out: torn (a bench stopped while writing it)",
+                  file=sys.stderr)  # fmt: skip
     reader = csv.reader(io.StringIO(text))
     try:
         header = next(reader)
@@ -66,11 +75,11 @@ def load_csv(path, needed=()):
     return frame
 
 
-def read_runs(path):
+def read_runs(path, say_torn=True):
     """All rows of runs.csv as a DataFrame with this version's columns, those a file lacks empty (a torn last line
     is left out; other damage is a BenchError, see load_csv)."""
     try:
-        runs = schema.upgrade(load_csv(path, needed=RUNS_NEEDED))
+        runs = schema.upgrade(load_csv(path, needed=RUNS_NEEDED, say_torn=say_torn))
         return runs.reindex(columns=list(dict.fromkeys(RUN_COLUMNS + list(runs.columns))))
     except schema.VersionError as e:
         raise BenchError(f"{path}: {e}") from None
@@ -81,8 +90,8 @@ def prepare_runs_file(path):
     an older file first. Returns what it did, to print, or None."""
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return None
-    original = load_csv(path, needed=RUNS_NEEDED)  # damage is one line, before any run
-    runs = read_runs(path)  # so is a newer schema
+    original = load_csv(path, needed=RUNS_NEEDED, say_torn=False)  # damage is one line, before any run
+    runs = read_runs(path, say_torn=False)  # so is a newer schema
     notes = []
     with open(path, "rb+") as f:  # a row torn by a killed bench: cut, so that the next row starts on a line of its own
         content = f.read()

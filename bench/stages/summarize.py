@@ -241,7 +241,8 @@ def payback(row, base):
     eager_first_s = 0.0 if math.isnan(eager_first_s) else eager_first_s
 
     def steps(compile_s):
-        return None if math.isnan(compile_s) else max(0, math.ceil((compile_s - eager_first_s) / saved_s))
+        count = (compile_s - eager_first_s) / saved_s  # rounded first: 250.00000000000006 steps are 250
+        return None if math.isnan(compile_s) else max(0, math.ceil(round(count, 6)))
 
     return answer, steps(num(row, "compile_cold_s")), steps(num(row, "compile_warm_s"))
 

@@ -1,0 +1,67 @@
+"""bench/outputs/report.py: the report holds the tables, the plots and every technique with its diff."""
+
+import json
+import re
+import shutil
+
+import markupsafe
+import pytest
+
+from bench import catalogue
+from bench.modes import speed
+from bench.outputs import diffs, markdown
+from bench.stages import record
+from helpers import ROOT
+
+SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
+    folder = tmp_path_factory.mktemp("report")
+    shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
+    shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
+    runs = record.read_runs(folder / "runs.csv")
+    machine = json.loads((SAVED / "machine.json").read_text())
+    summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
+    return folder, summary
+
+
+def test_the_report_holds_the_tables_plots_and_every_measured_technique_with_its_diff(report):
+    folder, summary = report
+    html = (folder / "report.html").read_text()
+    assert "AMD EPYC" in html and "avx2" in html  # the machine and its features
+    for variant in summary["variant"]:
+        assert f"<td>{markdown.label(summary[summary['variant'] == variant].iloc[0])}</td>" in html
+    for verdict in summary["verdict"].dropna():  # every verdict, escaped as HTML text
+        assert str(markupsafe.escape(verdict)) in html
+    assert html.count('src="data:image/png;base64,') == 4  # the plots, embedded
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing fetched: it opens offline
+    measured = {diffs.technique(v) for v in summary["variant"]} - {None}
+    assert measured == set(diffs.TECHNIQUES) - catalogue.TRANSFORMER_ONLY  # this bench ran every technique of a CNN
+    for name in measured:
+        section = html.split(f'id="technique-{name}"')[1].split("</section>")[0]
+        assert f"{diffs.cost(name)} lines added or changed" in section
+        marked = [line for kind, line, mark in diffs.diff(name) if mark]
+        assert marked and section.count('class="line added marked"') == len(marked)
+        assert section.count('<span class="mark"># new #</span>') == sum(diffs.MARK in line for line in marked)
+
+
+def test_the_diff_is_the_scripts_own(tmp_path):
+    """diffs.diff is make diff's content: applying its removed and added lines to the base gives the script."""
+    for name, (base, script) in diffs.TECHNIQUES.items():
+        lines = diffs.diff(name, context=10**6)  # one hunk holding the whole files
+        assert [line for kind, line, _ in lines if kind in ("same", "added")] == (
+            ROOT / script
+        ).read_text().splitlines()
+        assert [line for kind, line, _ in lines if kind in ("same", "removed")] == (
+            ROOT / base
+        ).read_text().splitlines()
+    (tmp_path / "train.py").write_text('"""Base."""\nx = 1\n')
+    (tmp_path / "train_amp.py").write_text('"""Base, and amp."""\nx = 1\n# new # two lines\ny = 2\n\nz = 3  # new #\n')
+    assert diffs.cost("amp", root=tmp_path) == 3  # the block's comment and line, and the marked line; not the blank
+    added = [(line, mark) for kind, line, mark in diffs.diff("amp", root=tmp_path) if kind == "added"]
+    assert added == [('"""Base, and amp."""', False), ("# new # two lines", True), ("y = 2", True), ("", False)] + [
+        ("z = 3  # new #", True)
+    ]

@@ -1,0 +1,105 @@
+"""bench/stages/baseline.py: a saved baseline compared by ratio, kept with a mode's tables and its curves, a damaged one
+named."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from bench import BenchError
+from bench.outputs import plots
+from bench.stages import baseline
+from helpers import run
+
+TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
+
+
+def bench(data, out, *args, timeout=900):
+    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
+
+
+def fake_bench(out, bench_id="b1", variants=("baseline", "amp"), repeats=(1, 2)):
+    """runs.csv rows and metrics files of a bench that trained each variant, loss curves made up."""
+    rows, logs = [], out / "logs" / bench_id
+    logs.mkdir(parents=True)
+    for variant in variants:
+        for repeat in repeats:
+            name = f"{variant}-{repeat}"
+            rows.append(dict(bench_id=bench_id, run=name, variant=variant, kind="train", status="ok"))
+            rows[-1].update(workload="small", repeat=repeat)
+            loss = [[10, 2.0 - repeat / 10], [20, 1.5], [25, 1.2]]
+            val = [dict(epoch=1, step=25, val_acc=0.3 * repeat, train_s=1.0, wall_s=2.0)]
+            (logs / f"{name}.json").write_text(json.dumps(dict(loss_curve=loss, val_curve=val)))
+    rows.append(dict(bench_id=bench_id, run="loader-1", variant="loader", kind="loader", status="ok", repeat=1))
+    return pd.DataFrame(rows)
+
+
+def test_baseline_comparison_reports_the_right_ratios(tmp_path):
+    work = dict(
+        device="cuda", model="resnet18", dataset="generated", image_size=32, global_batch_size=256, steps_timed=100
+    )
+    saved = pd.DataFrame(
+        [
+            dict(kind="train", variant="baseline", rate_median=1000.0, nvml_peak_mib=2000.0, **work),
+            dict(kind="train", variant="amp", rate_median=2000.0, nvml_peak_mib=1500.0, **work),
+        ]
+    )
+    now = saved.copy()
+    now["rate_median"] = [1100.0, 1500.0]
+    now["nvml_peak_mib"] = [1000.0, 1500.0]
+    saved.to_csv(tmp_path / "summary.csv", index=False)
+    (tmp_path / "machine.json").write_text(json.dumps({}))
+    lines = baseline.compare(now, baseline.load(".", baseline_dir=tmp_path))
+    assert lines == [
+        "baseline: 1,100.0 samples/s, +10.0% against 1,000.0, GPU memory (NVML) 0.50x",
+        "amp: 1,500.0 samples/s, -25.0% against 2,000.0, GPU memory (NVML) 1.00x",
+    ]
+    other_work = now.assign(global_batch_size=512)
+    assert baseline.compare(other_work, saved) == []
+
+
+def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):
+    """--save-baseline after --to-accuracy, --max-batch, --scaling, --parity or --tune-loader alone: their tables join
+    the saved bench, whose summary, runs and machine stay as they were."""
+    saved = tmp_path / "baselines"
+    folder = saved / "cpu-x"
+    folder.mkdir(parents=True)
+    for name in "summary.csv", "runs.csv", "machine.json":
+        (folder / name).write_text(f"the saved {name}\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    for name in baseline.MODE_OUTPUTS:
+        (out / name).write_text(f"new {name}\n")
+    result = run("-m", "bench", "--out", out, "--save-baseline", "cpu-x", "--baseline-dir", saved)
+    assert result.returncode == 0, result.stderr
+    modes = ("accuracy", "max_batch", "scaling", "parity", "tune_loader")
+    assert f"saved {', '.join(f'{out}/{mode}.*' for mode in modes)} as {folder}" in result.stdout
+    for name in baseline.MODE_OUTPUTS:
+        assert (folder / name).read_text() == f"new {name}\n"
+    for name in "summary.csv", "runs.csv", "machine.json":
+        assert (folder / name).read_text() == f"the saved {name}\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run("-m", "bench", "--out", empty, "--save-baseline", "cpu-x", "--baseline-dir", saved)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "(nor a table of --to-accuracy, --max-batch or --scaling) to save" in result.stderr
+
+
+def test_a_saved_baseline_keeps_its_curves_and_stale_ones_go(tmp_path):
+    results = tmp_path / "results"
+    runs = fake_bench(results)
+    found = plots.gather_curves(results, "b1", runs)
+    plots.plot_curves(found, results / "curves.png", {"small": "a machine"})
+    runs.to_csv(results / "runs.csv", index=False)
+    folder = baseline.save(results, "machine", {"machine_class": "machine"}, tmp_path / "baseline")
+    assert (folder / "curves.png").exists()
+    assert plots.gather_curves(folder, "b1", runs) == found  # no logs there: curves.json is what is left
+    assert plots.gather_curves(folder, "b2", runs.assign(bench_id="b2")) is None  # another bench's: removed
+    assert not (folder / plots.FILE).exists() and not (folder / "curves.png").exists()
+
+
+def test_a_damaged_saved_baseline_is_named(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "summary.csv").write_bytes(b"variant,workload\nbaseline\n")
+    with pytest.raises(BenchError, match=r"summary.csv: line 2 is damaged"):
+        baseline.load("m", tmp_path)

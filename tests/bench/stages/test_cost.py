@@ -1,0 +1,158 @@
+"""bench/stages/cost.py: each part of a run's estimate, the budget and the time limit in one place, the GPU plan from
+saved runs."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from bench.stages import cost, plan
+from helpers import ROOT, run
+
+RUN = dict(device="cuda", status="ok", kind="train", model="resnet50", global_batch_size=256, setup_s=0.5,
+           step_time_p90_ms=101.0, val_samples=1000)  # fmt: skip
+
+
+def saved_runs(*rows):
+    return pd.DataFrame([dict(RUN, **row) for row in rows])
+
+
+SIX = "baseline,amp,channels_last,compile,all:no-ddp:no-compile,checkpoint"
+
+
+def dry_run(budget):
+    args = ("--dry-run", "--gpus", 1, "--workload", "imagenet", "--budget", budget, "--repeats", 3, "--loaders", "none")
+    result = run("-m", "bench", *args, "--variants", SIX)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def plan_args(variants):
+    from bench import cli
+
+    return cli.parse_args(["--workload", "imagenet", "--variants", variants, "--dry-run", "--gpus", "1"])
+
+
+MODULES = {
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+    for p in (ROOT / "bench").rglob("*.py")
+}
+
+
+def test_each_part_of_a_run_is_the_median_of_its_rows_saved_runs():
+    runs = saved_runs(
+        dict(variant="baseline", gpu_name="H200", folder="b/one", other_s=9.5, first_step_s=8.0, warmup_s=12.5,
+             eval_s=3.0, step_time_median_ms=100.0, command="train.py --warmup-steps 10 --steps 50"),
+        dict(variant="baseline", gpu_name="H200", folder="b/two", other_s=11.5, first_step_s=10.0, warmup_s=14.5,
+             eval_s=1.0, val_samples=250, step_time_median_ms=120.0, command="train.py --warmup-steps 10"),
+        dict(variant="baseline", gpu_name="H100", folder="b/three", other_s=50.0, first_step_s=50.0, warmup_s=60.0,
+             eval_s=9.0, step_time_median_ms=500.0, command="train.py --warmup-steps 10"),
+    )  # fmt: skip
+    s = cost.saved_costs(runs, "H200")[("resnet50", 256, "baseline")]
+    assert (s.start_s, s.first_s, s.warm_step_s, s.step_s) == pytest.approx((11.0, 9.0, 0.5, 0.11))
+    assert s.eval_s == pytest.approx(3.5)  # per 1,000 images: 3.0 for 1,000 and 1.0 for 250 (4.0)
+    assert s.runs == 2 and s.where == "b/one (H200), b/two (H200)" and s.warmup == 10 and s.steady
+    anywhere = cost.saved_costs(runs, "B200")[("resnet50", 256, "baseline")]  # a GPU with no saved run: every GPU's
+    assert anywhere.runs == 3 and anywhere.first_s == pytest.approx(10.0)
+    stalls = cost.saved_costs(runs.assign(step_time_p90_ms=200.0), "H200")[("resnet50", 256, "baseline")]
+    assert not stalls.steady and s.needed is None  # runs that did not record their warm-up's steps
+    told = cost.saved_costs(runs.assign(warmup_steady_steps=[3, 4, 9]), "H200")[("resnet50", 256, "baseline")]
+    assert told.needed == 4
+
+
+def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
+    s = cost.Saved(start_s=11, first_s=60, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10,
+                   needed=None, runs=1, where="b/one (H200)")  # fmt: skip
+    first = plan.Run("compile-1", "compile", "train", 1, 1, flags={"--steps": "60", "--warmup-steps": "10",
+                                                                    "--eval-samples": "1000"})  # fmt: skip
+    assert cost.saved_run_s(first, s) == pytest.approx(11 + 60 + 0.5 * 9 + 0.1 * 50 + 3.5)
+    later = plan.Run("compile-2", "compile", "train", 2, 1, flags={**first.flags, "--eval-samples": "0"})
+    assert cost.saved_run_s(later, s) == pytest.approx(11 + cost.FIRST_WARM_COMPILE_S + 0.5 * 9 + 0.1 * 50)
+    eager = plan.Run("amp-2", "amp", "train", 2, 1, flags={**first.flags, "--eval-samples": "500"})
+    assert cost.saved_run_s(eager, s) == pytest.approx(11 + 60 + 0.5 * 9 + 0.1 * 50 + 3.5 / 2)
+
+
+@pytest.mark.slow
+def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assumed():
+    """The six imagenet rows (the GPU command's work): their steps from the saved runs' step times (no calibration
+    run), 3 paired rounds of the rows that fit by the saved costs (the data's generation included where data/ has
+    none yet), the rows that do not left out and named, and every estimate's source said: a saved run or assumed."""
+    lines = dry_run(16)
+    (estimate,) = [line for line in lines if line.startswith("estimate: ")]
+    assert " for 18 runs in 3 round(s) (budget 16 min)" in estimate and float(estimate.split()[1]) <= 16
+    assert "steps auto" not in lines[0] and ", steps " in lines[0]  # from the saved step times
+    (saved,) = [line for line in lines if line.strip().startswith("from saved runs: ")]
+    assert "imagenet baseline: " in saved and "baseline/h200-third-run-imagenet (NVIDIA H200)" in saved
+    (assumed,) = [line for line in lines if line.strip().startswith("assumed: ")]
+    assert "a compiled row's first step from a warm cache" in assumed
+    lines = dry_run(9)
+    (estimate,) = [line for line in lines if line.startswith("estimate: ")]
+    assert " in 3 round(s) (budget 9 min)" in estimate and float(estimate.split()[1]) <= 9
+    (left,) = [line for line in lines if "left out to fit the budget" in line]
+    kept = [line.split()[1] for line in lines if line.startswith("/") and " train" in line]
+    assert kept[:2] == ["train.py", "train_amp.py"] and len(kept) % 3 == 0
+    assert all(v in left for v in SIX.split(",")[len(kept) // 3 :])
+
+
+def test_the_warm_up_a_run_needed_is_read_from_its_warm_up_steps():
+    """The fewest warm-up steps after which every later one (the last, which counts the FLOPs, left out) took 1.1x the
+    window's median step or less."""
+    from bench.stages.summarize import steady_after
+
+    assert steady_after([3000, 400, 120, 110, 105, 900], 100) == 4  # 3 unsteady steps, then the counting step
+    assert steady_after([3000, 105, 100, 900], 100) == 2
+    assert steady_after([3000, 400, 900], 100) is None  # none steady before the last
+    assert steady_after([3000], 100) is None and steady_after([], 100) is None and steady_after(None, 100) is None
+    assert steady_after([3000, 111, 900], 100) is None and steady_after([3000, 110, 900], 100) == 2
+
+
+def test_a_gpu_plan_warms_up_as_long_as_its_saved_runs_needed(monkeypatch):
+    """Saved runs that recorded their warm-up's steps set the next plan's warm-up to the most any row needed (2 at
+    least: a compiled first step, then the FLOP count), never more than the workload's own."""
+    rows = [dict(variant=v, gpu_name="H200", folder="b/one", other_s=10.0, first_step_s=8.0, warmup_s=12.5,
+                 eval_s=3.0, step_time_median_ms=ms, command="train.py --warmup-steps 10", warmup_steady_steps=need)
+            for v, ms, need in (("baseline", 120.0, 3), ("amp", 100.0, 5))]  # fmt: skip
+    saved = cost.saved_costs(saved_runs(*rows), "H200")
+    args = plan_args("baseline,amp")
+    assert plan.known_costs(args, 1, ["imagenet"], ["baseline", "amp"], saved)["imagenet"].warmup_steps == 5
+    saved = cost.saved_costs(saved_runs(*[dict(r, warmup_steady_steps=1) for r in rows]), "H200")
+    assert plan.known_costs(args, 1, ["imagenet"], ["baseline", "amp"], saved)["imagenet"].warmup_steps == 2
+
+
+def test_data_not_made_yet_is_in_the_estimate_and_the_budget(monkeypatch, tmp_path):
+    """A generated workload whose folder is missing is made before the first run: its time (the measured rates per
+    core) is in the estimate and counts against the budget; a folder made with the same parameters costs nothing."""
+    from bench import data
+
+    assert cost.data_s(data.WORKLOADS["imagenet"], 2) == pytest.approx(22_000 / (2 * cost.DATA_PER_CORE["photo"]))
+    monkeypatch.setattr(plan, "ROOT", tmp_path)
+    args = plan_args("baseline,amp")
+    making = plan.to_generate(args, ["imagenet", "vit"], True, 16)
+    assert list(making) == ["imagenet"] and making["imagenet"] == pytest.approx(22_000 / (16 * 115.0))
+    assert plan.generating(making, 16) == [
+        "the data, generated first: imagenet about 12 s on 16 cores (bench/stages/cost.py's measured rates)"
+    ]
+    folder = tmp_path / "data" / "imagenet"
+    folder.mkdir(parents=True)
+    (folder / "generated.json").write_text(json.dumps(data.parameters(seed=0, **data.WORKLOADS["imagenet"])))
+    assert plan.to_generate(args, ["imagenet", "vit"], True, 16) == {}
+
+
+def test_the_budget_becomes_seconds_in_one_place():
+    from bench.stages import cost
+
+    assert cost.budget_s("none", True) is None and cost.budget_s(None) is None  # no budget; a plan's own, fitted
+    assert cost.budget_s(None, True) == 60 * cost.BUDGET_MIN["gpu"] and cost.budget_s(None, False) == 60 * 25
+    assert cost.budget_s(2.5, False) == 150 and cost.budget_s(2.5) == 150
+    sources = "".join(path.read_text() for path in MODULES.values())
+    assert sources.count("60 * (args.budget") == 0 and sources.count("60 * args.budget") == 0
+
+
+def test_a_runs_time_limit_is_chosen_in_one_place():
+    """--timeout, else the mode's default on this kind of machine: bench/stages/cost.py's timeout_s, for every mode."""
+    from bench.stages import cost
+
+    assert cost.timeout_s(None, 1) == 900 and cost.timeout_s(None, 0) == 600 and cost.timeout_s(77, 1, "check") == 77
+    assert cost.timeout_s(None, 0, "accuracy") == 6 * 3600 and cost.timeout_s(None, 2, "check") == 600
+    sources = {m: p.read_text() for m, p in MODULES.items() if m != "bench.stages.cost"}
+    assert [m for m, text in sources.items() if "args.timeout or" in text or "TIMEOUT_S" in text] == []

@@ -1,0 +1,383 @@
+"""bench/stages/execute.py through its in-process launcher: chunks, budgets, Ctrl-C, resume and what it refuses, in
+every mode."""
+
+import json
+import os
+import signal
+import sys
+
+import pandas as pd
+import pytest
+
+from bench import BenchError, cli, data
+from bench.stages import execute, plan, record
+from bench.stages.plan import Run
+from helpers import CPU_CLASSES, fast_first, run
+
+RUN_S = 10.0
+
+
+STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
+
+
+MODES = {  # the flags of each mode, the runs it plans here, its table
+    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 6,
+              "summary.csv"),
+    "check": (["--check"], 17, "check/check.md"),
+    "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,
+                  "max_batch.csv"),
+    "to_accuracy": (["--to-accuracy", "0.5", "--variants", "baseline,amp,checkpoint", "--max-epochs", "2"], 3,
+                    "accuracy.csv"),
+    "parity": (["--parity", "--variants", "baseline,amp,checkpoint", "--seeds", "2", *STEPS], 5, "parity.csv"),
+    "scaling": (["--scaling", "1,2", "--variants", "ddp", "--repeats", "2", *STEPS], 4, "scaling.csv"),
+    "tune_loader": (["--tune-loader", "--workers", "1", "--loaders", "loader", "--repeats", "2", *STEPS], 3,
+                    "tune_loader.csv"),
+}  # fmt: skip
+
+
+ADDED = dict(max_batch=3 * 3, tune_loader=2 * 4)  # the runs a mode adds to its plan as it goes: its rounds
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+class FakeLaunch:
+    """A run's row without a process: what every mode reads from one (and its metrics file); a batch above 64 runs
+    out of memory; the run numbered interrupt_at is stopped by "Ctrl-C" (the executor's stop set)."""
+
+    def __init__(self, clock, interrupt_at=None, run_s=RUN_S, failing=()):
+        self.clock, self.interrupt_at, self.launched, self.run_s = clock, interrupt_at, [], run_s
+        self.failing = failing  # runs that fail, by name
+        self.profiled = []  # the runs launched with --profile
+
+    def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None, profile=False):
+        self.launched.append(run.name)
+        self.profiled += [run.name] if profile else []
+        if len(self.launched) == self.interrupt_at:
+            signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C: the executor's handler sets its stop
+            assert stop.is_set()
+            return None
+        self.clock.now += self.run_s
+        cmd = run.cmd
+        batch = int(cmd[len(cmd) - cmd[::-1].index("--batch-size")]) if "--batch-size" in cmd else 8
+        if run.name in self.failing:
+            return dict(status="failed", error="train.py: error: made up", wall_s=self.run_s)
+        if memory_limit_mib and batch > 64:
+            return dict(
+                status="failed", error="train.py: error: out of memory, try a smaller --batch-size", wall_s=RUN_S
+            )
+        val = [
+            dict(epoch=1, val_acc=0.4, train_s=4.0, wall_s=6.0),
+            dict(epoch=2, val_acc=0.6, train_s=8.0, wall_s=12.0),
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{run.name}.json").write_text(json.dumps(dict(samples_per_s=100.0, val_curve=val, loss_curve=[])))
+        world = int(cmd[cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in cmd else 1
+        return dict(run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat, status="ok", error=None,
+                    wall_s=self.run_s, samples_per_s=100.0 * world, train_loss_first=2.3, train_loss_final=1.5,
+                    world_size=world, amp_dtype="bf16", host_syncs_per_step=0, memory_format="channels_last",
+                    compile_mode="default", loader="dali" if "dali" in " ".join(cmd) else "torch",
+                    dataset="synthetic" if "synthetic:32:10" in cmd else "generated", global_batch_size=batch,
+                    model="m", image_size=16, steps_timed=4, device="cpu", time_utc="2026-11-24T00:00:00")  # fmt: skip
+
+
+DESCRIBED = {}
+
+
+describe = plan.describe
+
+
+def described(path, workload):
+    if (str(path), workload) not in DESCRIBED:
+        DESCRIBED[(str(path), workload)] = describe(path, workload)
+    return dict(DESCRIBED[(str(path), workload)])
+
+
+@pytest.fixture(scope="module")
+def this_machine():
+    """What python -m bench finds of this machine, found once (probing the GPUs takes seconds), as a CPU with native
+    bf16 whatever this one is: the plans' estimates (12 s a run here; amp's 6x where bf16 is emulated) are the same on
+    every machine the tests run on."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CPUINFO_FLAGS", CPU_CLASSES["bf16"])
+        return cli.machine()
+
+
+@pytest.fixture
+def bench(monkeypatch, tmp_path, tiny_data, this_machine):
+    """main(mode's flags + more): python -m bench in-process, its runs made up; returns (exit code, the launches)."""
+    clock = Clock()
+    monkeypatch.setattr(execute, "time", clock)
+    monkeypatch.setattr(cli, "machine", lambda: dict(this_machine))
+    monkeypatch.setattr(plan, "describe", described)  # the data's description (a loader.py run), read once
+    monkeypatch.setattr(data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
+    out = tmp_path / "out"
+
+    def main(mode, *more, interrupt_at=None, run_s=RUN_S, flags=None, failing=()):
+        fake = FakeLaunch(clock, interrupt_at, run_s, failing)
+        monkeypatch.setattr(execute, "launch", fake)
+        flags = [] if more[:1] == ("--resume",) else [*(flags or MODES[mode][0]), "--timeout", "60"]
+        flags += [] if mode == "check" or more[:1] == ("--resume",) else ["--data", str(tiny_data)]
+        try:
+            cli.main([*flags, *more, "--out", str(out), "--baseline-dir", str(tmp_path / "none")])
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        finally:
+            for signum in signal.SIGINT, signal.SIGTERM:
+                signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        main.profiled = fake.profiled
+        return code, fake.launched
+
+    main.out = out
+    return main
+
+
+def records(out):
+    """The records of the last bench: the last of each run."""
+    logs = sorted((out / "logs").glob("*/plan.json"))[-1].parent
+    plan = json.loads((logs / "plan.json").read_text())
+    if plan["mode"] == "bench":
+        rows = pd.read_csv(out / "runs.csv")
+        return plan, rows[rows["bench_id"] == plan["bench_id"]].to_dict("records")
+    return plan, execute.read_records(logs / "records.jsonl")
+
+
+def cli_main(bench, *flags):
+    cli.main([*flags, "--out", str(bench.out)])
+
+
+@pytest.fixture
+def stored_bench(tmp_path):
+    """A bench as the runner stores it (plan.json, sources.json), over a data folder of its own, not yet run: one
+    quick fake run. (results folder, data folder)."""
+    from bench import cli
+
+    data = tmp_path / "data"
+    (data / "train" / "a").mkdir(parents=True)
+    (data / "train" / "a" / "1.jpg").write_bytes(b"x")
+    out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
+    logs.mkdir(parents=True)
+    script = tmp_path / "fake.py"
+    script.write_text("import json, sys\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n")
+    fake = Run("fake-1", "loader", "loader", 1, 1, [sys.executable, str(script)], "custom")
+    works = {"custom": cli.plan.Work(data=str(data), timeout=60)}
+    plan_ = cli.plan
+    plan_.save(logs / "plan.json", "b1", cli.machine()["machine_class"], [fake], works)
+    (logs / "sources.json").write_text(json.dumps(execute.sources(works)))
+    return out, data
+
+
+@pytest.mark.parametrize("mode", fast_first(list(MODES)))  # the bench in make test-fast, every mode in make test
+def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_it(bench, mode, capsys):
+    planned = MODES[mode][1]
+    # room for a first group and a half (a part that holds no round would split it: see below): the bench's 3 runs
+    # and --scaling's 2 as planned (12 and 15 s a run), the others' one run
+    runs = dict(bench=4.5, scaling=3.5).get(mode, 2.5)
+    code, first = bench(mode, "--chunk", str(runs * RUN_S / 60))
+    said = capsys.readouterr().out
+    assert code in (0, 1), said
+    plan, done = records(bench.out)
+    assert plan["mode"] == mode and len(plan["runs"]) == planned
+    assert "every round whole" in said and "--resume goes on" in said
+    groups = 2 if mode in ("bench", "scaling") else 1  # the bench's and --scaling's rounds run whole
+    assert 0 < len(done) < planned and len(done) % (planned // groups if groups > 1 else 1) == 0
+    code, second = bench(mode, "--resume")
+    said = capsys.readouterr().out
+    assert code in (0, 1) and f"{len(done)} of {planned}" in said
+    plan, done = records(bench.out)  # --max-batch's rounds at the largest batches are added to its plan as they come
+    assert len(plan["runs"]) == planned + ADDED.get(mode, 0)
+    assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])  # each once, none lost
+    assert not set(second) & {r["run"] for r in done if r["run"] in first and "batch" not in r["run"]}
+    assert (bench.out / MODES[mode][2]).exists()
+
+
+def test_a_round_longer_than_a_part_is_split_between_its_runs_and_resume_finishes_it(bench, capsys):
+    """A part of 2.5 runs, rounds of 3 (planned at 12 s a run): no part holds a round, so each part stops before the
+    run that would end past it (a GPU's fp32 ViT round is longer than a 10-minute command); each run once."""
+    chunk = str(2.5 * RUN_S / 60)
+    code, first = bench("bench", "--chunk", chunk)
+    said = capsys.readouterr().out
+    assert code == 0 and len(first) == 2, said
+    assert "stopped after 2 of 6 runs: this part's" in said and "split between its runs" in said
+    launched = list(first)
+    for _ in range(3):
+        code, more = bench("bench", "--resume", "--chunk", chunk)
+        launched += more
+    assert code == 0 and len(launched) == 6 == len(set(launched)), launched
+    plan, done = records(bench.out)
+    assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])
+    assert "split between" not in capsys.readouterr().out.splitlines()[-1]
+
+
+@pytest.mark.parametrize("mode", fast_first([m for m in MODES if m != "check"]))  # --check: no default budget (below)
+def test_every_mode_keeps_to_its_budget_says_what_it_left_and_resume_with_a_budget_goes_on(bench, mode, capsys):
+    planned = MODES[mode][1]
+    if mode == "bench":  # the plan fits its rounds to the budget by its estimates (12 s a run here), the executor
+        code, _ = bench(mode, "--budget", "1.5", run_s=40)  # by the runs' times: 40 s each, so round 2 is not begun
+    else:  # room for one run and a half: the first group runs, the second is not begun
+        code, _ = bench(mode, "--budget", str(1.5 * RUN_S / 60))
+    said = capsys.readouterr().out
+    assert "the budget of" in said and "would be spent inside the next round" in said
+    _, done = records(bench.out)
+    assert 0 < len(done) < planned
+    table = (bench.out / MODES[mode][2]).read_text()
+    if mode in ("max_batch", "to_accuracy"):  # the variants left out are in the table, with why
+        assert "budget" in table
+    code, _ = bench(mode, "--resume", "--budget", "none")
+    plan, done = records(bench.out)
+    assert len({r["run"] for r in done}) == len(plan["runs"]) >= planned
+
+
+def test_the_check_keeps_to_a_budget_when_given_one(bench, capsys):
+    code, _ = bench("check", "--budget", str(3.5 * RUN_S / 60))
+    said = capsys.readouterr().out
+    assert "would be spent inside the next round" in said
+    table = (bench.out / "check" / "check.md").read_text()
+    assert table.count("| works |") == 3 and table.count("| not run | the budget of") == 14
+    assert code == 0  # nothing failed: the paths not run are not failures
+
+
+@pytest.mark.parametrize("mode", fast_first(list(MODES)))  # the bench in make test-fast, every mode in make test
+def test_ctrl_c_in_any_mode_keeps_what_finished_exits_130_and_resume_runs_the_rest(bench, mode, capsys):
+    planned = MODES[mode][1]
+    code, _ = bench(mode, interrupt_at=13 if mode == "max_batch" else 3)  # a search: 9 probes and a run here
+    said = capsys.readouterr().out
+    assert code == 130 and "interrupted during" in said, said
+    _, done = records(bench.out)
+    assert 0 < len(done) < planned and all(r["status"] == "ok" for r in done)
+    code, _ = bench(mode, "--resume")
+    assert code in (0, 1)
+    plan, done = records(bench.out)
+    assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])
+
+
+def test_a_resumed_bench_keeps_the_flags_it_began_with(bench, capsys):
+    """--profile records round 1's runs: a bench stopped in round 1 and resumed (without the flag, as the docs say)
+    profiles the rest of round 1 too (it once profiled none after the resume, silently)."""
+    code, launched = bench("bench", "--profile", "--steps", "8", interrupt_at=2)
+    assert code == 130 and bench.profiled == launched == ["baseline-1", "amp-1"]  # amp-1: stopped as it began
+    code, launched = bench("bench", "--resume")
+    assert code in (0, 1) and bench.profiled == [r for r in launched if r.endswith("-1")] == ["amp-1", "checkpoint-1"]
+
+
+def test_the_signal_handlers_are_installed_in_one_place():
+    """Every mode's loop is the executor's: no other module of bench/ installs a handler for SIGINT or SIGTERM."""
+    from pathlib import Path
+
+    installs = [p.name for p in Path(execute.__file__).parent.glob("*.py") if "signal.signal(" in p.read_text()]
+    assert installs == ["execute.py"]
+
+
+def test_a_record_cut_short_by_a_kill_is_left_out_and_its_run_runs_again(tmp_path):
+    path = tmp_path / "records.jsonl"
+    execute.append_record(path, dict(run="a-1", status="ok", wall_s=3.0))
+    with open(path, "a") as f:
+        f.write('{"run": "b-1", "sta')  # the kill came in the middle of the line
+    assert [r["run"] for r in execute.read_records(path)] == ["a-1"]
+    assert execute.last_of_each([dict(run="a", x=1), dict(run="b"), dict(run="a", x=2)]) == [
+        dict(run="b"),
+        dict(run="a", x=2),
+    ]
+
+
+def test_a_resumed_bench_counts_what_its_earlier_parts_spent_against_the_budget(bench, capsys):
+    """3 rounds of 20 s: a first part of 30 s runs round 1; resumed with a budget of 50 s, round 2 runs (a part
+    always runs its first group) and round 3 would end at 60 s, past the budget, counting the first part's 20 s."""
+    flags = ["--scaling", "1,2", "--variants", "ddp", "--repeats", "3", *STEPS]
+    code, _ = bench("scaling", "--chunk", str(30 / 60), flags=flags)
+    _, done = records(bench.out)
+    assert code == 0 and len(done) == 2, capsys.readouterr().out
+    code, _ = bench("scaling", "--resume", "--budget", str(50 / 60))
+    said = capsys.readouterr().out
+    _, done = records(bench.out)
+    assert len(done) == 4 and "the budget of 0.833333 min would be spent inside the next round" in said, said
+
+
+@pytest.mark.parametrize("mode", ["bench", "to_accuracy", "scaling"])
+def test_resume_runs_the_failed_runs_again_and_only_them(bench, mode):
+    code, _ = bench(mode, failing={"amp-1", "checkpoint-1", "n2-ddp-1"})
+    plan, done = records(bench.out)
+    failed = {r["run"] for r in done if r["status"] != "ok"}
+    assert len(failed) == (2 if mode != "scaling" else 1)
+    code, again = bench(mode, "--resume")
+    assert sorted(again) == sorted(failed)  # the failed ones, and nothing else
+    _, done = records(bench.out)
+    last = execute.last_of_each(done)  # a run tried again counts by its last record
+    assert all(r["status"] == "ok" for r in last) and len(last) == len(plan["runs"]) == len(done) - len(failed)
+
+
+def test_resume_refuses_a_bench_of_another_machine_and_rows_run_in_priority_order(bench):
+    flags = ["--variants", "checkpoint,amp,baseline", "--loaders", "none", "--repeats", "1", *STEPS]
+    code, launched = bench("bench", flags=flags)
+    assert launched == ["baseline-1", "amp-1", "checkpoint-1"]  # the plan's order, whatever --variants gives
+    (plan,) = (bench.out / "logs").glob("*/plan.json")
+    plan.write_text(json.dumps(dict(json.loads(plan.read_text()), machine_class="8x-nvidia-h100")))
+    with pytest.raises(BenchError, match="ran on 8x-nvidia-h100, this is .*: its numbers would not be one bench"):
+        cli_main(bench, "--resume")
+
+
+@pytest.mark.parametrize("log, said", [
+    ("step 3\ntrain.py: error: --batch-size 0: must be >= 1\nmore\n", "train.py: error: --batch-size 0: must be >= 1"),
+    ("loss 2.3\nKilled\n\n======\n", "Killed"),
+    ("", "no output"),
+])  # fmt: skip
+def test_a_failed_runs_error_is_the_line_that_says_why(log, said):
+    from bench.stages import launch
+
+    assert launch.last_error(log) == said
+
+
+@pytest.mark.parametrize("change", fast_first(["a file added", "a file rewritten", "a file removed", "the code"]))
+def test_resume_says_what_changed_before_running_anything(stored_bench, change, monkeypatch):
+    from bench import cli
+
+    out, data = stored_bench
+    if change == "a file added":
+        (data / "train" / "a" / "2.jpg").write_bytes(b"y")
+    elif change == "a file rewritten":
+        os.utime(data / "train" / "a" / "1.jpg", ns=(0, 0))
+    elif change == "a file removed":
+        (data / "train" / "a" / "1.jpg").unlink()
+    else:
+        monkeypatch.setattr(execute, "code_fingerprint", lambda: "another")
+    what = "code" if change == "the code" else "data"
+    with pytest.raises(BenchError, match=f"its {what} changed since it started.*--resume --allow-changed"):
+        cli.main(["--resume", "--out", str(out)])
+    assert not (out / "runs.csv").exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_resume_goes_on_with_allow_changed_and_marks_the_rows(stored_bench, capsys):
+    from bench import cli
+
+    out, data = stored_bench
+    (data / "train" / "a" / "2.jpg").write_bytes(b"y")
+    cli.main(["--resume", "--allow-changed", "--out", str(out), "--baseline-dir", str(out / "none")])
+    assert "warning: the data changed since bench b1 started" in capsys.readouterr().err
+    rows = record.read_runs(out / "runs.csv")
+    assert list(rows["changed_since_start"]) == ["data"] and list(rows["status"]) == ["ok"]
+
+
+@pytest.mark.slow
+def test_resume_with_nothing_changed_runs_unmarked(stored_bench):
+    from bench import cli
+
+    out, _ = stored_bench
+    cli.main(["--resume", "--out", str(out), "--baseline-dir", str(out / "none")])
+    assert record.read_runs(out / "runs.csv")["changed_since_start"].isna().all()
+
+
+def test_allow_changed_goes_with_resume():
+    result = run("-m", "bench", "--allow-changed", "--dry-run")
+    assert result.returncode == 2 and "--allow-changed goes with --resume" in result.stderr
+
+
+def test_nothing_to_resume(tmp_path):
+    result = run("-m", "bench", "--resume", "--out", tmp_path)
+    assert result.returncode == 2 and "no bench 'last' to resume" in result.stderr

@@ -1,0 +1,165 @@
+"""bench/stages/summarize.py: the paired intervals on made-up runs (scipy's t interval on the log ratios), each workload
+against its own baseline."""
+
+import math
+import random
+
+import pandas as pd
+import pytest
+
+from bench.outputs import markdown, verdicts
+from bench.stages import record, summarize
+
+
+def fake_rows(workload, rates, **common):
+    """Rows of runs.csv for one workload: {variant: rate}, two repeats each (rate and rate * 1.1)."""
+    rows = []
+    for variant, rate in rates.items():
+        synthetic = variant.endswith("synthetic")
+        amp = "bf16" if variant.startswith("amp") else None
+        dataset = "synthetic" if synthetic else "generated"
+        for repeat, r in enumerate((rate, rate * 1.1), 1):
+            row = dict(workload=workload, kind="train", variant=variant, status="ok", samples_per_s=r, busy=False)
+            row["repeat"] = repeat
+            rows.append(dict(row, dataset=dataset, amp_dtype=amp, **common))
+    return rows
+
+
+def made_up(effects, rounds, noise, drift=0.0, seed=0):
+    """Rows of runs.csv: every variant once a round; a variant's rate is 100 x its effect x the round's drift
+    (shared by every row of the round) x its own noise (lognormal, sd `noise`)."""
+    rng, rows = random.Random(seed), []
+    for r in range(1, rounds + 1):
+        machine = math.exp(rng.gauss(0, drift))
+        for variant, effect in effects.items():
+            rate = 100 * effect * machine * math.exp(rng.gauss(0, noise))
+            rows.append(dict(variant=variant, kind="train", workload="small", repeat=r, run=f"{variant}-{r}",
+                             status="ok", samples_per_s=rate, global_batch_size=64, dataset="generated",
+                             peak_host_mem_mib=1000 * (1.5 if variant == "bigger" else 1), busy=False))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def answers(runs):
+    summary = verdicts.summary(runs.reindex(columns=list(dict.fromkeys(record.RUN_COLUMNS + list(runs.columns)))))
+    return summary.set_index("variant")
+
+
+def answer_counts(effects, rounds, noise, seeds=20):
+    """{answer: how many of `seeds` made-up benches gave it}, for the last variant of effects."""
+    variant, counts = list(effects)[-1], {}
+    for seed in range(seeds):  # summarize's own steps (the answers tests below take the whole of summarize)
+        ratios = summarize.paired(made_up(effects, rounds, noise, seed=seed), "samples_per_s", "baseline")[variant]
+        answer = summarize.classify(*summarize.interval(ratios)[1:])
+        counts[answer] = counts.get(answer, 0) + 1
+    return counts
+
+
+def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
+    runs = pd.DataFrame(
+        fake_rows("small", {"baseline": 100.0, "amp": 150.0, "synthetic": 200.0, "amp-synthetic": 300.0})
+        + fake_rows("imagenet", {"baseline": 10.0, "amp": 30.0, "synthetic": 20.0, "amp-synthetic": 40.0})
+    ).reindex(columns=record.RUN_COLUMNS)
+    summary = verdicts.summary(runs).set_index(["workload", "variant"])
+    assert summary.loc[("small", "amp"), "speedup"] == pytest.approx(1.5)
+    assert summary.loc[("imagenet", "amp"), "speedup"] == pytest.approx(3.0)
+    assert summary.loc[("small", "baseline"), "ceiling"] == "synthetic"
+    assert summary.loc[("small", "baseline"), "ceiling_pct"] == pytest.approx(50.0)
+    assert summary.loc[("imagenet", "amp"), "ceiling"] == "amp-synthetic"  # mixed precision against its own
+    assert summary.loc[("imagenet", "amp"), "ceiling_pct"] == pytest.approx(75.0)
+    assert pd.isna(summary.loc[("small", "synthetic"), "ceiling_pct"])  # a ceiling is not read against itself
+    text = markdown.markdown(verdicts.summary(runs), {"small": "A", "imagenet": "B"}, "now")
+    assert text.index("### A (now)") < text.index("| synthetic (ceiling) |") < text.index("### B (now)")
+
+
+def test_a_variant_20_percent_faster_with_10_percent_noise_is_settled_faster():
+    """10% noise on each run is 14% on a ratio of two: 10 rounds settle it nearly always, never the wrong way."""
+    counts = answer_counts(dict(baseline=1.0, faster=1.2), rounds=10, noise=0.1)
+    assert counts.get("faster", 0) >= 16 and "slower" not in counts and "same" not in counts, counts
+    row = answers(made_up(dict(baseline=1.0, faster=1.2), rounds=10, noise=0.1, seed=1)).loc["faster"]
+    assert row.speed_answer == "faster" and row.speedup_low > 1 and row.rounds_paired == 10
+    assert "faster (95% interval" in row.verdict and "10 paired rounds" in row.verdict
+
+
+def test_a_variant_identical_to_the_baseline_settles_as_no_difference():
+    counts = answer_counts(dict(baseline=1.0, same=1.0), rounds=6, noise=0.005)
+    assert counts.get("same", 0) >= 18, counts  # and noisier, it is rarely called faster or slower: 95% intervals
+    wrong = answer_counts(dict(baseline=1.0, same=1.0), rounds=5, noise=0.2, seeds=40)
+    assert wrong.get("faster", 0) + wrong.get("slower", 0) <= 5 and "same" not in wrong, wrong
+    row = answers(made_up(dict(baseline=1.0, same=1.0), rounds=6, noise=0.005)).loc["same"]
+    assert row.speed_answer == "same" and 0.97 <= row.speedup_low <= row.speedup_high <= 1.03
+    assert "no measurable difference in speed" in row.verdict
+
+
+def test_noise_wider_than_the_effect_stays_unsettled():
+    counts = answer_counts(dict(baseline=1.0, maybe=1.05), rounds=4, noise=0.2)
+    assert counts.get("unsettled", 0) >= 16 and "same" not in counts, counts
+    row = answers(made_up(dict(baseline=1.0, maybe=1.05), rounds=4, noise=0.2)).loc["maybe"]
+    assert row.speed_answer == "unsettled" and row.speedup_low < 1 < row.speedup_high
+    assert "not settled after 4 rounds" in row.verdict and "wider than the effect" in row.verdict
+
+
+def test_pairing_cancels_the_drift_that_hides_an_effect_from_the_spread_of_the_repeats():
+    """The machine's speed drifts 30% from round to round, alike for every row: the runs' ranges overlap, the
+    ratios within each round do not move."""
+    runs = made_up(dict(baseline=1.0, faster=1.1), rounds=5, noise=0.01, drift=0.3)
+    rates = runs.groupby("variant")["samples_per_s"]
+    assert rates.max()["baseline"] > rates.min()["faster"]  # unpaired, the ranges overlap
+    row = answers(runs).loc["faster"]
+    assert row.speed_answer == "faster" and 1.05 < row.speedup_low < row.speedup_high < 1.15
+
+
+def test_one_round_gives_no_interval_and_says_so():
+    row = answers(made_up(dict(baseline=1.0, amp=0.5), rounds=1, noise=0.01)).loc["amp"]
+    assert row.speed_answer == "unsettled" and pd.isna(row.speedup_low)
+    assert "one paired round, no interval" in row.verdict
+
+
+def test_memory_is_compared_in_pairs_too():
+    summary = answers(made_up(dict(baseline=1.0, bigger=1.0), rounds=3, noise=0.01))
+    assert summary.loc["bigger", "memory_answer"] == "more" and summary.loc["bigger", "memory_vs_baseline"] == 1.5
+
+
+def test_the_interval_is_scipys_t_interval_on_the_log_ratios():
+    ratios = [1.1, 1.2, 1.15, 1.05]
+    estimate, low, high = summarize.interval(ratios)
+    logs = [math.log(r) for r in ratios]
+    mean = sum(logs) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
+    t = 3.182446305284263  # Student's t, 3 degrees of freedom, 97.5th percentile
+    assert estimate == pytest.approx(math.exp(mean))
+    assert (low, high) == pytest.approx((math.exp(mean - t * sd / 2), math.exp(mean + t * sd / 2)))
+    assert summarize.classify(low, high) == "faster" and summarize.classify(0.99, 1.02) == "same"
+    assert summarize.classify(0.5, 0.9) == "slower" and summarize.classify(0.9, 1.1) == "unsettled"
+
+
+def test_an_interval_is_precise_within_5_percent_or_a_quarter_of_a_large_effect():
+    assert summarize.precise(1.0, 0.96, 1.04) and not summarize.precise(1.0, 0.9, 1.1)
+    assert summarize.precise(0.2, 0.16, 0.25) and not summarize.precise(0.2, 0.1, 0.4)  # log: +-0.22 against 1.61 / 4
+    assert not summarize.precise(1.1, 0.95, 1.27) and not summarize.precise(1.0, math.nan, math.nan)
+
+
+@pytest.mark.parametrize(
+    "low, high, answer",
+    [
+        (0.98, 1.08, "unsettled"),  # holds 1, above the band's low edge: not faster (a faster rule at 0.97 said so)
+        (1.001, 1.08, "faster"),
+        (0.93, 0.999, "slower"),
+        (0.92, 1.02, "unsettled"),  # holds 1, below the band's low edge: not slower, not the same
+        (0.97, 1.03, "same"),  # the band's edges themselves
+        (0.969, 1.03, "unsettled"),
+        (1.01, 1.03, "same"),  # wholly above 1 but inside the band: the band comes first, no difference
+    ],
+)
+def test_an_answer_is_faster_or_slower_only_where_the_interval_leaves_1(low, high, answer):
+    assert summarize.classify(low, high) == answer
+
+
+@pytest.mark.parametrize("speedup,cold_steps,warm_steps", [(1.25, 250, 3), (4.0, 67, 1), (2.0, 100, 1)])
+def test_a_compiled_step_saves_the_baselines_step_less_its_own(speedup, cold_steps, warm_steps):
+    """At a speed-up s a step takes 1/s of the baseline's, so it saves base x (1 - 1/s): 0.2 s of a 1 s step at
+    1.25x, 0.75 s at 4x (at 2x the saving, 0.5 s, is also base / s: a test at 2x alone cannot tell the two apart).
+    The compile's extra cost is its first step less eager's: 52 - 2 = 50 s, and 2.5 - 2 = 0.5 s warm."""
+    base = dict(rate_median=100.0, global_batch_size=100, first_step_s=2.0)  # 1 s a step, 2 s the first
+    row = dict(speedup=speedup, speedup_low=speedup * 0.9, speedup_high=speedup * 1.1)
+    row |= dict(compile_cold_s=52.0, compile_warm_s=2.5)
+    assert summarize.payback(row, base) == ("pays back", cold_steps, warm_steps)

@@ -1,0 +1,71 @@
+"""bench/catalogue.py: every script is a row and every row a script; a made-up technique is its script and one row."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from bench import catalogue
+from bench.modes import check
+from bench.outputs import diffs
+from helpers import PY, ROOT, SCRIPTS
+
+NEW_ROW = '    Row("noop", "train_noop.py", base="train.py", lesson=12),  # made up by tests/test_catalogue.py\n'
+
+
+def test_every_script_is_a_row_and_every_row_a_script():
+    scripts = {p.name for p in ROOT.glob("train*.py")} | {p.name for p in ROOT.glob("loader*.py")}
+    assert scripts == {row.script for row in catalogue.ROWS}
+    assert all((ROOT / base).exists() for base, _ in diffs.TECHNIQUES.values())
+    lessons = sorted(row.lesson for row in catalogue.ROWS if row.base)
+    assert lessons == list(range(1, len(lessons) + 1))  # one reading order, no place twice
+
+
+def test_every_technique_has_a_path_in_the_check():
+    probed = {word for gpus in (0, 2) for probe in check.paths(gpus) for word in probe.cmd}
+    assert {script for _, script in diffs.TECHNIQUES.values()} <= probed
+
+
+def test_the_lists_read_from_the_catalogue_are_its_rows():
+    train = catalogue.TRAIN
+    assert list(train) == list(catalogue.training()) and list(catalogue.LOADERS) == list(catalogue.loaders())
+    assert train["ddp"][-1] == "train_ddp.py" and train["ddp"][:2] == ["-m", "torch.distributed.run"]
+    assert train["dali"] == ["train.py", "--loader", "dali"]
+    assert catalogue.MULTI_GPU == {"dp", "ddp", "fsdp"} and catalogue.DISTRIBUTED == {"ddp", "fsdp", "all"}
+    assert catalogue.COMPILED == {"compile", "all"}
+    assert catalogue.TRANSFORMER_ONLY == {"fsdp", "fused", "tf32"}
+    assert catalogue.CNN_ONLY == {"channels_last", "dali", "dp"}
+    assert diffs.ROWS == {"amp-synthetic": "amp", "loader_dali": "dali"}
+    assert list(SCRIPTS) == ["train", *diffs.TECHNIQUES]
+
+
+@pytest.mark.slow
+def test_a_made_up_technique_is_its_script_and_one_row(tmp_path):
+    """A copy of the suite with train_noop.py (train.py plus one marked line) and its row: the bench plans it, `make
+    diff` shows it, the diffs count its line, the tests' scripts hold it and the diff rule's test passes on it."""
+    copy = tmp_path / "suite"
+    left_out = shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "__pycache__", "*.png")
+    shutil.copytree(ROOT, copy, ignore=left_out)
+    lines = (ROOT / "train.py").read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("def main("))
+    lines[0] = '"""train.py + nothing: a made-up technique of one marked line.\n'  # its docstring says what it adds
+    (copy / "train_noop.py").write_text("".join([*lines[:at], "NOOP = True  # new #\n\n\n", *lines[at:]]))
+    source = (copy / "bench" / "catalogue.py").read_text()
+    end = "]  # fmt: skip\nBY_NAME"
+    (copy / "bench" / "catalogue.py").write_text(source.replace(end, NEW_ROW + end))
+
+    def run(*cmd):
+        done = subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return done.stdout
+
+    planned = run(PY, "-m", "bench", "--variants", "baseline,noop", "--loaders", "none", "--dry-run")
+    assert "train_noop.py" in planned
+    assert "+NOOP = True  # new #" in run("make", "diff", "V=noop")
+    listed = run(PY, "-m", "bench.outputs.diffs")
+    assert "noop              1 lines  (make diff V=noop: train_noop.py against train.py)" in listed
+    found = "import sys; sys.path.insert(0, 'tests'); import helpers; print(helpers.SCRIPTS['noop'])"
+    assert run(PY, "-c", found).strip() == "('train_noop.py',)"
+    assert "passed" in run(
+        PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/bench/outputs/test_diffs.py", "-k", "noop"
+    )

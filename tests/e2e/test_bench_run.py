@@ -1,0 +1,372 @@
+"""End to end: whole benches on tiny data (every table and plot, a failing row, a stopped or killed bench, a saved
+baseline, a profiled bench, a model of one's own, a busy machine)."""
+
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench import cli
+from bench.modes import speed
+from bench.stages import record, summarize
+from bench.stages.plan import Run
+from helpers import (
+    PY,
+    ROOT,
+    SMALL_MODEL,
+    assert_no_orphans,
+    generate,
+    run,
+)
+
+TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
+
+
+def bench(data, out, *args, timeout=900):
+    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_bench(tiny_data, tmp_path_factory):
+    """One small bench, as `make compare V=dp` runs it (the baseline and dp, paired; here also one loader benchmark),
+    twice each, with TensorBoard's curves."""
+    out = tmp_path_factory.mktemp("bench") / "results"
+    args = ["--out", out, *TINY, "--loaders", "loader", "--repeats", 2, "--tensorboard"]
+    make = ["make", "-s", "compare", "V=dp", f"PY={PY}", f"DATA={tiny_data}", "ARGS=" + " ".join(map(str, args))]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run(make, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    return result, out
+
+
+def wait_for_rows(path, rows, deadline):
+    while time.time() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) > rows:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{path} did not get {rows} rows in time")
+
+
+QUICK = "import json, sys, time\ntime.sleep(0.3)\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n"
+
+
+LIMIT = 6 * 2**30
+
+
+TOO_BIG = ("--model", "resnet50", "--batch-size", 32, "--steps", 2, "--warmup-steps", 1, "--workers", 0)
+
+
+@pytest.fixture(scope="module")
+def big_data(tmp_path_factory):
+    """10 classes x (4 train + 1 val) images of 256 px."""
+    return generate(tmp_path_factory.mktemp("data") / "big", train=4, val=1, size=256)
+
+
+EXAMPLE = "examples/smallnet.py:build"
+
+
+def rapl(root, zones=1, top=10**12):
+    """A powercap tree like Linux's: intel-rapl:N (a package) with a part intel-rapl:N:0 that is not counted."""
+    for n in range(zones):
+        zone = root / f"intel-rapl:{n}"
+        (zone / f"intel-rapl:{n}:0").mkdir(parents=True)
+        (zone / "name").write_text(f"package-{n}\n")
+        (zone / "energy_uj").write_text("0\n")
+        (zone / "max_energy_range_uj").write_text(f"{top}\n")
+        (zone / "constraint_0_power_limit_uw").write_text("65000000\n")
+        (zone / f"intel-rapl:{n}:0" / "energy_uj").write_text("999999999\n")
+    return root
+
+
+def set_uj(root, *values):
+    """The counters now: each file replaced whole, as sysfs reads are (never an empty file half-written)."""
+    for n, value in enumerate(values):
+        tmp = root / f"intel-rapl:{n}" / ".energy_uj"
+        tmp.write_text(f"{value}\n")
+        tmp.replace(root / f"intel-rapl:{n}" / "energy_uj")
+
+
+SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
+    folder = tmp_path_factory.mktemp("report")
+    shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
+    shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
+    runs = record.read_runs(folder / "runs.csv")
+    machine = json.loads((SAVED / "machine.json").read_text())
+    summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
+    return folder, summary
+
+
+@pytest.mark.slow
+def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
+    result, out = tiny_bench
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = pd.read_csv(out / "runs.csv")
+    assert list(runs.columns) == record.RUN_COLUMNS
+    assert len(runs) == 6 and (runs["status"] == "ok").all()
+    assert sorted(runs["run"]) == ["baseline-1", "baseline-2", "dp-1", "dp-2", "loader-1", "loader-2"]
+    train = runs[runs["kind"] == "train"]
+    assert (train["samples_per_s"] > 0).all() and (train["global_batch_size"] == 16).all()
+    assert (train["steps_timed"] == 2).all()
+    evaluated = train.set_index("run")["val_samples"]  # the first round evaluates, the second times the speed alone
+    assert (evaluated[["baseline-1", "dp-1"]] == 40).all() and (evaluated[["baseline-2", "dp-2"]] == 0).all()
+    assert train.set_index("run")["val_acc"][["baseline-2", "dp-2"]].isna().all()
+    assert (runs["peak_host_mem_mib"] > 0).all() and runs["nvml_peak_mib"].isna().all()  # a CPU-only machine
+    assert runs["git_commit"].notna().all() and runs["command"].str.contains("--metrics-out").all()
+    summary = pd.read_csv(out / "summary.csv")
+    by_variant = summary.set_index("variant")
+    assert by_variant.loc["baseline", "speedup"] == 1.0 and by_variant.loc["loader", "speedup"] == 1.0
+    rate = train.set_index(["variant", "repeat"])["samples_per_s"]  # paired: dp over the baseline of its round
+    ratios = [rate[("dp", r)] / rate[("baseline", r)] for r in (1, 2)]
+    assert by_variant.loc["dp", "speedup"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
+    assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in summarize.ANSWERS
+    assert by_variant.loc["baseline", "runs_ok"] == 2
+    for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png", "curves.png":
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    learned = json.loads((out / "curves.json").read_text())["runs"]  # every training run's curves, no loader's
+    assert sorted(learned) == ["baseline-1", "baseline-2", "dp-1", "dp-2"]
+    assert all([step for step, _ in r["loss"]] == [3] and len(r["val"]) == 1 for r in learned.values())
+    bench_id = runs["bench_id"].iloc[0]
+    assert sorted(p.name for p in (out / "logs" / bench_id / "tensorboard").iterdir()) == sorted(learned)
+    assert f"tensorboard --logdir {out / 'logs' / bench_id / 'tensorboard'}" in result.stdout
+    text = (out / "summary.md").read_text()
+    assert "| baseline |" in text and "- baseline: the reference" in text and "- dp: " in text
+    assert by_variant.loc["dp", "verdict"] in text and by_variant.loc["dp", "verdict"] in result.stdout
+    assert list(runs["run"])[:3] == ["baseline-1", "dp-1", "loader-1"]  # the first round in priority order
+    assert "What to adopt for" in text and "What to adopt for" in result.stdout  # the answer first
+    # where each run's time went: its phases add up to its wall time
+    phases = train[["setup_s", "warmup_s", "window_s", "eval_s", "other_s"]]
+    assert (phases >= -0.05).all().all() and ((phases.sum(axis=1) - train["wall_s"]).abs() < 1e-6).all()
+
+
+@pytest.mark.slow
+def test_a_failing_variant_is_a_row_and_the_others_run(tiny_data, tmp_path):
+    # 16 images do not split over 3 DDP processes: that variant fails, the rest goes on
+    out = tmp_path / "results"
+    result = bench(tiny_data, out, "--variants", "ddp,baseline", "--loaders", "none", "--repeats", 1, "--nproc", 3)
+    assert result.returncode == 1, result.stdout + result.stderr
+    runs = pd.read_csv(out / "runs.csv").set_index("variant")
+    assert runs.loc["ddp", "status"] == "failed" and "does not split evenly" in runs.loc["ddp", "error"]
+    assert runs.loc["baseline", "status"] == "ok"
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    assert summary.loc["ddp", "runs_failed"] == 1 and summary.loc["baseline", "runs_ok"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGTERM])  # SIGINT: tests/test_execute.py, every mode; SIGKILL: test_faults
+def test_a_stopped_bench_keeps_every_finished_row(tiny_data, tmp_path, how):
+    out = tmp_path / "results"
+    cmd = [PY, "-m", "bench", "--data", tiny_data, "--out", out, *TINY, "--variants", "baseline", "--loaders", "none"]
+    job = subprocess.Popen([*map(str, cmd), "--repeats", "20"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for_rows(out / "runs.csv", 1, time.time() + 300)
+        job.send_signal(how)
+        job.wait(timeout=60)
+    finally:
+        job.kill()
+    runs = pd.read_csv(out / "runs.csv")
+    assert 1 <= len(runs) < 20 and (runs["status"] == "ok").all() and runs["samples_per_s"].notna().all()
+    if how != signal.SIGKILL:  # a clean stop: the summary is written from the finished rows
+        assert job.returncode == 130
+        assert pd.read_csv(out / "summary.csv").loc[0, "runs_ok"] == len(runs)
+    time.sleep(3)
+    assert_no_orphans(out)  # the interrupted run's processes
+
+
+@pytest.mark.slow
+def test_save_baseline_then_a_bench_appends_and_prints_the_comparison(tiny_data, tiny_bench, tmp_path):
+    _, out = tiny_bench
+    saved = tmp_path / "baselines"
+    result = run("-m", "bench", "--out", out, "--save-baseline", "--baseline-dir", saved)
+    assert result.returncode == 0, result.stderr
+    (folder,) = saved.iterdir()  # named for this machine's class (the runs' machine: this one)
+    assert folder.name.startswith("cpu-") and {p.name for p in folder.iterdir()} >= {
+        "summary.csv", "summary.md", "throughput.png", "memory.png", "machine.json", "runs.csv"
+    }  # fmt: skip
+    last = record.read_runs(out / "runs.csv").iloc[-1]
+    kept = pd.read_csv(folder / "runs.csv")
+    assert set(kept["bench_id"]) == {last["bench_id"]} and kept["command"].str.contains("train.py").any()
+    assert json.loads((folder / "machine.json").read_text())["cpu_cores"] == len(os.sched_getaffinity(0))
+    brought = tmp_path / "brought"  # a bench brought from a GPU machine is saved as that machine's, not this one's
+    shutil.copytree(out, brought)
+    runs = pd.read_csv(brought / "runs.csv")
+    runs = runs.assign(machine_class="1x-nvidia-made-up", gpu_name="NVIDIA Made Up", gpu_count=1, gpu_tf32=True)
+    runs.to_csv(brought / "runs.csv", index=False)
+    result = run("-m", "bench", "--out", brought, "--save-baseline", "--baseline-dir", saved)
+    assert result.returncode == 0, result.stderr
+    machine = json.loads((saved / "1x-nvidia-made-up" / "machine.json").read_text())
+    assert machine["gpu_name"] == "NVIDIA Made Up" and machine["gpu_count"] == 1 and machine["gpu_tf32"] is True
+    copy = tmp_path / "again"  # a results folder that holds the bench's rows already: the next bench appends
+    copy.mkdir()
+    (copy / "runs.csv").write_bytes((out / "runs.csv").read_bytes())
+    again = bench(tiny_data, copy, "--variants", "baseline", "--loaders", "loader", "--repeats", 1, "--baseline-dir",
+                  saved)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"against the saved {folder}:" in again.stdout
+    assert "  baseline: " in again.stdout and "  loader: " in again.stdout and "  dp: " not in again.stdout
+    runs = pd.read_csv(copy / "runs.csv")
+    assert len(runs) == 8 and runs["bench_id"].nunique() == 2
+    assert list(pd.read_csv(copy / "summary.csv")["variant"]) == ["baseline", "loader"]  # the summary: the last bench
+
+
+@pytest.mark.slow
+def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path):
+    """SIGKILL at many moments of a bench (starting, during a run, appending a row, writing the tables, plots and
+    report): each time every finished row reads back whole and --summarize works; --resume then reruns only what has
+    no finished row, so that in the end each planned run has exactly one row."""
+    from bench import cli
+
+    script = tmp_path / "quick.py"
+    script.write_text(QUICK)
+    planned = [Run(f"fake-{i}", "loader", "loader", i, 1, [sys.executable, str(script)], "custom") for i in range(1, 9)]
+    out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
+    logs.mkdir(parents=True)
+    works = {"custom": cli.plan.Work(data=str(tmp_path), timeout=60)}
+    cli.plan.save(logs / "plan.json", "b1", cli.machine()["machine_class"], planned, works)
+    resume = [PY, "-m", "bench", "--resume", "--out", str(out), "--baseline-dir", str(tmp_path / "none")]
+    rng, kills, tries = random.Random(0), 0, 0
+    while kills < 6 and tries < 40:  # the runs alone take 2.4 s, so each moment under that falls inside a bench
+        tries += 1
+        bench = subprocess.Popen(resume, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            bench.wait(timeout=rng.uniform(0.3, 6.0))
+            finished = True
+        except subprocess.TimeoutExpired:
+            bench.send_signal(signal.SIGKILL)
+            bench.wait()
+            kills, finished = kills + 1, False
+        if (out / "runs.csv").exists():
+            rows = record.read_runs(out / "runs.csv")  # whole rows only, or a line naming the damage
+            assert set(rows["run"]) <= {r.name for r in planned} and (rows["status"] == "ok").all()
+            assert rows["samples_per_s"].notna().all() and not rows["run"].duplicated().any()
+            summarized = run("-m", "bench", "--summarize", "--out", out, "--baseline-dir", tmp_path / "none")
+            assert summarized.returncode == 0, summarized.stderr
+        for name in "summary.csv", "report.html":  # written whole, or not at all
+            if (out / name).exists():
+                assert (out / name).read_text().strip()
+        if finished:  # a bench that ended: begin it again, so the next moments fall inside one
+            for name in "runs.csv", "summary.csv", "report.html":
+                (out / name).unlink(missing_ok=True)
+    assert kills >= 6, f"{kills} kills in {tries} tries"  # the last try was one: --resume finishes it
+    final = subprocess.run(resume, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr
+    rows = record.read_runs(out / "runs.csv")
+    assert sorted(rows["run"]) == sorted(r.name for r in planned)  # each once: none lost, none run twice
+
+
+@pytest.mark.slow
+def test_the_bench_records_it_and_goes_on(big_data, tmp_path):
+    out = tmp_path / "results"
+    args = ("--variants", "baseline", "--loaders", "loader", "--repeats", 1, "--loader-steps", 2)
+    result = run("-m", "bench", "--data", big_data, "--out", out, *TOO_BIG, *args, memory_limit=LIMIT)
+    runs = pd.read_csv(out / "runs.csv").set_index("variant")
+    assert runs.loc["baseline", "status"] == "failed", result.stdout + result.stderr
+    assert "out of memory, try a smaller --batch-size" in runs.loc["baseline", "error"]
+    assert runs.loc["loader", "status"] == "ok" and runs.loc["loader", "samples_per_s"] > 0
+    assert "| loader |" in (out / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_bench_runs_a_model_of_ones_own(tiny_data, tmp_path):
+    out = tmp_path / "results"
+    flags = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--workers", 1, "--loaders", "none"]
+    result = run("-m", "bench", "--data", tiny_data, "--out", out, "--model", EXAMPLE, "--variants", "baseline", *flags)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{EXAMPLE} on custom" in (out / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_profiled_bench_with_a_power_counter_reports_operators_and_energy(tiny_data, tmp_path):
+    """A fake RAPL counter that a thread drives at 20 W: every training run's row has the energy of its window
+    at that power, the tables a J per 1k samples column, amp's verdict its energy against the baseline's; round 1
+    is profiled, its traces beside the logs, and amp's section in the report shows the operators it changed."""
+    root = rapl(tmp_path / "powercap")
+    going, started = threading.Event(), time.time()
+
+    def drive():
+        while not going.wait(0.01):
+            set_uj(root, int(20e6 * (time.time() - started)))
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    out = tmp_path / "results"
+    flags = ["--variants", "baseline,amp", "--loaders", "none", "--repeats", 2, "--steps", 7, "--warmup-steps", 1]
+    # shufflenet's steps, not the tiny model's (6 of them took ~10 ms, one update of the fake counter: one window read
+    # 0 J); its windows of a few tenths of a second hold tens of updates
+    flags += ["--batch-size", 16, "--workers", 1, "--model", SMALL_MODEL, "--profile"]
+    try:
+        result = run("-m", "bench", "--data", tiny_data, "--out", out, *flags, env={"BENCH_POWERCAP": str(root)})
+    finally:
+        going.set()
+        thread.join()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    runs = pd.read_csv(out / "runs.csv")
+    # each window is a fraction of a second, the counter moves every 10 ms: each run within 15%, all of them within 5%
+    assert (runs["avg_power_w"].between(17.0, 23.0)).all(), runs[["avg_power_w", "energy_source"]]
+    assert 19.0 < runs["energy_j"].sum() / (runs["energy_j"] / runs["avg_power_w"]).sum() < 21.0
+    assert runs["energy_source"].str.startswith("RAPL package-0").all()
+    samples = runs["steps_timed"] * runs["global_batch_size"]
+    assert (runs["energy_per_1k_samples_j"] - 1e3 * runs["energy_j"] / samples).abs().max() < 1e-6
+    traced = runs[runs["profile_trace"].notna()]
+    assert sorted(traced["run"]) == ["amp-1", "baseline-1"] and (traced["profile_steps"] == 3).all()
+    logs = next((out / "logs").iterdir())
+    assert sorted(p.name for p in logs.glob("*.pt.trace.json.gz")) == [
+        "amp-1.pt.trace.json.gz",
+        "baseline-1.pt.trace.json.gz",
+    ]
+    summary = (out / "summary.md").read_text()
+    assert "J per 1k samples" in summary and "the energy per sample" in summary
+    assert "J per 1,000 samples (RAPL package-0" in summary
+    assert "Energy (J per 1k samples) over each run's timed window, from RAPL package-0" in summary
+    html = (out / "report.html").read_text()
+    assert "The operators whose time changed most" in html and "from RAPL package-0 (powercap" in html
+    section = html.split('id="technique-amp"')[1].split("</section>")[0]
+    assert "<td>cpu</td>" in section and ("faster" in section or "slower" in section)
+    saved = json.loads((out / "profiles.json").read_text())["workloads"]["custom"]
+    assert set(saved) == {"baseline", "amp"} and saved["amp"]["trace"] == "amp-1.pt.trace.json.gz"
+
+
+@pytest.mark.slow
+def test_a_bench_and_summarize_write_the_report(report, tmp_path):
+    """--summarize writes it (the fixture's path is write_outputs, which every bench and --summarize call)."""
+    shutil.copy(SAVED / "runs.csv", tmp_path / "runs.csv")
+    assert cli.main(["--summarize", "--out", str(tmp_path)]) in (0, None)
+    assert (tmp_path / "report.html").read_text().startswith("<!doctype html>")
+    assert Path(SAVED / "report.html").exists()  # the saved baseline has its own
+
+
+BENCH = ["--variants", "baseline", "--loaders", "none", "--repeats", 1, "--steps", 40, "--warmup-steps", 2]
+BENCH += ["--batch-size", 16, "--workers", 0]
+
+
+@pytest.mark.slow
+@pytest.mark.alone
+def test_a_bench_beside_a_cpu_hog_is_flagged_busy(tiny_data, tmp_path):
+    quiet = run("-m", "bench", "--data", tiny_data, "--out", tmp_path / "quiet", *BENCH)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    row = pd.read_csv(tmp_path / "quiet" / "runs.csv").iloc[0]
+    assert not row["busy"] and row["other_cpu_frac"] < 0.10, row[["other_cpu_frac", "busy_reason"]]
+    assert "busy during" not in (tmp_path / "quiet" / "summary.md").read_text()
+    hog = subprocess.Popen([PY, "-c", "while True: pass"], cwd=ROOT)
+    try:
+        loud = run("-m", "bench", "--data", tiny_data, "--out", tmp_path / "loud", *BENCH)
+    finally:
+        hog.kill()
+    assert loud.returncode == 0, loud.stdout + loud.stderr
+    row = pd.read_csv(tmp_path / "loud" / "runs.csv").iloc[0]
+    assert row["busy"] and row["other_cpu_frac"] > 0.2 and "other processes used" in row["busy_reason"]
+    assert "BUSY: other processes used" in loud.stdout
+    assert "busy during 1 of 1 runs" in (tmp_path / "loud" / "summary.md").read_text()

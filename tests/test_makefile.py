@@ -1,0 +1,46 @@
+"""The Makefile's targets a user types: make compare and make diff without a technique, and the install's warning on a
+nearly full disk."""
+
+import os
+import subprocess
+
+import pytest
+
+from bench.outputs import diffs
+from helpers import PY, ROOT
+
+
+@pytest.mark.slow  # make and a fresh interpreter: 1.5 s each
+@pytest.mark.parametrize("v,words", [("", "usage: make compare V=amp"), ("amq", "(did you mean 'amp'?)")])
+def test_make_compare_without_a_technique_or_with_a_misspelt_one_is_one_line(v, words):
+    result = subprocess.run(["make", "-s", "compare", f"V={v}", f"PY={PY}"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flags", [["V=nope"], []])
+def test_make_diff_of_no_technique_names_the_techniques(flags):
+    result = subprocess.run(["make", "-s", "diff", *flags], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[0] == f"usage: make diff V={'|'.join(diffs.TECHNIQUES)}"
+
+
+@pytest.mark.parametrize("free_gb,warned", [(2, True), (40, False)])
+def test_the_install_warns_before_it_starts_on_a_nearly_full_disk(free_gb, warned, tmp_path):
+    """make's first step (.venv from requirements.txt) takes about 7 GB (6.8 at its peak here): with under 8 GB free,
+    one line says so before pip starts (CI once stopped on "No space left on device" with no word before it). df is a
+    stand-in that reports free_gb; python3 a stand-in that fails, so nothing is installed."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "df").write_text(
+        f"#!/bin/sh\necho 'Filesystem 1024-blocks Used Available'\necho '/dev/x 1 1 {free_gb << 20}'\n"
+    )
+    (fake / "python3").write_text("#!/bin/sh\nexit 1\n")
+    for tool in fake.iterdir():
+        tool.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    venv = tmp_path / "venv"
+    result = subprocess.run(["make", "-s", f"VENV={venv}", f"{venv}/.installed"], cwd=ROOT, capture_output=True,
+                            text=True, env=env)  # fmt: skip
+    assert result.returncode != 0 and not (venv / ".installed").exists()  # the stand-in python3 failed
+    said = f"make: warning: {free_gb} GB free on this disk; the install may stop with 'No space left on device'"
+    assert (said in result.stderr) == warned, result.stderr
