@@ -106,29 +106,34 @@ slurm:
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq slurm-wlm munge >/dev/null; }
 
-# every test (CI runs this), in passes: all but those marked alone on TEST_WORKERS processes (pytest-xdist, where
-# the interpreter has it), then those marked alone one at a time (a load a bench measures, a race counted, a wait
-# timed: they need the machine to themselves), then the scripts' tests (marked torches) again on the oldest torch
-# tested; test-fast leaves out the slow ones (torchrun, whole benches, limits, Slurm) and the second torch.
-# Each pass keeps its tests' durations in results/tests/ and prints its 25 slowest; tests/e2e/ is the end-to-end part
+# every test (CI runs this), in passes: the tests beside their modules on TEST_WORKERS processes of one thread each
+# (pytest-xdist, where the interpreter has it: two processes of two threads on two cores slow each other down), then
+# tests/e2e/ one at a time (whole benches plan their runs' threads for the whole machine), then the tests marked
+# alone (a load a bench measures, a race counted, a wait timed: they need the machine to themselves), then the
+# scripts' tests (marked torches) again on the oldest torch tested. test-fast leaves out the slow ones (torchrun,
+# whole benches, limits, Slurm) and the second torch. Each pass prints its 25 slowest tests and keeps every test's
+# durations in results/tests/durations-PASS.csv.
 TEST_WORKERS ?= 2
 XDIST = $(shell $(PY) -c "import xdist" 2>/dev/null && [ "$(TEST_WORKERS)" -gt 1 ] && echo "-n $(TEST_WORKERS)")
-# a pass: $(1) its name, $(2) pytest's arguments; one that collects nothing fails, unless ARGS chose the tests
-PASS = echo "make test: the pass $(1)"; TESTS_PASS=$(1) $(PY) -m pytest $(2) $(ARGS); rc=$$?; \
+SPREAD = $(if $(XDIST),OMP_NUM_THREADS=1 )
+# a pass: $(1) its name, $(2) what precedes pytest, $(3) pytest's arguments; one that collects nothing fails, unless
+# ARGS chose the tests
+PASS = echo "make test: the pass $(1)"; TESTS_PASS=$(1) $(2) $(PY) -m pytest $(3) $(ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ] && [ -n "$(strip $(ARGS))" ]; then rc=0; \
 	elif [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests in the pass $(1): that is a failure here"; fi; \
 	[ $$rc -eq 0 ] || exit $$rc
 OLDEST_TORCH = $(word 2,$(subst ==, ,$(word 1,$(OLDEST))))
 
 test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
-	@$(call PASS,together,$(XDIST) -m "not alone" --durations=25 tests); \
-	$(call PASS,alone,-m alone --durations=25 tests); \
+	@$(call PASS,modules,$(SPREAD),$(XDIST) -m "not alone" --ignore=tests/e2e --durations=25 tests); \
+	$(call PASS,e2e,,-m "not alone" --durations=25 tests/e2e); \
+	$(call PASS,alone,,-m alone --durations=25 tests); \
 	if [ -n "$(OLDEST_SETUP)" ]; then export PYTHONPATH=$(OLDEST_DIR) TESTS_TORCH=$(OLDEST_TORCH); \
-	  $(call PASS,torch-$(OLDEST_TORCH),$(XDIST) -m torches --durations=10 tests); fi
+	  $(call PASS,torch-$(OLDEST_TORCH),$(SPREAD),$(XDIST) -m torches --durations=10 tests); fi
 
 test-fast: $(SETUP) lint browser
 	@$(if $(CPU),echo "make test-fast: as a CPU of class $(CPU_CLASS) would run it (CPUINFO_FLAGS=$$CPUINFO_FLAGS)";) \
-	$(call PASS,fast$(if $(CPU),-as-$(CPU_CLASS)),$(XDIST) -m "not slow" --durations=25 tests)
+	$(call PASS,fast$(if $(CPU),-as-$(CPU_CLASS)),$(SPREAD),$(XDIST) -m "not slow" --durations=25 tests)
 
 lint: $(SETUP)
 	$(PY) -m ruff format --check .
