@@ -381,3 +381,20 @@ def test_allow_changed_goes_with_resume():
 def test_nothing_to_resume(tmp_path):
     result = run("-m", "bench", "--resume", "--out", tmp_path)
     assert result.returncode == 2 and "no bench 'last' to resume" in result.stderr
+
+
+def test_a_resumed_parts_deadline_inside_a_group_counts_what_earlier_parts_spent(bench, monkeypatch):
+    """The deadline a mode's runs see inside a group (max-batch's search asks it between probes) is the budget less
+    what every part spent, this one's and the earlier ones': a first part runs 2 runs of 10 s; resumed with a budget
+    of 50 s, the next part's runs have 30 s left, not 50."""
+    real, left = execute.Job, []
+
+    def job(mode, stop, deadline):
+        left.append(deadline - execute.time.monotonic())
+        return real(mode, stop, deadline)
+
+    monkeypatch.setattr(execute, "Job", job)
+    flags = ["--scaling", "1,2", "--variants", "ddp", "--repeats", "3", *STEPS]
+    assert bench("scaling", "--chunk", str(30 / 60), flags=flags)[0] == 0
+    bench("scaling", "--resume", "--budget", str(50 / 60))
+    assert left[-1] == pytest.approx(50 - 2 * RUN_S)
