@@ -1,14 +1,17 @@
 """Fixtures: tiny generated data sets, and the baseline's result that the variants are compared with.
 The helpers the tests share are in helpers.py."""
 
+import json
 import os
+import shutil
 import sys
 import tempfile
 
 import pytest
 
-from bench.stages import plan
-from helpers import LEARN, ROOT, SCRIPTS, generate, train
+from bench.modes import speed
+from bench.stages import plan, record
+from helpers import BAD, LEARN, ROOT, SAVED, SCRIPTS, generate, train
 
 sys.path.insert(0, str(ROOT))  # the scripts (train.py, loader.py, checks, meter) import as modules in the tests
 
@@ -107,3 +110,35 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(
             f"end-to-end tests (tests/e2e/): {e2e:.0f} s, budget {E2E_BUDGET_S} s on CI's 2 cores"
         )
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
+    folder = tmp_path_factory.mktemp("report")
+    shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
+    shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
+    runs = record.read_runs(folder / "runs.csv")
+    machine = json.loads((SAVED / "machine.json").read_text())
+    summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
+    return folder, summary
+
+
+@pytest.fixture
+def models(tmp_path):
+    """A folder holding bad.py (factories that go wrong in every way) and broken.py (a file that does not import)."""
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "broken.py").write_text("def build(num_classes)\n    return None\n")
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def big_data(tmp_path_factory):
+    """10 classes x (4 train + 1 val) images of 256 px."""
+    return generate(tmp_path_factory.mktemp("data") / "big", train=4, val=1, size=256)
+
+
+@pytest.fixture
+def data(tiny_data, tmp_path):
+    """A private copy of the tiny data set, free to break."""
+    return shutil.copytree(tiny_data, tmp_path / "data")

@@ -7,9 +7,11 @@ import os
 import re
 import resource
 import select
+import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import types
 from pathlib import Path
@@ -18,6 +20,7 @@ import pandas as pd
 import psutil
 import pytest
 import torch
+from PIL import Image
 
 from bench import catalogue
 from bench.outputs import answer
@@ -330,3 +333,187 @@ def digest(folder):
         h.update(str(path.relative_to(folder)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
+
+
+def dry_run(*args):
+    result = run("-m", "bench", "--dry-run", *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def rapl(root, zones=1, top=10**12):
+    """A powercap tree like Linux's: intel-rapl:N (a package) with a part intel-rapl:N:0 that is not counted."""
+    for n in range(zones):
+        zone = root / f"intel-rapl:{n}"
+        (zone / f"intel-rapl:{n}:0").mkdir(parents=True)
+        (zone / "name").write_text(f"package-{n}\n")
+        (zone / "energy_uj").write_text("0\n")
+        (zone / "max_energy_range_uj").write_text(f"{top}\n")
+        (zone / "constraint_0_power_limit_uw").write_text("65000000\n")
+        (zone / f"intel-rapl:{n}:0" / "energy_uj").write_text("999999999\n")
+    return root
+
+
+def set_uj(root, *values):
+    """The counters now: each file replaced whole, as sysfs reads are (never an empty file half-written)."""
+    for n, value in enumerate(values):
+        tmp = root / f"intel-rapl:{n}" / ".energy_uj"
+        tmp.write_text(f"{value}\n")
+        tmp.replace(root / f"intel-rapl:{n}" / "energy_uj")
+
+
+ROW = dict(schema_version=2, bench_id="b1", workload="custom", kind="train", status="ok", busy=False)
+
+
+def fake_bench(out, bench_id="b1", variants=("baseline", "amp"), repeats=(1, 2)):
+    """runs.csv rows and metrics files of a bench that trained each variant, loss curves made up."""
+    rows, logs = [], out / "logs" / bench_id
+    logs.mkdir(parents=True)
+    for variant in variants:
+        for repeat in repeats:
+            name = f"{variant}-{repeat}"
+            rows.append(dict(bench_id=bench_id, run=name, variant=variant, kind="train", status="ok"))
+            rows[-1].update(workload="small", repeat=repeat)
+            loss = [[10, 2.0 - repeat / 10], [20, 1.5], [25, 1.2]]
+            val = [dict(epoch=1, step=25, val_acc=0.3 * repeat, train_s=1.0, wall_s=2.0)]
+            (logs / f"{name}.json").write_text(json.dumps(dict(loss_curve=loss, val_curve=val)))
+    rows.append(dict(bench_id=bench_id, run="loader-1", variant="loader", kind="loader", status="ok", repeat=1))
+    return pd.DataFrame(rows)
+
+
+SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
+
+
+TORCHRUN_NPROC = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
+
+
+def fsdp(tmp_path, name, *args, nproc=2, script="train_fsdp.py"):
+    metrics = tmp_path / f"{name}.json"
+    cmd = [*TORCHRUN_NPROC, nproc, script, "--device", "cpu", "--metrics-out", metrics, "--no-progress", *args]
+    return run(*cmd, timeout=300), metrics
+
+
+TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
+
+
+def bench(data, out, *args, timeout=900):
+    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
+
+
+MODULES = {
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+    for p in (ROOT / "bench").rglob("*.py")
+}
+
+
+BAD = textwrap.dedent(
+    """
+    from torch import nn
+
+    NOT_A_FUNCTION = 3
+
+
+    def raises(num_classes):
+        raise ValueError("width must be even, got 7")
+
+
+    def no_module(num_classes):
+        return "a string"
+
+
+    def wrong_scores(num_classes):
+        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
+
+
+    def no_parameters(num_classes):
+        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+
+    def too_big_a_kernel(num_classes):
+        return nn.Sequential(nn.Conv2d(3, 8, 64), nn.Flatten(), nn.LazyLinear(num_classes))
+    """
+)
+
+
+VIT = "examples/vit_small.py:vit_small"
+
+
+def bench_error(*args, **kwargs):
+    """Run the bench; check it failed with one line; return that line."""
+    result = run("-m", "bench", *args, **kwargs)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stdout + result.stderr
+    assert result.stderr.startswith("bench: error: ") and "Traceback" not in result.stderr
+    return result.stderr.strip()
+
+
+LIMIT = 6 * 2**30
+
+
+TOO_BIG = ("--model", "resnet50", "--batch-size", 32, "--steps", 2, "--warmup-steps", 1, "--workers", 0)
+
+
+EXAMPLE = "examples/smallnet.py:build"
+
+
+FLAGS = ["--model", SMALL_MODEL, "--no-progress", "--workers", "0", "--batch-size", "16"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
+
+
+def learns_like_the_baseline(m, baseline):
+    """Far above chance (0.10), and at least half the baseline's accuracy. A technique changes the numerics, and
+    3 short epochs then land anywhere in a wide band (with shufflenet once: the baseline 0.775, channels_last 0.95,
+    compile 0.575; LEARN's tiny model gave 0.87 to 0.89 for all of them here). The check catches a model that stops
+    learning, not a difference of luck."""
+    assert m["val_samples"] == 200
+    assert m["val_acc"] >= max(0.4, baseline["val_acc"] / 2), (m["variant"], m["val_acc"], baseline["val_acc"])
+
+
+TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
+
+
+def start_of_frame(data):
+    """The offset of a JPEG's SOF segment."""
+    i = 2
+    while not 0xC0 <= data[i + 1] <= 0xC2:
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return i
+
+
+def bomb(path, side=20000, exif=0):
+    """Rewrite the JPEG at path to say it is side x side pixels (over Pillow's limit at 20000): a few KB
+    that would decode to gigabytes. exif: bytes of metadata before the size, to push it past 4 KiB."""
+    if exif:
+        image = Image.open(path)
+        tags = Image.Exif()
+        tags[0x010E] = "x" * exif  # ImageDescription
+        image.save(path, exif=tags.tobytes(), quality=90)
+    data = bytearray(path.read_bytes())
+    i = start_of_frame(data)
+    data[i + 5 : i + 9] = side.to_bytes(2, "big") * 2
+    path.write_bytes(bytes(data))
+    return path
+
+
+SHORT = ("--steps", "6", "--warmup-steps", "2", "--batch-size", "8", "--workers", "0", "--eval-samples", "16")
+
+
+def summary_line(result, name):
+    """The line of a run's printed summary that starts with name."""
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith(name + " ")]
+    assert len(lines) == 1, result.stdout
+    return lines[0]
+
+
+# a technique's own short timed run: 4 steps after a warm-up of 2, no loading process
+TECHNIQUE_TIMED = ("--steps", 4, "--warmup-steps", 2, "--workers", 0)
+
+
+SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for

@@ -5,26 +5,21 @@ import os
 import shutil
 
 import pytest
-from PIL import Image
 
 from helpers import (
+    LIMIT,
     ROOT,
     SCRIPTS,
     SMALL_MODEL,
+    TIMED,
+    TOO_BIG,
+    bomb,
     check_clean_failure,
     fail,
     fast_first,
-    generate,
     run,
     train,
 )
-
-
-@pytest.fixture
-def data(tiny_data, tmp_path):
-    """A private copy of the tiny data set, free to break."""
-    return shutil.copytree(tiny_data, tmp_path / "data")
-
 
 NO_THREADS = """import runpy, sys, threading
 def start(self):
@@ -33,18 +28,6 @@ threading.Thread.start = start
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-
-
-LIMIT = 6 * 2**30
-
-
-TOO_BIG = ("--model", "resnet50", "--batch-size", 32, "--steps", 2, "--warmup-steps", 1, "--workers", 0)
-
-
-@pytest.fixture(scope="module")
-def big_data(tmp_path_factory):
-    """10 classes x (4 train + 1 val) images of 256 px."""
-    return generate(tmp_path_factory.mktemp("data") / "big", train=4, val=1, size=256)
 
 
 OUT_OF_MEMORY = [  # as the libraries print them, near the memory limit
@@ -96,33 +79,7 @@ NUMBERS = [
 FAST = {0, 4, 6, 13}  # in make test-fast: --lr nan, --seed -1, --workers 100000, synthetic:0
 
 
-TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
-
-
 COMPILED = ("compile", "all")  # the scripts that run torch.compile
-
-
-def start_of_frame(data):
-    """The offset of a JPEG's SOF segment."""
-    i = 2
-    while not 0xC0 <= data[i + 1] <= 0xC2:
-        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
-    return i
-
-
-def bomb(path, side=20000, exif=0):
-    """Rewrite the JPEG at path to say it is side x side pixels (over Pillow's limit at 20000): a few KB
-    that would decode to gigabytes. exif: bytes of metadata before the size, to push it past 4 KiB."""
-    if exif:
-        image = Image.open(path)
-        tags = Image.Exif()
-        tags[0x010E] = "x" * exif  # ImageDescription
-        image.save(path, exif=tags.tobytes(), quality=90)
-    data = bytearray(path.read_bytes())
-    i = start_of_frame(data)
-    data[i + 5 : i + 9] = side.to_bytes(2, "big") * 2
-    path.write_bytes(bytes(data))
-    return path
 
 
 def test_missing_data_folder(script, tmp_path):

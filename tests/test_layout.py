@@ -6,7 +6,7 @@ import ast
 import os
 from pathlib import Path
 
-from helpers import ROOT
+from helpers import MODULES, ROOT
 
 # the roles, lowest first: what a bench is made of (the catalogue, the schema, the data, the package's error), what
 # it observes (the machine, NVML, the samplers), the stages a bench goes through, the outputs rendered from their
@@ -15,12 +15,6 @@ ROLES = ["bench", "bench.observe", "bench.stages", "bench.outputs", "bench.modes
 
 
 ENTRY = {"bench.cli", "bench.__main__"}
-
-
-MODULES = {
-    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-    for p in (ROOT / "bench").rglob("*.py")
-}
 
 
 def role(module):

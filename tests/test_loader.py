@@ -15,22 +15,7 @@ from PIL import Image
 
 import checks
 import loader
-from helpers import (
-    LOADERS,
-    ROOT,
-    build_loaders,
-    check_clean_failure,
-    fast_first,
-    run,
-    train,
-)
-
-
-@pytest.fixture
-def data(tiny_data, tmp_path):
-    """A private copy of the tiny data set, free to break."""
-    return shutil.copytree(tiny_data, tmp_path / "data")
-
+from helpers import LOADERS, ROOT, TIMED, bomb, build_loaders, check_clean_failure, fast_first, run, train
 
 CPU = torch.device("cpu")
 
@@ -84,32 +69,6 @@ LOADER_NUMBERS = [
     ("--seed", "-1", "0 or more"),
     ("--workers", "100000", "at most 8 loading processes per core"),
 ]
-
-
-TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
-
-
-def start_of_frame(data):
-    """The offset of a JPEG's SOF segment."""
-    i = 2
-    while not 0xC0 <= data[i + 1] <= 0xC2:
-        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
-    return i
-
-
-def bomb(path, side=20000, exif=0):
-    """Rewrite the JPEG at path to say it is side x side pixels (over Pillow's limit at 20000): a few KB
-    that would decode to gigabytes. exif: bytes of metadata before the size, to push it past 4 KiB."""
-    if exif:
-        image = Image.open(path)
-        tags = Image.Exif()
-        tags[0x010E] = "x" * exif  # ImageDescription
-        image.save(path, exif=tags.tobytes(), quality=90)
-    data = bytearray(path.read_bytes())
-    i = start_of_frame(data)
-    data[i + 5 : i + 9] = side.to_bytes(2, "big") * 2
-    path.write_bytes(bytes(data))
-    return path
 
 
 class Payload:

@@ -17,9 +17,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import checks
 import meter
 from helpers import (
+    PROFILED,
     ROOT,
     SCRIPTS,
+    SHORT,
     SMALL_MODEL,
+    TIMED,
     TINY_MODEL,
     check_clean_failure,
     fast_first,
@@ -81,9 +84,6 @@ open(out, "w").write(json.dumps(counts))
 """
 
 
-PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
-
-
 def record_steps(profile, steps=4):
     """Steps of a tiny model under the profile, as the meter drives it."""
     import torch
@@ -93,9 +93,6 @@ def record_steps(profile, steps=4):
     for _ in range(steps):
         model(torch.randn(4, 8)).sum().backward()
         profile.step()
-
-
-TIMED = ("--steps", 3, "--warmup-steps", 1, "--workers", 0)
 
 
 # tiny_data: 120 training images, batch 16, the last partial batch dropped: 7 steps an epoch
@@ -108,9 +105,6 @@ def slowed(tmp_path, data, train_delay, eval_delay, *args, script="train.py"):
     result = run(*cmd, "--no-progress", "--metrics-out", metrics, *STEPS, *args)
     assert result.returncode == 0, result.stderr
     return json.loads(metrics.read_text())
-
-
-SHORT = ("--steps", "6", "--warmup-steps", "2", "--batch-size", "8", "--workers", "0", "--eval-samples", "16")
 
 
 def gpu_run(name, amp=None, matmul="fp32", conv="tf32"):

@@ -13,11 +13,13 @@ import helpers
 from bench import schema
 from bench.observe.machine import cpu_model
 from helpers import (
+    EXAMPLE,
     LOADERS,
     ROOT,
     SCRIPTS,
     SMALL_MODEL,
     TINY_MODEL,
+    VIT,
     check_clean_failure,
     fail,
     fast_first,
@@ -33,49 +35,6 @@ TRAIN_SCRIPTS = sorted({args[0] for args in SCRIPTS.values()})
 def many_val(tmp_path_factory):
     """More validation images (1,100) than a short run evaluates."""
     return generate(tmp_path_factory.mktemp("data") / "many", train=4, val=110, size=16)
-
-
-BAD = textwrap.dedent(
-    """
-    from torch import nn
-
-    NOT_A_FUNCTION = 3
-
-
-    def raises(num_classes):
-        raise ValueError("width must be even, got 7")
-
-
-    def no_module(num_classes):
-        return "a string"
-
-
-    def wrong_scores(num_classes):
-        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
-
-
-    def no_parameters(num_classes):
-        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
-
-
-    def too_big_a_kernel(num_classes):
-        return nn.Sequential(nn.Conv2d(3, 8, 64), nn.Flatten(), nn.LazyLinear(num_classes))
-    """
-)
-
-
-@pytest.fixture
-def models(tmp_path):
-    """A folder holding bad.py (factories that go wrong in every way) and broken.py (a file that does not import)."""
-    (tmp_path / "bad.py").write_text(BAD)
-    (tmp_path / "broken.py").write_text("def build(num_classes)\n    return None\n")
-    return tmp_path
-
-
-EXAMPLE = "examples/smallnet.py:build"
-
-
-VIT = "examples/vit_small.py:vit_small"
 
 
 @pytest.mark.parametrize("script", TRAIN_SCRIPTS + list(LOADERS))

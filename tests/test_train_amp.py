@@ -10,21 +10,7 @@ import warnings
 import pytest
 import torch
 
-from helpers import (
-    CPU_CLASSES,
-    ROOT,
-    SMALL_MODEL,
-    check_clean_failure,
-    fast_first,
-    train,
-)
-
-
-def summary_line(result, name):
-    """The line of a run's printed summary that starts with name."""
-    lines = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith(name + " ")]
-    assert len(lines) == 1, result.stdout
-    return lines[0]
+from helpers import CPU_CLASSES, ROOT, SMALL_MODEL, check_clean_failure, fast_first, summary_line, train
 
 
 def test_amp_fp16_on_a_cpu(tiny_data, tmp_path):

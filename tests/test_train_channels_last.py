@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from helpers import SMALL_MODEL, train
+from helpers import SMALL_MODEL, TECHNIQUE_TIMED, train
 
 
 class Batch(torch.Tensor):
@@ -47,9 +47,6 @@ class Recorded:
 def marked(self, mark, real):
     Moved.events.append(mark)
     return real(self)
-
-
-TIMED = ("--steps", 4, "--warmup-steps", 2, "--workers", 0)
 
 
 @pytest.mark.parametrize("name", ["train_channels_last", "train_all"])
@@ -93,6 +90,6 @@ def test_channels_last_converts_on_the_device_after_the_copy(tiny_data, monkeypa
 
 @pytest.mark.torches
 def test_channels_last_records_its_format(tiny_data, tmp_path):
-    result, m = train("train_channels_last.py", tiny_data, tmp_path / "m.json", *TIMED)
+    result, m = train("train_channels_last.py", tiny_data, tmp_path / "m.json", *TECHNIQUE_TIMED)
     assert result.returncode == 0, result.stderr
     assert m["variant"] == "channels_last" and m["memory_format"] == "channels_last"

@@ -6,16 +6,13 @@ import sys
 import pytest
 import torch
 
-from helpers import ROOT, SMALL_MODEL, check_clean_failure, train
+from helpers import ROOT, SMALL_MODEL, TECHNIQUE_TIMED, check_clean_failure, train
 
 
 @pytest.fixture(scope="module")
 def checkpointing():
     sys.path.insert(0, str(ROOT))
     return importlib.import_module("train_checkpoint")
-
-
-TIMED = ("--steps", 4, "--warmup-steps", 2, "--workers", 0)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +49,7 @@ def test_a_checkpointed_stage_runs_forward_again_in_backward(checkpointing):
 
 @pytest.mark.torches
 def test_checkpoint_records_its_segments(tiny_data, tmp_path):
-    result, m = train("train_checkpoint.py", tiny_data, tmp_path / "m.json", *TIMED)
+    result, m = train("train_checkpoint.py", tiny_data, tmp_path / "m.json", *TECHNIQUE_TIMED)
     assert result.returncode == 0, result.stderr
     assert m["variant"] == "checkpoint" and m["checkpoint_segments"] == 3
 
@@ -60,5 +57,5 @@ def test_checkpoint_records_its_segments(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_a_model_without_stages_is_refused(tiny_data, tmp_path):
     metrics = tmp_path / "m.json"
-    result, _ = train("train_checkpoint.py", tiny_data, metrics, "--model", "alexnet", *TIMED)
+    result, _ = train("train_checkpoint.py", tiny_data, metrics, "--model", "alexnet", *TECHNIQUE_TIMED)
     check_clean_failure(result, metrics, "alexnet has no stages of blocks to checkpoint")

@@ -4,9 +4,7 @@ graph breaks said."""
 import pytest
 import torch
 
-from helpers import ROOT, TINY_MODEL, check_clean_failure, train
-
-TIMED = ("--steps", 4, "--warmup-steps", 2, "--workers", 0)
+from helpers import ROOT, TECHNIQUE_TIMED, TINY_MODEL, check_clean_failure, train
 
 
 @pytest.mark.slow
@@ -14,7 +12,7 @@ def test_compile_without_a_compiler(tiny_data, tmp_path):
     """A cold cache (nothing compiled to reuse) and no C++ compiler: one line saying what is missing."""
     metrics = tmp_path / "m.json"
     env = {"CXX": "/no/such/g++", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
-    result, _ = train("train_compile.py", tiny_data, metrics, *TIMED, env=env)
+    result, _ = train("train_compile.py", tiny_data, metrics, *TECHNIQUE_TIMED, env=env)
     check_clean_failure(result, metrics, "torch.compile cannot compile on this machine", "C++ compiler")
 
 
@@ -29,7 +27,7 @@ def test_a_compiler_that_cannot_build_is_one_line_from_the_first_step(tiny_data,
     fake.chmod(0o755)
     metrics = tmp_path / "m.json"
     env = {"CXX": str(fake), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}  # cold: nothing to reuse
-    result, _ = train("train_compile.py", tiny_data, metrics, "--model", TINY_MODEL, *TIMED, env=env)
+    result, _ = train("train_compile.py", tiny_data, metrics, "--model", TINY_MODEL, *TECHNIQUE_TIMED, env=env)
     check_clean_failure(result, metrics, "torch.compile cannot compile on this machine (CppCompileError: ",
                         "this compiler builds nothing", "that builds its kernels")  # fmt: skip
 
@@ -111,14 +109,14 @@ def test_compile_fills_a_cache_that_the_next_run_reuses(tiny_data, tmp_path, mon
     monkeypatch.delenv("USER", raising=False)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     small = ("--model", TINY_MODEL)  # a tiny graph: a cold compile in seconds, not a minute
-    cold_result, cold = train("train_compile.py", tiny_data, tmp_path / "cold.json", *TIMED, *small)
+    cold_result, cold = train("train_compile.py", tiny_data, tmp_path / "cold.json", *TECHNIQUE_TIMED, *small)
     assert cold_result.returncode == 0, cold_result.stderr[-3000:]
     assert cold["variant"] == "compile" and cold["compile_mode"] == "default"
     assert cold["compile_cache_warm"] is False and cold["compile_s"] > 0 and cold["compile_s"] == cold["first_step_s"]
     assert f"  compile {cold['compile_s']:.1f} s, the first step (cold cache)" in cold_result.stdout
     (cache,) = [p for p in tmp_path.iterdir() if p.name.startswith("torchinductor_")]
     assert len(list(cache.rglob("*"))) > 10, "nothing compiled into the cache"
-    warm_result, warm = train("train_compile.py", tiny_data, tmp_path / "warm.json", *TIMED, *small)
+    warm_result, warm = train("train_compile.py", tiny_data, tmp_path / "warm.json", *TECHNIQUE_TIMED, *small)
     assert warm_result.returncode == 0, warm_result.stderr[-3000:]
     assert warm["compile_cache_warm"] is True and 0 < warm["compile_s"] < cold["compile_s"]
     assert "the first step (warm cache)" in warm_result.stdout
@@ -134,7 +132,7 @@ def test_a_compiled_model_that_breaks_its_graph_says_so(tiny_data, tmp_path):
     """A forward with a graph break on purpose: two graphs, one break, compiled code in every timed step; printed
     in the summary and kept in the record."""
     model = ("--model", f"{ROOT}/tests/tinynet.py:two_graphs")
-    result, m = train("train_compile.py", tiny_data, tmp_path / "m.json", *TIMED, *model)
+    result, m = train("train_compile.py", tiny_data, tmp_path / "m.json", *TECHNIQUE_TIMED, *model)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (m["compile_graphs"], m["compile_graph_breaks"], m["compiled_steps_timed"]) == (2, 1, 2)
     assert "compiled code ran in 2 of 2 timed steps; 2 graphs, 1 graph break" in result.stdout

@@ -2,14 +2,7 @@
 
 import pytest
 
-from helpers import train
-
-
-def summary_line(result, name):
-    """The line of a run's printed summary that starts with name."""
-    lines = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith(name + " ")]
-    assert len(lines) == 1, result.stdout
-    return lines[0]
+from helpers import summary_line, train
 
 
 @pytest.mark.torches

@@ -5,23 +5,7 @@ import torch
 
 import checks
 from bench.outputs import markdown
-from helpers import (
-    CPU_CLASSES,
-    SMALL_MODEL,
-    STEADY,
-    fast_first,
-    scaled,
-    told,
-    train,
-)
-
-VIT = "examples/vit_small.py:vit_small"
-
-
-SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for
-
-
-SHORT = ("--steps", "6", "--warmup-steps", "2", "--batch-size", "8", "--workers", "0", "--eval-samples", "16")
+from helpers import CPU_CLASSES, SHORT, SMALL_MODEL, STEADY, SYNTHETIC, VIT, fast_first, scaled, told, train
 
 
 def test_a_device_without_tf32_or_native_bf16_says_so_and_stays_fp32(monkeypatch, capsys):

@@ -5,33 +5,18 @@ import re
 
 import pytest
 
-from helpers import LEARN, ROOT, TORCHRUN, check_clean_failure, train
-
-
-def learns_like_the_baseline(m, baseline):
-    """Far above chance (0.10), and at least half the baseline's accuracy. A technique changes the numerics, and
-    3 short epochs then land anywhere in a wide band (with shufflenet once: the baseline 0.775, channels_last 0.95,
-    compile 0.575; LEARN's tiny model gave 0.87 to 0.89 for all of them here). The check catches a model that stops
-    learning, not a difference of luck."""
-    assert m["val_samples"] == 200
-    assert m["val_acc"] >= max(0.4, baseline["val_acc"] / 2), (m["variant"], m["val_acc"], baseline["val_acc"])
-
-
-VIT = "examples/vit_small.py:vit_small"
-
-
-SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for
-
-
-SHORT = ("--steps", "6", "--warmup-steps", "2", "--batch-size", "8", "--workers", "0", "--eval-samples", "16")
-
-
-def summary_line(result, name):
-    """The line of a run's printed summary that starts with name."""
-    lines = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith(name + " ")]
-    assert len(lines) == 1, result.stdout
-    return lines[0]
-
+from helpers import (
+    LEARN,
+    ROOT,
+    SHORT,
+    SYNTHETIC,
+    TORCHRUN,
+    VIT,
+    check_clean_failure,
+    learns_like_the_baseline,
+    summary_line,
+    train,
+)
 
 TRAINING = sorted(p.name for p in ROOT.glob("train*.py"))
 

@@ -1,11 +1,6 @@
 """bench/__init__.py: the logs' layout spelled once."""
 
-from helpers import ROOT
-
-MODULES = {
-    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-    for p in (ROOT / "bench").rglob("*.py")
-}
+from helpers import MODULES, ROOT
 
 
 def test_the_logs_layout_is_spelled_once():

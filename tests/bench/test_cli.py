@@ -10,14 +10,7 @@ import pytest
 import meter
 from bench import BenchError, cli
 from bench.stages import plan
-from helpers import PY, ROOT, fast_first, run
-
-TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
-
-
-def bench(data, out, *args, timeout=900):
-    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
-
+from helpers import PY, ROOT, bench_error, fast_first, run
 
 HOLD = """import sys, time
 sys.path.insert(0, '.')
@@ -39,14 +32,6 @@ def holder(tmp_path):
     yield out, process
     process.kill()
     process.wait()
-
-
-def bench_error(*args, **kwargs):
-    """Run the bench; check it failed with one line; return that line."""
-    result = run("-m", "bench", *args, **kwargs)
-    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stdout + result.stderr
-    assert result.stderr.startswith("bench: error: ") and "Traceback" not in result.stderr
-    return result.stderr.strip()
 
 
 @pytest.mark.slow

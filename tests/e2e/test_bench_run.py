@@ -17,23 +17,23 @@ import pandas as pd
 import pytest
 
 from bench import cli
-from bench.modes import speed
 from bench.stages import record, summarize
 from bench.stages.plan import Run
 from helpers import (
+    EXAMPLE,
+    LIMIT,
     PY,
     ROOT,
+    SAVED,
     SMALL_MODEL,
+    TINY,
+    TOO_BIG,
     assert_no_orphans,
-    generate,
+    bench,
+    rapl,
     run,
+    set_uj,
 )
-
-TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
-
-
-def bench(data, out, *args, timeout=900):
-    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -57,57 +57,6 @@ def wait_for_rows(path, rows, deadline):
 
 
 QUICK = "import json, sys, time\ntime.sleep(0.3)\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n"
-
-
-LIMIT = 6 * 2**30
-
-
-TOO_BIG = ("--model", "resnet50", "--batch-size", 32, "--steps", 2, "--warmup-steps", 1, "--workers", 0)
-
-
-@pytest.fixture(scope="module")
-def big_data(tmp_path_factory):
-    """10 classes x (4 train + 1 val) images of 256 px."""
-    return generate(tmp_path_factory.mktemp("data") / "big", train=4, val=1, size=256)
-
-
-EXAMPLE = "examples/smallnet.py:build"
-
-
-def rapl(root, zones=1, top=10**12):
-    """A powercap tree like Linux's: intel-rapl:N (a package) with a part intel-rapl:N:0 that is not counted."""
-    for n in range(zones):
-        zone = root / f"intel-rapl:{n}"
-        (zone / f"intel-rapl:{n}:0").mkdir(parents=True)
-        (zone / "name").write_text(f"package-{n}\n")
-        (zone / "energy_uj").write_text("0\n")
-        (zone / "max_energy_range_uj").write_text(f"{top}\n")
-        (zone / "constraint_0_power_limit_uw").write_text("65000000\n")
-        (zone / f"intel-rapl:{n}:0" / "energy_uj").write_text("999999999\n")
-    return root
-
-
-def set_uj(root, *values):
-    """The counters now: each file replaced whole, as sysfs reads are (never an empty file half-written)."""
-    for n, value in enumerate(values):
-        tmp = root / f"intel-rapl:{n}" / ".energy_uj"
-        tmp.write_text(f"{value}\n")
-        tmp.replace(root / f"intel-rapl:{n}" / "energy_uj")
-
-
-SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
-    folder = tmp_path_factory.mktemp("report")
-    shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
-    shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
-    runs = record.read_runs(folder / "runs.csv")
-    machine = json.loads((SAVED / "machine.json").read_text())
-    summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
-    return folder, summary
 
 
 @pytest.mark.slow

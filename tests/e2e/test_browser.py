@@ -1,38 +1,18 @@
 """End to end: the report in a real browser (chromium, headless)."""
 
-import json
-import shutil
-
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from bench import catalogue
-from bench.modes import speed
 from bench.outputs import diffs
-from bench.stages import record
-from helpers import ROOT, fast_first
-
-SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
-
+from helpers import fast_first
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's chromium, chromium-driver
 
 
 WIDTHS = {"laptop": (1280, 800), "phone": (390, 844)}
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
-    folder = tmp_path_factory.mktemp("report")
-    shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
-    shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
-    runs = record.read_runs(folder / "runs.csv")
-    machine = json.loads((SAVED / "machine.json").read_text())
-    summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
-    return folder, summary
 
 
 def browser(width, height):

@@ -13,17 +13,10 @@ import pytest
 import slurm_cluster
 
 from bench.stages import record
-from helpers import PY, ROOT, SMALL_MODEL
+from helpers import FLAGS, PY, ROOT, free_port
 
 JOB_FLAGS = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0, "--eval-samples", 8]
 JOB_FLAGS += ["--model", "examples/smallnet.py:tiny"]  # the bench's rows in a job
-FLAGS = ["--model", SMALL_MODEL, "--no-progress", "--workers", "0", "--batch-size", "16"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -17,17 +17,20 @@ import torch
 
 from bench.stages import launch
 from helpers import (
+    FLAGS,
     LEARN,
+    PROFILED,
     PY,
     ROOT,
-    SMALL_MODEL,
     TORCHRUN,
+    VIT,
     assert_no_orphans,
+    free_port,
+    fsdp,
+    learns_like_the_baseline,
     run,
     train,
 )
-
-FLAGS = ["--model", SMALL_MODEL, "--no-progress", "--workers", "0", "--batch-size", "16"]
 
 
 def torchrun(*args, timeout=300, env=None):
@@ -35,12 +38,6 @@ def torchrun(*args, timeout=300, env=None):
 
 
 TORCHRUN_PY = [PY, "-m", "torch.distributed.run"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def two_agents(tiny_data, tmp_path, port, nnodes=2, agents=2, extra=()):
@@ -82,30 +79,6 @@ if os.environ["RANK"] == "1":  # as a C++ thread's teardown ends a process
     print("terminate called without an active exception", file=sys.stderr, flush=True)
     os.abort()
 """
-
-
-PROFILED = ("--steps", 7, "--warmup-steps", 1)  # 2 steps timed, then the profiler's 1 + 3 (tiny data: 7 an epoch)
-
-
-def learns_like_the_baseline(m, baseline):
-    """Far above chance (0.10), and at least half the baseline's accuracy. A technique changes the numerics, and
-    3 short epochs then land anywhere in a wide band (with shufflenet once: the baseline 0.775, channels_last 0.95,
-    compile 0.575; LEARN's tiny model gave 0.87 to 0.89 for all of them here). The check catches a model that stops
-    learning, not a difference of luck."""
-    assert m["val_samples"] == 200
-    assert m["val_acc"] >= max(0.4, baseline["val_acc"] / 2), (m["variant"], m["val_acc"], baseline["val_acc"])
-
-
-VIT = "examples/vit_small.py:vit_small"
-
-
-TORCHRUN_NPROC = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
-
-
-def fsdp(tmp_path, name, *args, nproc=2, script="train_fsdp.py"):
-    metrics = tmp_path / f"{name}.json"
-    cmd = [*TORCHRUN_NPROC, nproc, script, "--device", "cpu", "--metrics-out", metrics, "--no-progress", *args]
-    return run(*cmd, timeout=300), metrics
 
 
 @pytest.mark.slow

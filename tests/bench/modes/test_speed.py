@@ -9,7 +9,7 @@ import pytest
 
 from bench.modes import speed
 from bench.stages import execute, plan, summarize
-from helpers import fast_first, run
+from helpers import dry_run, fast_first, run
 
 
 def bench_with(rows):
@@ -75,12 +75,6 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     bench.logs.mkdir(parents=True)
     execute.execute(bench, budget_s)
     return fake.launched, (bench.logs / "rounds.txt").read_text()
-
-
-def dry_run(*args):
-    result = run("-m", "bench", "--dry-run", *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.mark.parametrize(

@@ -4,27 +4,7 @@ edges, NVML's counters."""
 import pytest
 
 from bench.observe import energy, nvml
-
-
-def rapl(root, zones=1, top=10**12):
-    """A powercap tree like Linux's: intel-rapl:N (a package) with a part intel-rapl:N:0 that is not counted."""
-    for n in range(zones):
-        zone = root / f"intel-rapl:{n}"
-        (zone / f"intel-rapl:{n}:0").mkdir(parents=True)
-        (zone / "name").write_text(f"package-{n}\n")
-        (zone / "energy_uj").write_text("0\n")
-        (zone / "max_energy_range_uj").write_text(f"{top}\n")
-        (zone / "constraint_0_power_limit_uw").write_text("65000000\n")
-        (zone / f"intel-rapl:{n}:0" / "energy_uj").write_text("999999999\n")
-    return root
-
-
-def set_uj(root, *values):
-    """The counters now: each file replaced whole, as sysfs reads are (never an empty file half-written)."""
-    for n, value in enumerate(values):
-        tmp = root / f"intel-rapl:{n}" / ".energy_uj"
-        tmp.write_text(f"{value}\n")
-        tmp.replace(root / f"intel-rapl:{n}" / "energy_uj")
+from helpers import rapl, set_uj
 
 
 class EnergyNVML:

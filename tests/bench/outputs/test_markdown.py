@@ -4,8 +4,7 @@ import pandas as pd
 
 from bench.outputs import markdown, verdicts
 from bench.stages import record
-
-ROW = dict(schema_version=2, bench_id="b1", workload="custom", kind="train", status="ok", busy=False)
+from helpers import ROW
 
 ROW.update(dataset="generated", image_size=16, steps_timed=5, global_batch_size=16, model="m")
 

@@ -1,31 +1,12 @@
 """bench/outputs/report.py: the report holds the tables, the plots and every technique with its diff."""
 
-import json
 import re
-import shutil
 
 import markupsafe
-import pytest
 
 from bench import catalogue
-from bench.modes import speed
 from bench.outputs import diffs, markdown
-from bench.stages import record
 from helpers import ROOT
-
-SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
-    folder = tmp_path_factory.mktemp("report")
-    shutil.copy(SAVED / "runs.csv", folder / "runs.csv")
-    shutil.copy(SAVED / "rounds.txt", folder / "rounds.txt")
-    runs = record.read_runs(folder / "runs.csv")
-    machine = json.loads((SAVED / "machine.json").read_text())
-    summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine)
-    return folder, summary
 
 
 def test_the_report_holds_the_tables_plots_and_every_measured_technique_with_its_diff(report):

@@ -9,19 +9,10 @@ from bench.outputs import verdicts as words
 from bench.stages import summarize
 from helpers import (
     STEADY,
-    run,
     runs_of,
     scaled,
     verdicts,
 )
-
-TORCHRUN_NPROC = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
-
-
-def fsdp(tmp_path, name, *args, nproc=2, script="train_fsdp.py"):
-    metrics = tmp_path / f"{name}.json"
-    cmd = [*TORCHRUN_NPROC, nproc, script, "--device", "cpu", "--metrics-out", metrics, "--no-progress", *args]
-    return run(*cmd, timeout=300), metrics
 
 
 def pd_isna(value):

@@ -9,29 +9,7 @@ import pytest
 from bench import BenchError
 from bench.outputs import plots
 from bench.stages import baseline
-from helpers import run
-
-TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
-
-
-def bench(data, out, *args, timeout=900):
-    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
-
-
-def fake_bench(out, bench_id="b1", variants=("baseline", "amp"), repeats=(1, 2)):
-    """runs.csv rows and metrics files of a bench that trained each variant, loss curves made up."""
-    rows, logs = [], out / "logs" / bench_id
-    logs.mkdir(parents=True)
-    for variant in variants:
-        for repeat in repeats:
-            name = f"{variant}-{repeat}"
-            rows.append(dict(bench_id=bench_id, run=name, variant=variant, kind="train", status="ok"))
-            rows[-1].update(workload="small", repeat=repeat)
-            loss = [[10, 2.0 - repeat / 10], [20, 1.5], [25, 1.2]]
-            val = [dict(epoch=1, step=25, val_acc=0.3 * repeat, train_s=1.0, wall_s=2.0)]
-            (logs / f"{name}.json").write_text(json.dumps(dict(loss_curve=loss, val_curve=val)))
-    rows.append(dict(bench_id=bench_id, run="loader-1", variant="loader", kind="loader", status="ok", repeat=1))
-    return pd.DataFrame(rows)
+from helpers import fake_bench, run
 
 
 def test_baseline_comparison_reports_the_right_ratios(tmp_path):

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bench.stages import cost, plan
-from helpers import ROOT, run
+from helpers import MODULES, run
 
 RUN = dict(device="cuda", status="ok", kind="train", model="resnet50", global_batch_size=256, setup_s=0.5,
            step_time_p90_ms=101.0, val_samples=1000)  # fmt: skip
@@ -31,12 +31,6 @@ def plan_args(variants):
     from bench import cli
 
     return cli.parse_args(["--workload", "imagenet", "--variants", variants, "--dry-run", "--gpus", "1"])
-
-
-MODULES = {
-    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
-    for p in (ROOT / "bench").rglob("*.py")
-}
 
 
 def test_each_part_of_a_run_is_the_median_of_its_rows_saved_runs():

@@ -5,7 +5,6 @@ import importlib
 import json
 import re
 import sys
-import textwrap
 
 import pytest
 import torch
@@ -13,19 +12,7 @@ import torch
 from bench import catalogue, cli
 from bench.outputs import diffs
 from bench.stages import cost, plan, record
-from helpers import (
-    CPU_CLASSES,
-    ROOT,
-    fast_first,
-    join_stubbed,
-    run,
-)
-
-TINY = ["--steps", 3, "--warmup-steps", 1, "--batch-size", 16, "--loader-steps", 3, "--workers", 1]
-
-
-def bench(data, out, *args, timeout=900):
-    return run("-m", "bench", "--data", data, "--out", out, *TINY, *args, timeout=timeout)
+from helpers import CPU_CLASSES, ROOT, TINY, VIT, dry_run, fast_first, join_stubbed, run
 
 
 def planned_runs(variants, repeats, workloads=("small",), estimate=10.0):
@@ -35,61 +22,6 @@ def planned_runs(variants, repeats, workloads=("small",), estimate=10.0):
         for w in workloads
         for v in variants
     ]
-
-
-BAD = textwrap.dedent(
-    """
-    from torch import nn
-
-    NOT_A_FUNCTION = 3
-
-
-    def raises(num_classes):
-        raise ValueError("width must be even, got 7")
-
-
-    def no_module(num_classes):
-        return "a string"
-
-
-    def wrong_scores(num_classes):
-        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, num_classes + 1))
-
-
-    def no_parameters(num_classes):
-        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
-
-
-    def too_big_a_kernel(num_classes):
-        return nn.Sequential(nn.Conv2d(3, 8, 64), nn.Flatten(), nn.LazyLinear(num_classes))
-    """
-)
-
-
-@pytest.fixture
-def models(tmp_path):
-    """A folder holding bad.py (factories that go wrong in every way) and broken.py (a file that does not import)."""
-    (tmp_path / "bad.py").write_text(BAD)
-    (tmp_path / "broken.py").write_text("def build(num_classes)\n    return None\n")
-    return tmp_path
-
-
-VIT = "examples/vit_small.py:vit_small"
-
-
-TORCHRUN_NPROC = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node")
-
-
-def fsdp(tmp_path, name, *args, nproc=2, script="train_fsdp.py"):
-    metrics = tmp_path / f"{name}.json"
-    cmd = [*TORCHRUN_NPROC, nproc, script, "--device", "cpu", "--metrics-out", metrics, "--no-progress", *args]
-    return run(*cmd, timeout=300), metrics
-
-
-def dry_run(*args):
-    result = run("-m", "bench", "--dry-run", *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.mark.slow

@@ -8,9 +8,7 @@ import pytest
 
 from bench import BenchError, cli
 from bench.stages import record
-from helpers import PY, ROOT, fast_first, run
-
-SAVED = ROOT / "baseline" / "cpu-2core-amd-epyc-avx2"
+from helpers import PY, ROOT, ROW, SAVED, bench_error, fast_first, run
 
 
 def damaged(kind):
@@ -27,20 +25,10 @@ def damaged(kind):
     }[kind]
 
 
-def bench_error(*args, **kwargs):
-    """Run the bench; check it failed with one line; return that line."""
-    result = run("-m", "bench", *args, **kwargs)
-    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stdout + result.stderr
-    assert result.stderr.startswith("bench: error: ") and "Traceback" not in result.stderr
-    return result.stderr.strip()
-
-
 def fake_runs(path, rows):
     for row in rows:
         record.append_row(path, row)
 
-
-ROW = dict(schema_version=2, bench_id="b1", workload="custom", kind="train", status="ok", busy=False)
 
 ROW.update(dataset="generated", image_size=16, steps_timed=5, global_batch_size=16, model="m")
 
