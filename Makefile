@@ -108,14 +108,17 @@ slurm:
 
 # every test (CI runs this), in passes: the tests beside their modules on TEST_WORKERS processes of one thread each
 # (pytest-xdist, where the interpreter has it: two processes of two threads on two cores slow each other down), then
-# tests/e2e/ one at a time (whole benches plan their runs' threads for the whole machine), then the tests marked
-# alone (a load a bench measures, a race counted, a wait timed: they need the machine to themselves), then the
+# tests/e2e/ on as many, each worker kept to its share of the cores (tests/conftest.py: a bench plans its runs'
+# threads for the cores it may use; the tests of one xdist_group, the Slurm cluster's, on one worker), then the tests
+# marked alone (a load a bench measures, a race counted, a wait timed, a process per core: they need the machine to
+# themselves), then the
 # scripts' tests (marked torches) again on the oldest torch tested. test-fast leaves out the slow ones (torchrun,
 # whole benches, limits, Slurm) and the second torch. Each pass prints its 25 slowest tests and keeps every test's
 # durations in results/tests/durations-PASS.csv.
 TEST_WORKERS ?= 2
 XDIST = $(shell $(PY) -c "import xdist" 2>/dev/null && [ "$(TEST_WORKERS)" -gt 1 ] && echo "-n $(TEST_WORKERS)")
 SPREAD = $(if $(XDIST),OMP_NUM_THREADS=1 )
+XDIST_GROUPS = $(if $(XDIST),$(XDIST) --dist loadgroup)
 # a pass: $(1) its name, $(2) what precedes pytest, $(3) pytest's arguments; one that collects nothing fails, unless
 # ARGS chose the tests
 PASS = echo "make test: the pass $(1)"; TESTS_PASS=$(1) $(2) $(PY) -m pytest $(3) $(ARGS); rc=$$?; \
@@ -126,7 +129,7 @@ OLDEST_TORCH = $(word 2,$(subst ==, ,$(word 1,$(OLDEST))))
 
 test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
 	@$(call PASS,modules,$(SPREAD),$(XDIST) -m "not alone" --ignore=tests/e2e --durations=25 tests); \
-	$(call PASS,e2e,,-m "not alone" --durations=25 tests/e2e); \
+	$(call PASS,e2e,$(SPREAD)TESTS_SHARE_CORES=1,$(XDIST_GROUPS) -m "not alone" --durations=25 tests/e2e); \
 	$(call PASS,alone,,-m alone --durations=25 tests); \
 	if [ -n "$(OLDEST_SETUP)" ]; then export PYTHONPATH=$(OLDEST_DIR) TESTS_TORCH=$(OLDEST_TORCH); \
 	  $(call PASS,torch-$(OLDEST_TORCH),$(SPREAD),$(XDIST) -m torches --durations=10 tests); fi

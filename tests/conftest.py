@@ -22,8 +22,28 @@ os.environ.setdefault(
 )
 
 
+def worker_cores(worker, workers, cores):
+    """The cores pytest-xdist's worker (its number of workers) runs on: its share of the cores this process may use,
+    taken in turn (2 workers on 2 cores: one each; 2 on 16: 8 each; 3 on 2: the third shares the first's)."""
+    cores = sorted(cores)
+    share = max(1, len(cores) // workers)
+    start = worker * share % len(cores)
+    return set(cores[start : start + share])
+
+
+def pin_worker():
+    """Under pytest-xdist with TESTS_SHARE_CORES=1 (make test's e2e pass), this worker and every process it starts
+    keep to its share of the cores: a bench plans its runs' threads from the cores it may use (machine.json's
+    cpu_cores), so two benches side by side each plan for theirs instead of both for the whole machine."""
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if os.environ.get("TESTS_SHARE_CORES") == "1" and worker and workers and hasattr(os, "sched_setaffinity"):
+        os.environ.setdefault("TESTS_MACHINE_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
+        os.sched_setaffinity(0, worker_cores(int(worker.removeprefix("gw")), int(workers), os.sched_getaffinity(0)))
+
+
 def pytest_configure(config):
     """make test's second pass names the torch it tests (TESTS_TORCH): a PYTHONPATH that did not take is no pass."""
+    pin_worker()
     import torch
 
     expected = os.environ.get("TESTS_TORCH")

@@ -63,9 +63,19 @@ PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP
     return munge_socket
 
 
+def on_the_whole_machine():
+    """Run a daemon on every core the tests were given (TESTS_MACHINE_CORES, kept by tests/conftest.py before it
+    keeps a worker of make test's e2e pass to its share): the cluster is a machine of its own, not the worker's."""
+    cores = os.environ.get("TESTS_MACHINE_CORES")
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(core) for core in cores.split(",")})
+
+
 def node_cpus_memory(env):
     """What slurmd finds on this machine (slurmd -C), so that the node is not drained for a mismatch."""
-    found = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, env=env, timeout=60).stdout
+    found = subprocess.run(
+        ["slurmd", "-C"], capture_output=True, text=True, env=env, timeout=60, preexec_fn=on_the_whole_machine
+    ).stdout
     fields = dict(part.split("=", 1) for part in found.split() if "=" in part)
     return int(fields.get("CPUs", os.cpu_count() or 1)), max(1, int(fields.get("RealMemory", 1024)) - 256)
 
@@ -106,7 +116,15 @@ def one_node(folder):
         wait_for(munge_socket.exists, 20, "munged", folder / "munged.log")
         for daemon in "slurmctld", "slurmd":
             log = open(folder / f"{daemon}.out", "w")
-            daemons.append(subprocess.Popen([daemon, "-D", "-f", env["SLURM_CONF"]], env=env, stdout=log, stderr=log))
+            daemons.append(
+                subprocess.Popen(
+                    [daemon, "-D", "-f", env["SLURM_CONF"]],
+                    env=env,
+                    stdout=log,
+                    stderr=log,
+                    preexec_fn=on_the_whole_machine,
+                )
+            )
 
         def idle():
             for d in daemons:

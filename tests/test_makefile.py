@@ -44,3 +44,18 @@ def test_the_install_warns_before_it_starts_on_a_nearly_full_disk(free_gb, warne
     assert result.returncode != 0 and not (venv / ".installed").exists()  # the stand-in python3 failed
     said = f"make: warning: {free_gb} GB free on this disk; the install may stop with 'No space left on device'"
     assert (said in result.stderr) == warned, result.stderr
+
+
+def test_each_worker_of_the_e2e_pass_keeps_to_its_share_of_the_cores():
+    """tests/conftest.py's share: the cores taken in turn, at least one each, the last ones shared when too few."""
+    from conftest import worker_cores
+
+    assert worker_cores(0, 2, {0, 1}) == {0} and worker_cores(1, 2, {0, 1}) == {1}
+    assert worker_cores(1, 2, set(range(16))) == set(range(8, 16)) and worker_cores(0, 3, set(range(16))) == {
+        0,
+        1,
+        2,
+        3,
+        4,
+    }
+    assert worker_cores(2, 3, {4, 6}) == {4} and worker_cores(1, 2, {5}) == {5}

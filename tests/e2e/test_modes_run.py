@@ -74,7 +74,7 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes_and_timed_in_roun
     whole = table.loc["baseline", "why_it_stops"] == "out of memory in a whole run"
     steps = ("--steps", 6 if whole else maxbatch.PROBE_STEPS, "--warmup-steps", 1, "--workers", 0, "--no-data-check")
     steps += () if whole else ("--eval-samples", "{batch}")  # a probe evaluates one batch
-    threads = {"OMP_NUM_THREADS": str(os.cpu_count())}
+    threads = {"OMP_NUM_THREADS": str(len(os.sched_getaffinity(0)))}  # the bench's: its cores
     # near the limit a run's address space varies by a few percent from run to run (the allocator's arenas), so the
     # batch found may fail and the batch that failed may fit on another try (both seen in CI): a step below the one
     # found, the direct probe must train; a step above the one that failed, it must run out of memory
@@ -113,6 +113,7 @@ def test_a_real_run_flags_fsdp_without_its_broadcast_as_not_the_same_run_as_ddp(
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # a CPU process per core: two cores, which a worker of make test's e2e pass does not have
 def test_the_mode_runs_ddp_at_one_and_two_gloo_processes(tiny_data, tmp_path):
     out = tmp_path / "out"
     flags = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0, "--eval-samples", 8]

@@ -11,13 +11,15 @@ from bench.stages import slurm
 from bench.stages.plan import Run
 from helpers import run
 
+CORES = len(os.sched_getaffinity(0))  # a CPU node's processes: the cores the bench may use (machine.json's cpu_cores)
+
 
 @pytest.mark.parametrize(
     "flags, words",
     [
         (["--nodes", 2, "--scaling", "1,2"], "--nodes 2: job 7 has 1 node(s)"),
-        (["--scaling", "1,4"], f"--scaling 4: 2 nodes of {os.cpu_count()} processes, and the allocation has 1"),
-        (["--scaling", "1,3"], f"--scaling 3: across nodes a count fills whole nodes of {os.cpu_count()}"),
+        (["--scaling", "1,4"], f"--scaling 4: 2 nodes of {CORES} processes, and the allocation has 1"),
+        (["--scaling", "1,3"], f"--scaling 3: across nodes a count fills whole nodes of {CORES}"),
     ],
 )
 def test_what_the_job_cannot_hold_is_one_line(flags, words, tiny_data, tmp_path, monkeypatch):
