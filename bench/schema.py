@@ -289,6 +289,15 @@ memory_vs_peer          x     summary -       -          ... of memory_source / 
                                                            ratio of the memory per process
 memory_vs_peer_low      x     summary -       -          its 95% confidence interval starts here
 memory_vs_peer_high     x     summary -       -          ... and ends here
+convert_ms              ms    summary -       -          --profile: casts and memory-format conversions per step, the
+                                                           self time of the operators (CPU) or kernels (GPU) that
+                                                           convert (bench/stages/causes.py's CONVERSIONS), round 1
+collective_ms           ms    summary -       -          --profile: collectives per step (all-reduce, all-gather, ...)
+cause                   -     summary -       -          a row not faster (or faster but below its ceiling): the
+                                                           likeliest cause, by the rules of bench/stages/causes.py
+                                                           (precision, compile, recompute, shared_cores, collectives,
+                                                           data, loader_limit, conversions, layout, stalls), or none
+                                                           shown; empty for a row not asked
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
                                                            (bench/stages/summarize.py)
 """

@@ -11,7 +11,7 @@ import pytest
 
 from bench.modes import speed
 from bench.stages import plan, record
-from helpers import BAD, LEARN, ROOT, SAVED, SCRIPTS, generate, train
+from helpers import BAD, LEARN, ROOT, SAVED, SCRIPTS, generate, train, worker_cores
 
 sys.path.insert(0, str(ROOT))  # the scripts (train.py, loader.py, checks, meter) import as modules in the tests
 
@@ -20,15 +20,6 @@ sys.path.insert(0, str(ROOT))  # the scripts (train.py, loader.py, checks, meter
 os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"tests-compile-cache-{os.getuid()}")
 )
-
-
-def worker_cores(worker, workers, cores):
-    """The cores pytest-xdist's worker (its number of workers) runs on: its share of the cores this process may use,
-    taken in turn (2 workers on 2 cores: one each; 2 on 16: 8 each; 3 on 2: the third shares the first's)."""
-    cores = sorted(cores)
-    share = max(1, len(cores) // workers)
-    start = worker * share % len(cores)
-    return set(cores[start : start + share])
 
 
 def pin_worker():

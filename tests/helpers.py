@@ -517,3 +517,12 @@ TECHNIQUE_TIMED = ("--steps", 4, "--warmup-steps", 2, "--workers", 0)
 
 
 SYNTHETIC = ("--data", "synthetic:32:10")  # the ViT's 32 px, made on the device: no loader to wait for
+
+
+def worker_cores(worker, workers, cores):
+    """The cores pytest-xdist's worker (its number of workers) runs on: its share of the cores this process may use,
+    taken in turn (2 workers on 2 cores: one each; 2 on 16: 8 each; 3 on 2: the third shares the first's)."""
+    cores = sorted(cores)
+    share = max(1, len(cores) // workers)
+    start = worker * share % len(cores)
+    return set(cores[start : start + share])

@@ -48,7 +48,7 @@ def test_the_install_warns_before_it_starts_on_a_nearly_full_disk(free_gb, warne
 
 def test_each_worker_of_the_e2e_pass_keeps_to_its_share_of_the_cores():
     """tests/conftest.py's share: the cores taken in turn, at least one each, the last ones shared when too few."""
-    from conftest import worker_cores
+    from helpers import worker_cores
 
     assert worker_cores(0, 2, {0, 1}) == {0} and worker_cores(1, 2, {0, 1}) == {1}
     assert worker_cores(1, 2, set(range(16))) == set(range(8, 16)) and worker_cores(0, 3, set(range(16))) == {

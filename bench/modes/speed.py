@@ -64,7 +64,8 @@ def write_outputs(out, bench_id, machine):
     runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
     if runs.empty:
         return None
-    summary = verdicts.summary(runs, parity_of(out), max_batch_of(out))
+    profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's operators, read by the causes
+    summary = verdicts.summary(runs, parity_of(out), max_batch_of(out), profiled)
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
@@ -80,7 +81,6 @@ def write_outputs(out, bench_id, machine):
     if learned:
         plots.plot_curves(learned, out / "curves.png", headings)
     notes = [verdicts.settled_note(summary), *notes, verdicts.diverged_note(summary), verdicts.busy_note(summary)]
-    profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's changed operators
     html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiled)
     return summary
 

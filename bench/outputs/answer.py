@@ -33,7 +33,7 @@ import pandas as pd
 from bench import catalogue
 from bench.outputs import diffs, verdicts
 from bench.outputs.verdicts import plural
-from bench.stages import summarize
+from bench.stages import causes, summarize
 from bench.stages.summarize import num
 
 ROUNDS_AT_MOST = (
@@ -251,7 +251,7 @@ def items(train):
                 f" {num(best, 'speedup_high'):.2f}x){memory_words(best)}",
             )
         )
-    said += limit_items(train) + data_bound_items(train)
+    said += why_items(train) + limit_items(train) + data_bound_items(train)
     return said + [("Flag", words) for _, words in above_ceiling(train) + slower_than_parts(train)]
 
 
@@ -266,6 +266,19 @@ def answer(train):
     if not said:
         return []
     return [f"**{title(train)}:**", "", *[f"- **{label}**: {words}." for label, words in said], ""]
+
+
+def why_items(train):
+    """Each row that is not faster (or not as near its ceiling as it could be), with its likeliest cause in a few
+    words (bench/stages/causes.py; its evidence is in its verdict), the rows whose cause was not shown together."""
+    if "cause" not in train:
+        return []
+    asked = train[train["cause"].notna()]
+    named = [f"{row.variant}: {causes.NAMES[row.cause]}" for _, row in asked.iterrows() if row.cause in causes.NAMES]
+    unshown = [row.variant for _, row in asked.iterrows() if row.cause not in causes.NAMES]
+    if unshown:
+        named.append(f"{', '.join(unshown)}: not shown by what was measured (each verdict says what would show it)")
+    return [("Why not faster", "; ".join(named))] if named else []
 
 
 def data_bound_items(train):

@@ -11,6 +11,7 @@ import math
 
 import pandas as pd
 
+from bench.stages import causes
 from bench.stages.summarize import (
     ACCURACY_GAP,
     BAND,
@@ -34,11 +35,12 @@ from bench.stages.summarize import (
 )
 
 
-def summary(runs, parity=None, largest=None):
+def summary(runs, parity=None, largest=None, profiled=None):
     """The summary of the runs (bench/stages/summarize.py) with a verdict for every row; parity: the parity.csv of a
     --parity run in the same results folder, whose verdicts the rows then carry; largest: the max_batch.csv of a
-    --max-batch run there, whose speeds at the largest batches they carry."""
-    return with_verdicts(with_largest(with_parity(summarize(runs), parity), largest))
+    --max-batch run there, whose speeds at the largest batches they carry; profiled: the operators of a bench with
+    --profile (bench/outputs/profiles.py), whose casts and collectives the causes read."""
+    return with_verdicts(causes.with_profiles(with_largest(with_parity(summarize(runs), parity), largest), profiled))
 
 
 def present(value):
@@ -60,17 +62,37 @@ def with_verdicts(summary):
     """summary with a `verdict` for every row: training rows against their workload's baseline, loader rows
     against loader.py."""
     summary = summary.copy()
-    summary["verdict"] = None
+    summary["verdict"], summary["cause"] = None, None
     for i, row in summary.iterrows():
-        same = summary[(summary["workload"] == row.workload) & (summary["kind"] == row.kind)]
+        workload = summary[summary["workload"] == row.workload]
+        same = workload[workload["kind"] == row.kind]
         reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
-        summary.at[i, "verdict"] = verdict(row, reference.iloc[0] if not reference.empty else None)
+        base = reference.iloc[0] if not reference.empty else None
+        found = causes.found(row, base, workload) if base is not None and causes.asked(row) else None
+        if found is not None:
+            summary.at[i, "cause"] = found[0][0].cause if found else "none shown"
+        summary.at[i, "verdict"] = verdict(row, base, found)
     return in_order(summary)
 
 
-def verdict(row, base):
+def why_words(row, found):
+    """' Why not faster: waiting for data: it waited for data 35% of its window; try the loader's settings (...).
+    Also: ...', from the causes found (bench/stages/causes.py); where none passed, that the run does not show it."""
+    answer = row.get("speed_answer")
+    why = {"faster": "Why not nearer its ceiling", "unsettled": "What may hold it back"}.get(answer, "Why not faster")
+    if not found:
+        flags = causes.unshown(row)
+        return f" {why}: {causes.UNSHOWN}{': ' + ', '.join(flags) if flags else ''}."
+    (rule, numbers), others = found[0], found[1:]
+    said = f" {why}: {rule.name}: {rule.words.format(**numbers)}; to try: {rule.remedy}."
+    if others:
+        said += " Also " + "; ".join(f"{r.name}: {r.words.format(**n)}" for r, n in others) + "."
+    return said
+
+
+def verdict(row, base, found=None):
     """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
-    measured fields."""
+    measured fields; found: the causes of a row that is not faster (bench/stages/causes.py), said last."""
     name = row.variant
     if not row.runs_ok:
         return f"{name}: no verdict: all {row.runs_failed} of its runs failed ({row.error})."
@@ -109,8 +131,10 @@ def verdict(row, base):
         head += f", {memory(row)}"
     if pd.notna(num(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
         head += f" and {num(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
-    said = reasons(row, base)
-    return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{busy(row)}"
+    named = {rule.cause for rule, _ in found or []}
+    said = reasons(row, base, named)
+    why = why_words(row, found) if found is not None else ""
+    return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{why}{busy(row)}"
 
 
 def stall_words(row):
@@ -239,8 +263,9 @@ def memory(row):
     return f"{m:.2f}x the {what}, not settled ({low:.2f}x to {high:.2f}x)"
 
 
-def reasons(row, base):
-    """Why, from the fields: the data wait and the compute per step, then what else the row shows."""
+def reasons(row, base, named=()):
+    """Why, from the fields: the data wait and the compute per step, then what else the row shows; what a cause
+    named (named: bench/stages/causes.py's keys) is said there, not here."""
     said = []
     wait, base_wait = waited(row), waited(base)
     fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
@@ -250,7 +275,7 @@ def reasons(row, base):
         said.append(
             f"the data wait stayed high ({base_wait:.0%} to {wait:.0%}): the input pipeline, not compute, sets the pace"
         )
-    if emulated_bf16(row) and row.speedup < 1:
+    if emulated_bf16(row) and row.speedup < 1 and "precision" not in named:
         where = "GPU (before Ampere)" if row.get("device") == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
         said.append(f"bf16 is emulated on this {where}, so autocast costs more than it saves")
     step = f"compute per step went from {compute_ms(base):.1f} ms to {compute_ms(row):.1f} ms"
@@ -268,7 +293,7 @@ def reasons(row, base):
     cores = cores_words(row, base)
     if cores:
         said.append(cores)
-    if stall_words(row):
+    if stall_words(row) and "stalls" not in named:
         said.append(stall_words(row))
     if torch_blind(row):
         said.append(

@@ -27,6 +27,7 @@ from helpers import (
     SAVED,
     SMALL_MODEL,
     TINY,
+    TINY_MODEL,
     TOO_BIG,
     assert_no_orphans,
     bench,
@@ -319,3 +320,46 @@ def test_a_bench_beside_a_cpu_hog_is_flagged_busy(tiny_data, tmp_path):
     assert row["busy"] and row["other_cpu_frac"] > 0.2 and "other processes used" in row["busy_reason"]
     assert "BUSY: other processes used" in loud.stdout
     assert "busy during 1 of 1 runs" in (tmp_path / "loud" / "summary.md").read_text()
+
+
+CASTS = (
+    "    for module in model.modules():  # new # every module's output to float64 and back, 4 times: casts, no gain\n"
+    "        module.register_forward_hook(lambda m, i, out: out.double().float().double().float().double().float()"
+    ".double().float())  # new #\n"
+)
+CASTS_ROW = (
+    '    Row("casts", "train_casts.py", base="train.py", lesson=12),  # made up by tests/e2e/test_bench_run.py\n'
+)
+MODEL_LINE = "    model = build_model(args.model, info.num_classes, info.image_size).to(device)\n"
+
+
+@pytest.mark.slow
+def test_causes_made_on_purpose_are_named_in_a_real_bench(tiny_data, tmp_path):
+    """Why not faster, for real (bench/stages/causes.py), in a copy of the suite with a made-up technique,
+    train_casts.py (train.py whose every module's output goes to float64 and back, 4 times), profiled, with --workers
+    0 (the training process loads every batch itself) against the tiny model: dp, a passthrough on a CPU, waits for
+    its data far below its ceiling; the casts are the conversions that make train_casts.py slower, while its compute
+    per step grows (so the wait is not why)."""
+    copy = tmp_path / "suite"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "*.png"))
+    script = (ROOT / "train.py").read_text()
+    assert MODEL_LINE in script
+    (copy / "train_casts.py").write_text(script.replace(MODEL_LINE, MODEL_LINE + CASTS))
+    catalogue = (copy / "bench" / "catalogue.py").read_text()
+    end = "]  # fmt: skip\nBY_NAME"
+    (copy / "bench" / "catalogue.py").write_text(catalogue.replace(end, CASTS_ROW + end))
+    out = tmp_path / "out"
+    cmd = [PY, "-m", "bench", "--data", str(tiny_data), "--out", str(out), "--variants", "baseline,synthetic,dp,casts"]
+    cmd += ["--workers", "0", "--profile", "--loaders", "none", "--repeats", "2", "--steps", "6", "--warmup-steps", "1"]
+    cmd += ["--batch-size", "16", "--model", TINY_MODEL]
+    result = subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    summary = pd.read_csv(out / "summary.csv").set_index("variant")
+    shown = ["cause", "speed_answer", "data_wait_frac", "convert_ms", "verdict"]
+    dp, casts = summary.loc["dp"], summary.loc["casts"]
+    assert dp["cause"] == "data" and "waiting for data: it waited for data" in dp["verdict"], dp[shown].to_dict()
+    assert casts["convert_ms"] > summary.at["baseline", "convert_ms"] >= 0, casts[shown].to_dict()
+    assert casts["cause"] == "conversions", casts[shown].to_dict()
+    assert "conversions and layout: casts and layout conversions take" in casts["verdict"]
+    assert summary["cause"].drop(["dp", "casts"]).isna().all()  # the baseline and the ceiling are not asked
+    assert "casts: conversions and layout" in (out / "summary.md").read_text()

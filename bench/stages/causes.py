@@ -1,0 +1,286 @@
+"""Why is it not faster? The likeliest cause, from the run's own evidence, for every row that does not pay in full.
+
+A training row is asked (`asked`) where its speed answer is not faster (slower, no measurable difference, not
+settled) or where it is faster but its paired interval against its ceiling (the synthetic row of its precision) lies
+wholly below 100%: faster by less than its ceiling says it could be. The baseline, the ceilings, the loader rows, a
+failed or diverged row and a row whose technique did not apply (tf32 without TF32) are not asked.
+
+The rules are one table, RULES: a cause, the evidence it reads, the threshold past which it is named, its words and
+what to try. Each rule reads the row, its workload's baseline and the workload's other rows (the loaders alone, the
+rows of the same precision) and returns the numbers its words need where the evidence passes the threshold, else
+None. The first rule in the table's order whose evidence passes is the cause (`cause` in summary.csv, said first in
+the verdict); the others that pass follow it. Where none passes, the verdict says the cause is not shown by what was
+measured, and which flag would show it (`unshown`). docs/bench.md holds the table (`python -m bench.stages.causes`
+prints it), and tests/bench/stages/test_causes.py injects each cause and its absence.
+
+The operators' evidence (casts and layout conversions, collectives) comes from a bench with --profile: its round-1
+runs' operators per step (bench/outputs/profiles.py), summed here by name into `convert_ms` and `collective_ms`.
+"""
+
+import math
+from typing import Callable, NamedTuple
+
+import pandas as pd
+
+from bench import catalogue
+from bench.stages.summarize import (
+    STALL,
+    WAIT_BOUND,
+    WAIT_LITTLE,
+    against_ceiling,
+    compute_ms,
+    emulated_bf16,
+    num,
+    step_ms,
+    waited,
+)
+
+LOADER_NEAR = 0.9  # a row training at this share of its loader's rate alone, or more, is held by the loader
+STALL_MORE = 0.25  # ... and it stalls more than the baseline by this much (p90 / median) or more
+SHARE = 0.1  # conversions or collectives: this share of the row's step or more (added over the baseline's)
+LAYOUT_GAIN = 1.2  # a row of the same precision in channels_last this many times as fast: the layout costs
+RECOMPUTE = 1.1  # this many times the baseline's FLOPs a step, or more: recomputation
+COMPUTE_SAME = 1.1  # compute per step up to this many times the baseline's: the compute did not grow
+
+# operator and kernel names (lower case, substrings) that convert: dtype casts and memory-format changes; on a CPU
+# aten::copy_ does a cast's work (aten::to and aten::_to_copy call it), oneDNN reorders between layouts; on a GPU
+# cuDNN's and torch's NCHW <-> NHWC kernels and the elementwise copy kernels that cast
+CONVERSIONS = ("copy", "contiguous", "reorder", "nchwtonhwc", "nhwctonchw", "transpose", "convert", "cast")
+COLLECTIVES = ("allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter", "reducescatter", "broadcast",
+               "nccl", "gloo", "c10d")  # fmt: skip
+
+
+class Rule(NamedTuple):
+    cause: str  # its key: summary.csv's cause
+    name: str  # the practitioner's words for it
+    evidence: str  # what it reads
+    threshold: str  # when it is named
+    test: Callable  # (row, base, rows) -> {numbers its words need}, or None where the evidence does not pass
+    words: str  # the evidence, said (str.format of the numbers)
+    remedy: str  # what to try
+
+
+def ratio(value, of):
+    return value / of if of > 0 else math.nan
+
+
+def precision(row, base, rows):
+    if emulated_bf16(row):
+        where = "GPU before Ampere" if row.get("device") == "cuda" else "CPU without AVX-512-BF16 or AMX"
+        return dict(where=where)
+    return None
+
+
+def compile_(row, base, rows):
+    if pd.isna(row.get("compile_mode")):
+        return None
+    breaks, recompiles = num(row, "compile_graph_breaks"), num(row, "compile_recompiles_timed")
+    said = []
+    if breaks > 0:
+        said.append(f"{breaks:.0f} graph break{'s' if breaks != 1 else ''} (each a return to Python)")
+    if recompiles > 0:
+        said.append(f"{recompiles:.0f} graph{'s' if recompiles != 1 else ''} compiled inside the timed window")
+    if row.get("payback_answer") == "never":
+        said.append("its compile never pays back (its speed-up's interval lies below 1)")
+    return dict(found="; ".join(said)) if said else None
+
+
+def recompute(row, base, rows):
+    times = ratio(num(row, "flop_per_step"), num(base, "flop_per_step"))
+    return dict(times=times) if times >= RECOMPUTE else None
+
+
+def shared_cores(row, base, rows):
+    if row.get("device") == "cpu" and num(row, "world_size") > 1:
+        return dict(processes=num(row, "world_size"))
+    return None
+
+
+def one_gpu(row, base, rows):
+    if row.get("variant") in catalogue.MULTI_GPU and row.get("device") == "cuda" and not num(row, "world_size") > 1:
+        return {}
+    return None
+
+
+def collectives(row, base, rows):
+    spent, step = num(row, "collective_ms"), step_ms(row)
+    share = ratio(spent, step)
+    return dict(ms=spent, step=step, share=share) if share >= SHARE else None
+
+
+def data(row, base, rows):
+    """A row that waits for its data, and whose compute per step did not grow: what it lost is the wait's (a row whose
+    compute grew lost its speed there, whatever it waited)."""
+    wait = waited(row)
+    if not wait >= WAIT_BOUND or compute_ms(row) > COMPUTE_SAME * compute_ms(base):
+        return None
+    ceiling = ceiling_rate(row, rows)
+    return dict(wait=wait, also=f"; its ceiling trains {ceiling:,.1f} samples/s" if ceiling > 0 else "")
+
+
+def loader_limit(row, base, rows):
+    alone = loader_rate(row, rows)
+    share = ratio(num(row, "rate_median"), alone)
+    if not share >= LOADER_NEAR:
+        return None
+    return dict(rate=num(row, "rate_median"), alone=alone, share=share)
+
+
+def conversions(row, base, rows):
+    added = num(row, "convert_ms") - (0.0 if pd.isna(num(base, "convert_ms")) else num(base, "convert_ms"))
+    share = ratio(added, step_ms(row))
+    if not share >= SHARE:
+        return None
+    return dict(ms=num(row, "convert_ms"), base_ms=num(base, "convert_ms"), step=step_ms(row), share=share)
+
+
+def layout(row, base, rows):
+    """A mixed-precision row in NCHW against the fastest row of the same precision in channels_last."""
+    if pd.isna(row.get("amp_dtype")) or row.get("memory_format") != "contiguous":
+        return None
+    same = rows[(rows["kind"] == "train") & (rows["dataset"] != "synthetic") & (rows["runs_ok"] > 0)]
+    same = same[(same["amp_dtype"] == row.get("amp_dtype")) & (same["memory_format"] == "channels_last")]
+    if same.empty:
+        return None
+    best = same.loc[same["rate_median"].idxmax()]
+    times = ratio(num(best, "rate_median"), num(row, "rate_median"))
+    return dict(other=best["variant"], times=times) if times >= LAYOUT_GAIN else None
+
+
+def stalls(row, base, rows):
+    p90, median = num(row, "step_time_p90_ms"), num(row, "step_time_median_ms")
+    mine = ratio(p90, median)
+    theirs = ratio(num(base, "step_time_p90_ms"), num(base, "step_time_median_ms"))
+    if not mine >= STALL or mine < (1.0 if pd.isna(theirs) else theirs) + STALL_MORE:
+        return None
+    return dict(p90=p90, median=median, times=mine, base=theirs, wait=waited(row))
+
+
+RULES = [
+    Rule("precision", "the precision is emulated", "bf16_native of a bf16 autocast row (train_amp.py, train_all.py)",
+         "the device does not compute bf16 natively", precision,
+         "bf16 is emulated on this {where}, so autocast costs more than it saves",
+         "full precision (the baseline) on this device"),
+    Rule("compile", "compile", "compile_graph_breaks, compile_recompiles_timed, payback_answer",
+         "a graph break, a graph compiled inside the window, or a compile that never pays back", compile_,
+         "torch.compile: {found}", "TORCH_LOGS=graph_breaks,recompiles to see where, then the code it names, or"
+         " compile the model's blocks alone"),
+    Rule("recompute", "recomputation", "flop_per_step against the baseline's (FlopCounterMode, recompute included)",
+         f"{RECOMPUTE:g}x the baseline's FLOPs a step or more", recompute,
+         "it computes {times:.2f}x the baseline's FLOPs a step (activation checkpointing runs the forward again)",
+         "checkpoint fewer stages, or only where memory, not speed, is the limit"),
+    Rule("shared_cores", "processes share the cores", "world_size and device of the row",
+         "2 or more processes on one CPU", shared_cores,
+         "its {processes:.0f} processes share one CPU's cores: more processes bring no more compute here, only"
+         " their communication", "one process on a CPU; DDP pays across GPUs or machines"),
+    Rule("one_gpu", "one GPU", "world_size of a row whose technique spreads work over GPUs (DDP, FSDP, DP)",
+         "it ran on one GPU", one_gpu,
+         "it ran on one GPU, where there is nothing to spread: only its overhead shows",
+         "two GPUs or more (python -m bench --scaling)"),
+    Rule("collectives", "communication", "collective_ms (--profile: all-reduce, all-gather, reduce-scatter"
+         " operators and kernels per step)", f"{SHARE:.0%} of the step or more", collectives,
+         "collectives take {ms:.1f} ms of its {step:.1f} ms step ({share:.0%})",
+         "a larger batch per process, gradient bucketing (bucket_cap_mb), or fewer processes"),
+    Rule("data", "waiting for data", "data_wait_frac (the GPU's starved_frac), compute per step against the"
+         " baseline's, the ceiling's rate", f"{WAIT_BOUND:.0%} of the window or more, its compute per step at most"
+         f" {COMPUTE_SAME:g}x the baseline's", data,
+         "it waited for data {wait:.0%} of its window{also}",
+         "the loader's settings (python -m bench --tune-loader), or DALI (loader_dali.py)"),
+    Rule("loader_limit", "the loader's limit", "rate_median against its loader's rate alone (loader.py --bench,"
+         " loader_dali.py --bench rows)", f"{LOADER_NEAR:.0%} of the loader's rate alone or more", loader_limit,
+         "it trains {rate:,.0f} samples/s, {share:.0%} of the {alone:,.0f} images/s its loader delivers alone",
+         "more loading processes (python -m bench --tune-loader), or DALI (loader_dali.py)"),
+    Rule("conversions", "conversions and layout", "convert_ms (--profile: casts and memory-format conversions per"
+         " step) against the baseline's", f"{SHARE:.0%} of the step or more added over the baseline's", conversions,
+         "casts and layout conversions take {ms:.1f} ms of its {step:.1f} ms step, against {base_ms:.1f} ms in the"
+         " baseline's", "channels_last with mixed precision (train_all.py), or keep the tensors in one dtype"),
+    Rule("layout", "conversions and layout", "rate_median against the fastest row of the same precision in"
+         " channels_last", f"that row {LAYOUT_GAIN:g}x as fast or more", layout,
+         "{other}, the same precision in channels_last, trains {times:.2f}x as fast: mixed-precision convolutions"
+         " in NCHW pay layout conversions", "channels_last with mixed precision (train_all.py)"),
+    Rule("stalls", "the host, not the device", "step_time_p90_ms against step_time_median_ms, the baseline's too",
+         f"p90 {STALL:g}x the median or more, and {STALL_MORE:g} more than the baseline's ratio", stalls,
+         "its steps stall: the slowest tenth take {p90:,.0f} ms or more against a median of {median:,.0f} ms"
+         " ({times:.1f}x) while it waited for data {wait:.0%} of the time",
+         "--profile to see what the host does between steps, fewer host syncs, or a larger batch"),
+]  # fmt: skip
+
+NAMES = {rule.cause: rule.name for rule in RULES}
+UNSHOWN = "the cause is not shown by what was measured"
+
+
+def asked(row):
+    """The row is asked why it is not faster: not faster, or faster but wholly below its ceiling."""
+    if row.get("kind") != "train" or row.get("dataset") == "synthetic" or row.get("variant") == "baseline":
+        return False
+    if not num(row, "runs_ok") > 0 or num(row, "runs_diverged") > 0 or pd.isna(row.get("speed_answer")):
+        return False
+    if row.get("variant") == "tf32" and row.get("matmul_precision") == "fp32":
+        return False  # did not apply here: its verdict says why
+    return row.get("speed_answer") != "faster" or against_ceiling(row)[0] == "below"
+
+
+def found(row, base, rows):
+    """[(rule, its numbers)] of every rule whose evidence passes for the row, in the table's order."""
+    return [(rule, numbers) for rule in RULES if (numbers := rule.test(row, base, rows)) is not None]
+
+
+def unshown(row):
+    """What would show the cause, where no rule's evidence passes."""
+    flags = []
+    if pd.isna(row.get("convert_ms")):
+        flags.append("--profile shows its operators against the baseline's")
+    wait = waited(row)
+    if not wait < WAIT_LITTLE:
+        flags.append("--tune-loader shows whether the loader holds it back")
+    return flags
+
+
+def ceiling_rate(row, rows):
+    ceiling = rows[rows["variant"] == row.get("ceiling")] if pd.notna(row.get("ceiling")) else rows.iloc[0:0]
+    return num(ceiling.iloc[0], "rate_median") if not ceiling.empty else math.nan
+
+
+def loader_rate(row, rows):
+    """The images/s the row's loader delivers alone (its loader row), times the row's processes (a loader each)."""
+    name = {"torchvision": "loader", "dali": "loader_dali"}.get(row.get("loader"))
+    alone = rows[(rows["kind"] == "loader") & (rows["variant"] == name)]
+    if alone.empty:
+        return math.nan
+    processes = num(row, "world_size")
+    return num(alone.iloc[0], "rate_median") * (processes if processes > 1 else 1)
+
+
+def profile_ms(profiled, workload, variant, device, names):
+    """The self time per step of the profiled operators (on a CPU) or kernels (on a GPU) whose names hold one of
+    names, for one variant of one workload; NaN where it was not profiled."""
+    entry = profiled.get(workload, {}).get(variant)
+    if not entry:
+        return math.nan
+    on = "gpu" if device == "cuda" else "cpu"
+    return sum(
+        op["ms_per_step"] for op in entry["ops"] if op["on"] == on and any(n in op["name"].lower() for n in names)
+    )
+
+
+def with_profiles(summary, profiled):
+    """summary with convert_ms and collective_ms for every profiled training row (profiled: profiles.gather's)."""
+    summary = summary.copy()
+    for column, names in ("convert_ms", CONVERSIONS), ("collective_ms", COLLECTIVES):
+        summary[column] = [
+            profile_ms(profiled or {}, row.workload, row.variant, row.get("device"), names) if row.kind == "train"
+            else math.nan
+            for _, row in summary.iterrows()
+        ]  # fmt: skip
+    return summary
+
+
+def table():
+    """docs/bench.md's table of the rules, as markdown."""
+    lines = ["| cause | evidence | named when | what to try |", "|---|---|---|---|"]
+    lines += [f"| {r.name} (`{r.cause}`) | {r.evidence} | {r.threshold} | {r.remedy} |" for r in RULES]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -1,0 +1,184 @@
+"""bench/stages/causes.py: each cause injected into made-up runs, and its absence, through the summary the bench
+writes (bench/outputs/verdicts.py), so the cause in summary.csv, the verdict's words and the answer are checked at
+once."""
+
+import pytest
+
+from bench.outputs import answer
+from bench.outputs import verdicts as words
+from bench.stages import causes
+from helpers import ROOT, STEADY, runs_of, scaled
+
+FLOP = 1e9
+
+
+def summarized(variants, profiled=None):
+    """{variant: verdict}, the summary by variant."""
+    summary = words.summary(runs_of(variants), profiled=profiled)
+    return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
+
+
+def cause_of(variants, variant, profiled=None):
+    said, summary = summarized(variants, profiled)
+    return summary.at[variant, "cause"], said[variant]
+
+
+def ops(**ms):
+    """A profiled run's operators: {name: ms per step} on the CPU."""
+    return dict(ops=[dict(on="cpu", name=name.replace("__", "::"), ms_per_step=v) for name, v in ms.items()])
+
+
+def test_bf16_on_a_cpu_without_it_is_emulated_precision():
+    amp = dict(amp_dtype="bf16", bf16_native=False)
+    cause, said = cause_of({"baseline": STEADY, "amp": scaled(0.4, **amp)}, "amp")
+    assert cause == "precision"
+    assert "Why not faster: the precision is emulated: bf16 is emulated on this CPU without AVX-512-BF16 or AMX" in said
+    assert said.count("emulated on this") == 1  # said once, as the cause
+    cause, said = cause_of({"baseline": STEADY, "amp": scaled(0.9, **(amp | dict(bf16_native=True)))}, "amp")
+    assert cause == "none shown" and "emulated" not in said
+
+
+def test_graph_breaks_name_compile_and_a_clean_compile_does_not():
+    compiled = dict(compile_mode="default", compile_s=30.0, compiled_steps_timed=10, compile_graphs=1)
+    cause, said = cause_of({"baseline": STEADY, "compile": scaled(1.0, **compiled, compile_graph_breaks=3)}, "compile")
+    assert cause == "compile" and "torch.compile: 3 graph breaks (each a return to Python)" in said
+    assert "TORCH_LOGS=graph_breaks,recompiles" in said
+    cause, _ = cause_of({"baseline": STEADY, "compile": scaled(1.0, **compiled, compile_graph_breaks=0)}, "compile")
+    assert cause == "none shown"
+
+
+def test_a_compile_recompiling_in_the_window_or_never_paying_back_is_compile():
+    compiled = dict(compile_mode="default", compile_s=30.0, compiled_steps_timed=10, compile_graph_breaks=0)
+    cause, said = cause_of(
+        {"baseline": STEADY, "compile": scaled(1.0, **compiled, compile_recompiles_timed=2)}, "compile"
+    )
+    assert cause == "compile" and "2 graphs compiled inside the timed window" in said
+    cause, said = cause_of({"baseline": STEADY, "compile": scaled(0.8, **compiled)}, "compile")
+    assert cause == "compile" and "its compile never pays back" in said
+
+
+def test_more_flops_a_step_is_recomputation():
+    base = [(rate, dict(fields, flop_per_step=FLOP)) for rate, fields in STEADY]
+    cause, said = cause_of({"baseline": base, "checkpoint": scaled(0.75, flop_per_step=1.33 * FLOP)}, "checkpoint")
+    assert cause == "recompute" and "it computes 1.33x the baseline's FLOPs a step" in said
+    cause, _ = cause_of({"baseline": base, "checkpoint": scaled(0.75, flop_per_step=1.05 * FLOP)}, "checkpoint")
+    assert cause == "none shown"
+
+
+def test_processes_on_one_cpu_share_its_cores_and_ddp_on_one_gpu_has_nothing_to_spread():
+    cause, said = cause_of({"baseline": STEADY, "ddp": scaled(1.0, world_size=2)}, "ddp")
+    assert cause == "shared_cores" and "its 2 processes share one CPU's cores" in said
+    gpu = [(rate, dict(device="cuda")) for rate, _ in STEADY]
+    cause, said = cause_of({"baseline": gpu, "ddp": scaled(0.95, device="cuda", world_size=1)}, "ddp")
+    assert cause == "one_gpu" and "it ran on one GPU, where there is nothing to spread" in said
+    cause, _ = cause_of({"baseline": gpu, "ddp": scaled(1.0, device="cuda", world_size=2)}, "ddp")
+    assert cause == "none shown"
+
+
+def test_collectives_past_a_tenth_of_the_step_are_communication():
+    gpu = [(rate, dict(device="cuda")) for rate, _ in STEADY]
+    variants = {"baseline": gpu, "ddp": scaled(1.0, device="cuda", world_size=2)}
+    kernels = [dict(on="gpu", name="ncclDevKernel_AllReduce_Sum_f32_RING_LL", ms_per_step=100.0)]
+    # a step: 64 samples at 100 samples/s, 640 ms; 100 ms of all-reduce is 16% of it
+    cause, said = cause_of(variants, "ddp", {"small": {"ddp": dict(ops=kernels), "baseline": ops()}})
+    assert cause == "collectives" and "collectives take 100.0 ms of its 640.0 ms step (16%)" in said
+    kernels[0]["ms_per_step"] = 30.0
+    cause, _ = cause_of(variants, "ddp", {"small": {"ddp": dict(ops=kernels), "baseline": ops()}})
+    assert cause == "none shown"
+
+
+def test_a_long_data_wait_is_waiting_for_data_with_the_ceiling_beside_it():
+    ceiling = [(200.0, dict(dataset="synthetic", loader="synthetic", data_wait_frac=0.0))] * 3
+    slow = scaled(0.9, data_wait_frac=0.3)
+    cause, said = cause_of({"baseline": STEADY, "synthetic": ceiling, "channels_last": slow}, "channels_last")
+    assert cause == "data" and "it waited for data 30% of its window; its ceiling trains 200.0 samples/s" in said
+    assert "--tune-loader" in said
+    cause, _ = cause_of({"baseline": STEADY, "channels_last": scaled(0.9, data_wait_frac=0.1)}, "channels_last")
+    assert cause == "none shown"
+    # half the speed, a third of it waiting: its compute per step grew (640 ms to 896), so the wait is not why
+    cause, _ = cause_of({"baseline": STEADY, "channels_last": scaled(0.5, data_wait_frac=0.3)}, "channels_last")
+    assert cause == "none shown"
+
+
+def test_a_row_at_its_loaders_rate_alone_is_held_by_the_loader():
+    def variants(loader_rate):
+        loader = [(loader_rate, dict(kind="loader", dataset="generated"))] * 3
+        return {"baseline": STEADY, "channels_last": scaled(1.0), "loader": loader}
+
+    cause, said = cause_of(variants(105.0), "channels_last")
+    assert cause == "loader_limit" and "95% of the 105 images/s its loader delivers alone" in said
+    cause, _ = cause_of(variants(200.0), "channels_last")
+    assert cause == "none shown"
+
+
+def test_casts_and_conversions_past_a_tenth_of_the_step_are_conversions():
+    variants = {"baseline": STEADY, "amp": scaled(0.9, amp_dtype="bf16", bf16_native=True)}
+    # the step: 64 samples at 90 samples/s, 711 ms; 100 ms of copies added is 14% of it
+    profiled = {"small": {"baseline": ops(aten__mm=300.0, aten__copy_=2.0), "amp": ops(aten__copy_=102.0)}}
+    cause, said = cause_of(variants, "amp", profiled)
+    assert cause == "conversions" and "casts and layout conversions take 102.0 ms of its 711.1 ms step" in said
+    assert "against 2.0 ms in the baseline's" in said
+    profiled["small"]["amp"] = ops(aten__copy_=40.0, aten__mm=300.0)
+    cause, said = cause_of(variants, "amp", profiled)
+    assert cause == "none shown" and "--profile" not in said  # profiled: the operators showed nothing
+
+
+def test_mixed_precision_in_nchw_against_the_same_precision_in_channels_last_is_layout():
+    amp = dict(amp_dtype="bf16", bf16_native=True, memory_format="contiguous")
+    recipe = dict(amp_dtype="bf16", bf16_native=True, memory_format="channels_last")
+    for rate, named in (1.5, "layout"), (1.1, "none shown"):
+        cause, said = cause_of({"baseline": STEADY, "amp": scaled(1.0, **amp), "all": scaled(rate, **recipe)}, "amp")
+        assert cause == named
+    assert "all, the same precision in channels_last, trains" not in said
+
+
+def test_steps_that_stall_more_than_the_baselines_are_the_host():
+    def variants(base_p90):
+        base = [(rate, dict(step_time_median_ms=600.0, step_time_p90_ms=base_p90)) for rate, _ in STEADY]
+        return {"baseline": base, "all": scaled(1.0, step_time_median_ms=600.0, step_time_p90_ms=1200.0)}
+
+    cause, said = cause_of(variants(630.0), "all")
+    assert cause == "stalls" and "the host, not the device: its steps stall" in said
+    assert said.count("its steps stall") == 1  # said once, as the cause
+    cause, _ = cause_of(variants(1100.0), "all")  # the baseline stalls as much: the machine's, not the technique's
+    assert cause == "none shown"
+
+
+def test_the_first_cause_in_the_tables_order_leads_and_the_others_follow():
+    amp = dict(amp_dtype="bf16", bf16_native=False, step_time_median_ms=1600.0, step_time_p90_ms=3200.0)
+    cause, said = cause_of({"baseline": STEADY, "amp": scaled(0.4, **amp)}, "amp")
+    assert cause == "precision" and "Also the host, not the device: its steps stall" in said
+    assert said.index("precision is emulated") < said.index("Also the host")
+
+
+def test_what_is_asked_and_what_would_show_a_cause_none_passed():
+    ceiling = [(200.0, dict(dataset="synthetic", loader="synthetic", data_wait_frac=0.0))] * 3
+    faster = scaled(1.3, data_wait_frac=0.3)  # faster, yet at 65% of its ceiling: asked why not nearer
+    said, summary = summarized({"baseline": STEADY, "synthetic": ceiling, "dali": faster, "amp": scaled(2.0)})
+    assert summary.at["dali", "cause"] == "data" and "Why not nearer its ceiling: waiting for data" in said["dali"]
+    assert summary.at["amp", "cause"] is None and "Why" not in said["amp"]  # faster, at its ceiling: not asked
+    assert summary.at["baseline", "cause"] is None and summary.at["synthetic", "cause"] is None
+    said, summary = summarized({"baseline": STEADY, "amp": scaled(1.0, data_wait_frac=0.08)})
+    assert said["amp"].endswith(
+        "Why not faster: the cause is not shown by what was measured: --profile shows its operators against the"
+        " baseline's, --tune-loader shows whether the loader holds it back."
+    )
+    unsettled = [(100.0, {}), (150.0, {}), (60.0, {})]
+    said, _ = summarized({"baseline": STEADY, "amp": unsettled})
+    assert "What may hold it back: the cause is not shown" in said["amp"]
+
+
+def test_the_answer_names_each_rows_cause_and_the_rows_without_one():
+    amp = dict(amp_dtype="bf16", bf16_native=False)
+    summary = words.summary(runs_of({"baseline": STEADY, "amp": scaled(0.4, **amp), "channels_last": scaled(1.0)}))
+    said = dict(answer.items(summary))
+    assert said["Why not faster"] == (
+        "amp: the precision is emulated; channels_last: not shown by what was measured (each verdict says what would"
+        " show it)"
+    )
+
+
+@pytest.mark.parametrize("rule", causes.RULES, ids=lambda r: r.cause)
+def test_every_rule_is_a_row_of_the_docs_table(rule):
+    assert f"| {rule.name} (`{rule.cause}`) | {rule.evidence} | {rule.threshold} | {rule.remedy} |" in causes.table()
+    assert causes.table() in (ROOT / "docs" / "bench.md").read_text()
