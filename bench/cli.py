@@ -302,6 +302,12 @@ def machine():
     return info
 
 
+def planned_for(args):
+    """This machine, with the GPUs --gpus plans for (a dry run for another machine) where it is given."""
+    info = machine()
+    return info if args.gpus is None else {**info, "gpu_count": args.gpus}
+
+
 def save_baseline(args):
     """Keep results/ as the saved baseline of this machine's class (or of the name given)."""
     kept = [name for name in ["summary.csv", *baseline.MODE_OUTPUTS] if (args.out / name).exists()]
@@ -434,9 +440,7 @@ def redraw(out, info):
 
 def to_accuracy(args):
     """Time to a validation accuracy for each training variant (bench/modes/accuracy.py)."""
-    info = machine()
-    if args.gpus is not None:
-        info = {**info, "gpu_count": args.gpus}
+    info = planned_for(args)
     bench_id = new_id()
     logs = logs_of(args.out, bench_id)
     if args.dry_run:
@@ -452,9 +456,7 @@ def to_accuracy(args):
 
 def learns_the_same(args):
     """Does each technique learn the same as the baseline's seeds? (bench/modes/parity.py)"""
-    info = machine()
-    if args.gpus is not None:
-        info = {**info, "gpu_count": args.gpus}
+    info = planned_for(args)
     bench_id = new_id()
     if args.dry_run:
         runs = parity.runs_of(args, info, info["gpu_count"], logs_of(args.out, bench_id), generate=False)
@@ -467,9 +469,8 @@ def learns_the_same(args):
 
 def scale(args):
     """DDP's rows at each process count: speed-up and efficiency (bench/modes/scaling.py)."""
-    info = machine()
-    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
-    info = {**info, "gpu_count": gpu_count}
+    info = planned_for(args)
+    gpu_count = info["gpu_count"]
     logs = logs_of(args.out, new_id())
     counts = args.scaling
     scaling.check_counts(counts, gpu_count, info["cpu_cores"], args.nodes)
@@ -496,9 +497,8 @@ def scale(args):
 
 def tune_loader(args):
     """The loader's settings for this machine (bench/modes/tuneloader.py): the plan's loader and baseline rows."""
-    info = machine()
-    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
-    info = {**info, "gpu_count": gpu_count}
+    info = planned_for(args)
+    gpu_count = info["gpu_count"]
     logs = logs_of(args.out, new_id())
     loaders = [name for name in args.loaders if name == "loader" or importlib.util.find_spec("nvidia.dali")]
     if "loader" not in loaders:

@@ -293,11 +293,17 @@ convert_ms              ms    summary -       -          --profile: casts and me
                                                            self time of the operators (CPU) or kernels (GPU) that
                                                            convert (bench/stages/causes.py's CONVERSIONS), round 1
 collective_ms           ms    summary -       -          --profile: collectives per step (all-reduce, all-gather, ...)
+kernels_ms              ms    summary -       -          --profile: convolutions, matrix multiplies and attention per
+                                                           step (bench/stages/causes.py's KERNELS)
+gpu_busy_ms             ms    summary -       -          --profile: every GPU kernel's self time per step, summed
+between_ops_ms          ms    summary -       -          --profile: the time between operators per step (the
+                                                           profiler's step less its operators: Python, the loop)
 cause                   -     summary -       -          a row not faster (or faster but below its ceiling): the
                                                            likeliest cause, by the rules of bench/stages/causes.py
-                                                           (precision, compile, recompute, shared_cores, collectives,
-                                                           data, loader_limit, conversions, layout, stalls), or none
-                                                           shown; empty for a row not asked
+                                                           (precision, compile, recompute, shared_cores, one_gpu,
+                                                           collectives, data, loader_limit, conversions, kernels,
+                                                           layout, host,
+                                                           stalls), or none shown; empty for a row not asked
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
                                                            (bench/stages/summarize.py)
 """

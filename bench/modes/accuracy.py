@@ -63,7 +63,9 @@ def runs_of(args, info, gpu_count, logs, generate=True):
     """One run per training variant (the ceilings left out), at the mode's model, batch and epochs."""
     kind = "gpu" if gpu_count else "cpu"
     chosen = dict(DEFAULTS[kind])
-    chosen.update({k: getattr(args, k) for k in ("model", "batch_size", "warmup_steps") if getattr(args, k)})
+    chosen.update(
+        {k: getattr(args, k) for k in ("model", "batch_size", "warmup_steps") if getattr(args, k) is not None}
+    )  # 0 is given
     epochs = args.max_epochs or chosen["max_epochs"]
     path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
     if generate and not args.data:
@@ -98,12 +100,6 @@ class ToAccuracy(execute.Mode):
     options: target, epochs, timeout."""
 
     name, what, subfolder = "to_accuracy", "variants", "to-accuracy"
-
-    def prepare(self):
-        super().prepare()
-        work = self.works["hard"]
-        if work.generated and not Path(work.data).exists():
-            data.ensure("hard", work.seed, data.HARD)
 
     def do(self, run, job):
         row = job.launch(run)

@@ -78,7 +78,9 @@ def check_flags(args):
 def runs_of(args, info, gpu_count, logs, generate=True):
     """The baseline at each seed, then every technique at --seed: the same model, data, batch and steps."""
     chosen = dict(DEFAULTS["gpu" if gpu_count else "cpu"])
-    chosen.update({k: getattr(args, k) for k in ("model", "batch_size", "steps", "warmup_steps") if getattr(args, k)})
+    chosen.update(
+        {k: getattr(args, k) for k in ("model", "batch_size", "steps", "warmup_steps") if getattr(args, k) is not None}
+    )  # 0 is given
     if chosen["warmup_steps"] >= chosen["steps"]:
         raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps")
     path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
@@ -228,12 +230,6 @@ class Parity(execute.Mode):
     options: seeds, seed (the techniques'), timeout."""
 
     name, what, subfolder = "parity", "runs", "parity"
-
-    def prepare(self):
-        super().prepare()
-        work = self.works["hard"]
-        if work.generated and not Path(work.data).exists():
-            data.ensure("hard", work.seed, data.HARD)
 
     def do(self, run, job):
         row = job.launch(run)

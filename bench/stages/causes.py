@@ -41,11 +41,13 @@ SHARE = 0.1  # conversions or collectives: this share of the row's step or more 
 LAYOUT_GAIN = 1.2  # a row of the same precision in channels_last this many times as fast: the layout costs
 RECOMPUTE = 1.1  # this many times the baseline's FLOPs a step, or more: recomputation
 COMPUTE_SAME = 1.1  # compute per step up to this many times the baseline's: the compute did not grow
+HOST_BUSY = 0.7  # a GPU whose kernels fill less than this share of a step (its data wait left out) idles between them
 
 # operator and kernel names (lower case, substrings) that convert: dtype casts and memory-format changes; on a CPU
 # aten::copy_ does a cast's work (aten::to and aten::_to_copy call it), oneDNN reorders between layouts; on a GPU
 # cuDNN's and torch's NCHW <-> NHWC kernels and the elementwise copy kernels that cast
 CONVERSIONS = ("copy", "contiguous", "reorder", "nchwtonhwc", "nhwctonchw", "transpose", "convert", "cast")
+KERNELS = ("conv", "mm", "matmul", "linear", "gemm", "cudnn", "cutlass", "xmma", "attention")  # the compute itself
 COLLECTIVES = ("allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter", "reducescatter", "broadcast",
                "nccl", "gloo", "c10d")  # fmt: skip
 
@@ -134,17 +136,43 @@ def conversions(row, base, rows):
     return dict(ms=num(row, "convert_ms"), base_ms=num(base, "convert_ms"), step=step_ms(row), share=share)
 
 
+def kernels(row, base, rows):
+    added = num(row, "kernels_ms") - num(base, "kernels_ms")
+    share = ratio(added, step_ms(row))
+    if not share >= SHARE:
+        return None
+    return dict(ms=num(row, "kernels_ms"), base_ms=num(base, "kernels_ms"), share=share)
+
+
 def layout(row, base, rows):
-    """A mixed-precision row in NCHW against the fastest row of the same precision in channels_last."""
+    """A mixed-precision row in NCHW against the fastest row of the same precision in channels_last, not compiled and
+    on as many processes (all:no-ddp:no-compile against amp): what the layout alone is worth."""
     if pd.isna(row.get("amp_dtype")) or row.get("memory_format") != "contiguous":
         return None
     same = rows[(rows["kind"] == "train") & (rows["dataset"] != "synthetic") & (rows["runs_ok"] > 0)]
     same = same[(same["amp_dtype"] == row.get("amp_dtype")) & (same["memory_format"] == "channels_last")]
+    same = same[same["compile_mode"].isna() & (same["world_size"] == row.get("world_size"))]  # layout alone differs
     if same.empty:
         return None
     best = same.loc[same["rate_median"].idxmax()]
     times = ratio(num(best, "rate_median"), num(row, "rate_median"))
     return dict(other=best["variant"], times=times) if times >= LAYOUT_GAIN else None
+
+
+def host(row, base, rows):
+    """The device idle between its kernels (a GPU: its kernels fill less than HOST_BUSY of the step, the data wait
+    left out), or the time between operators (Python, the loop) grown by SHARE of the step over the baseline's."""
+    step, wait = step_ms(row), waited(row)
+    busy = ratio(num(row, "gpu_busy_ms"), step * (1 - (0.0 if pd.isna(wait) else wait)))
+    if busy < HOST_BUSY:
+        return dict(
+            said=f"its GPU kernels fill {busy:.0%} of its step beyond the data wait: the GPU idles between them"
+        )
+    gap, base_gap = num(row, "between_ops_ms"), num(base, "between_ops_ms")
+    if ratio(gap - (0.0 if pd.isna(base_gap) else base_gap), step) >= SHARE:
+        return dict(said=f"the time between operators (Python, the loop) is {gap:.1f} ms of its {step:.1f} ms step,"
+                         f" against {base_gap:.1f} ms in the baseline's")  # fmt: skip
+    return None
 
 
 def stalls(row, base, rows):
@@ -194,10 +222,21 @@ RULES = [
          " step) against the baseline's", f"{SHARE:.0%} of the step or more added over the baseline's", conversions,
          "casts and layout conversions take {ms:.1f} ms of its {step:.1f} ms step, against {base_ms:.1f} ms in the"
          " baseline's", "channels_last with mixed precision (train_all.py), or keep the tensors in one dtype"),
+    Rule("kernels", "the kernel is not faster here", "kernels_ms (--profile: convolutions, matrix multiplies and"
+         " attention per step) against the baseline's", f"{SHARE:.0%} of the step or more added over the baseline's",
+         kernels, "its convolutions and matrix multiplies take {ms:.1f} ms a step against the baseline's {base_ms:.1f}"
+         " ms: at its precision or layout they are not faster on this device",
+         "the baseline's precision and layout here; the technique where its kernels are faster (a GPU's tensor"
+         " cores)"),
     Rule("layout", "conversions and layout", "rate_median against the fastest row of the same precision in"
-         " channels_last", f"that row {LAYOUT_GAIN:g}x as fast or more", layout,
+         " channels_last, not compiled, on as many processes", f"that row {LAYOUT_GAIN:g}x as fast or more", layout,
          "{other}, the same precision in channels_last, trains {times:.2f}x as fast: mixed-precision convolutions"
          " in NCHW pay layout conversions", "channels_last with mixed precision (train_all.py)"),
+    Rule("host", "the host, not the device", "--profile: gpu_busy_ms (the GPU kernels' time per step) against the"
+         " step less its data wait; between_ops_ms (the time between operators) against the baseline's",
+         f"the kernels fill under {HOST_BUSY:.0%} of the step, or the time between operators grew by {SHARE:.0%} of"
+         " the step or more", host, "{said}", "CUDA graphs (torch.compile mode=reduce-overhead), fewer small"
+         " operators (torch.compile), a larger batch"),
     Rule("stalls", "the host, not the device", "step_time_p90_ms against step_time_median_ms, the baseline's too",
          f"p90 {STALL:g}x the median or more, and {STALL_MORE:g} more than the baseline's ratio", stalls,
          "its steps stall: the slowest tenth take {p90:,.0f} ms or more against a median of {median:,.0f} ms"
@@ -251,24 +290,30 @@ def loader_rate(row, rows):
     return num(alone.iloc[0], "rate_median") * (processes if processes > 1 else 1)
 
 
-def profile_ms(profiled, workload, variant, device, names):
+def profile_ms(profiled, workload, variant, device, names, on=None):
     """The self time per step of the profiled operators (on a CPU) or kernels (on a GPU) whose names hold one of
-    names, for one variant of one workload; NaN where it was not profiled."""
+    names (every one for names None), for one variant of one workload; NaN where it was not profiled."""
     entry = profiled.get(workload, {}).get(variant)
-    if not entry:
+    if not entry or (device != "cuda" and on == "gpu"):
         return math.nan
-    on = "gpu" if device == "cuda" else "cpu"
-    return sum(
-        op["ms_per_step"] for op in entry["ops"] if op["on"] == on and any(n in op["name"].lower() for n in names)
-    )
+    on = on or ("gpu" if device == "cuda" else "cpu")
+    chosen = [op for op in entry["ops"] if op["on"] == on]
+    return sum(op["ms_per_step"] for op in chosen if names is None or any(n in op["name"].lower() for n in names))
+
+
+PROFILED = dict(  # summary.csv's columns from a profile: (names, on: the row's device, or cpu or gpu alone)
+    convert_ms=(CONVERSIONS, None), collective_ms=(COLLECTIVES, None), kernels_ms=(KERNELS, None),
+    gpu_busy_ms=(None, "gpu"),
+    between_ops_ms=(("(between operators)",), "cpu"),
+)  # fmt: skip
 
 
 def with_profiles(summary, profiled):
-    """summary with convert_ms and collective_ms for every profiled training row (profiled: profiles.gather's)."""
+    """summary with PROFILED's columns for every profiled training row (profiled: profiles.gather's)."""
     summary = summary.copy()
-    for column, names in ("convert_ms", CONVERSIONS), ("collective_ms", COLLECTIVES):
+    for column, (names, on) in PROFILED.items():
         summary[column] = [
-            profile_ms(profiled or {}, row.workload, row.variant, row.get("device"), names) if row.kind == "train"
+            profile_ms(profiled or {}, row.workload, row.variant, row.get("device"), names, on) if row.kind == "train"
             else math.nan
             for _, row in summary.iterrows()
         ]  # fmt: skip

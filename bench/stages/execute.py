@@ -136,12 +136,17 @@ def took(record):
 
 
 def make_data(works):
-    """A generated workload's folder that is missing (a machine whose data/ was not kept between two commands) made
-    again, before anything runs: from the same parameters, the same data (data.fingerprint finds it unchanged)."""
+    """A generated folder that is missing (a machine whose data/ was not kept between two commands) made again,
+    before anything runs: a workload's, or the hard data --to-accuracy and --parity make (work.generated: data.HARD
+    at the work's seed); from the same parameters, the same data (data.fingerprint finds it unchanged)."""
     for workload, work in works.items():
         workload = work.data_workload or workload
-        if workload in data.WORKLOADS and not Path(work.data).exists():
+        if Path(work.data).exists():
+            continue
+        if workload in data.WORKLOADS:
             data.ensure(workload)
+        elif work.generated:
+            data.ensure(workload, work.seed, data.HARD)
 
 
 def kind(run):

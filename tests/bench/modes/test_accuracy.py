@@ -47,3 +47,11 @@ def test_the_plan_and_its_time_without_running(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "to accuracy 0.8: " in result.stdout and "--target-accuracy 0.8" in result.stdout
     assert "data/hard" in result.stdout and not (tmp_path / "o").exists()
+
+
+def test_an_explicit_zero_warm_up_is_zero(tmp_path):
+    """--warmup-steps 0 reaches every run as 0 (a falsy value once fell back to the mode's default)."""
+    result = run("-m", "bench", "--to-accuracy", 0.5, "--warmup-steps", 0, "--dry-run", "--out", tmp_path / "o")
+    assert result.returncode == 0, result.stderr
+    commands = [line for line in result.stdout.splitlines() if line.startswith("  ")]
+    assert commands and all("--warmup-steps 0" in line for line in commands), result.stdout

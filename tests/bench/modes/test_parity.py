@@ -137,3 +137,11 @@ def test_the_plan_and_its_time_without_running(tmp_path):
     twinless = run("-m", "bench", "--parity", "--dry-run", "--variants", "baseline,amp", "--out", tmp_path / "o")
     assert twinless.stdout.startswith("parity: the baseline at 5 seeds and 1 technique,")  # no twin: seed 0 once
     assert all("--steps 150" in line and "--model examples/smallnet.py:tiny" in line for line in lines[1:])
+
+
+def test_an_explicit_zero_is_the_number_given_not_the_default(tmp_path):
+    """--warmup-steps 0 is 0 warm-up steps (a falsy value once fell back to the mode's default of 5, and --steps 1
+    was refused for warm-up steps nobody gave)."""
+    result = run("-m", "bench", "--parity", "--steps", 1, "--warmup-steps", 0, "--dry-run", "--out", tmp_path / "o")
+    assert result.returncode == 0, result.stderr
+    assert all("--warmup-steps 0" in line for line in result.stdout.splitlines()[1:] if line.startswith("  "))

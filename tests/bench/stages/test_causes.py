@@ -79,11 +79,12 @@ def test_collectives_past_a_tenth_of_the_step_are_communication():
     gpu = [(rate, dict(device="cuda")) for rate, _ in STEADY]
     variants = {"baseline": gpu, "ddp": scaled(1.0, device="cuda", world_size=2)}
     kernels = [dict(on="gpu", name="ncclDevKernel_AllReduce_Sum_f32_RING_LL", ms_per_step=100.0)]
+    kernels.append(dict(on="gpu", name="sm90_xmma_gemm", ms_per_step=500.0))  # the GPU busy: not the host
     # a step: 64 samples at 100 samples/s, 640 ms; 100 ms of all-reduce is 16% of it
-    cause, said = cause_of(variants, "ddp", {"small": {"ddp": dict(ops=kernels), "baseline": ops()}})
+    cause, said = cause_of(variants, "ddp", {"small": {"ddp": dict(ops=kernels), "baseline": dict(ops=kernels[1:])}})
     assert cause == "collectives" and "collectives take 100.0 ms of its 640.0 ms step (16%)" in said
     kernels[0]["ms_per_step"] = 30.0
-    cause, _ = cause_of(variants, "ddp", {"small": {"ddp": dict(ops=kernels), "baseline": ops()}})
+    cause, _ = cause_of(variants, "ddp", {"small": {"ddp": dict(ops=kernels), "baseline": dict(ops=kernels[1:])}})
     assert cause == "none shown"
 
 
@@ -123,6 +124,18 @@ def test_casts_and_conversions_past_a_tenth_of_the_step_are_conversions():
     assert cause == "none shown" and "--profile" not in said  # profiled: the operators showed nothing
 
 
+def test_slower_convolutions_and_matmuls_than_the_baselines_are_the_kernel():
+    variants = {"baseline": STEADY, "amp": scaled(0.9, amp_dtype="bf16", bf16_native=True)}
+    profiled = {"small": {"baseline": ops(aten__mkldnn_convolution=200.0, aten__addmm=10.0)}}
+    profiled["small"]["amp"] = ops(aten__mkldnn_convolution=300.0, aten__addmm=10.0)  # 100 ms more: 14% of 711
+    cause, said = cause_of(variants, "amp", profiled)
+    assert (
+        cause == "kernels" and "convolutions and matrix multiplies take 310.0 ms a step against the baseline's" in said
+    )
+    profiled["small"]["amp"] = ops(aten__mkldnn_convolution=240.0, aten__addmm=10.0)
+    assert cause_of(variants, "amp", profiled)[0] == "none shown"
+
+
 def test_mixed_precision_in_nchw_against_the_same_precision_in_channels_last_is_layout():
     amp = dict(amp_dtype="bf16", bf16_native=True, memory_format="contiguous")
     recipe = dict(amp_dtype="bf16", bf16_native=True, memory_format="channels_last")
@@ -130,6 +143,35 @@ def test_mixed_precision_in_nchw_against_the_same_precision_in_channels_last_is_
         cause, said = cause_of({"baseline": STEADY, "amp": scaled(1.0, **amp), "all": scaled(rate, **recipe)}, "amp")
         assert cause == named
     assert "all, the same precision in channels_last, trains" not in said
+    compiled = recipe | dict(compile_mode="default", compile_s=10.0, compiled_steps_timed=5)
+    cause, _ = cause_of({"baseline": STEADY, "amp": scaled(1.0, **amp), "all": scaled(1.5, **compiled)}, "amp")
+    assert cause == "none shown"  # compiled too: its speed is not the layout's alone
+
+
+def test_a_gpu_idle_between_its_kernels_or_python_between_operators_is_the_host():
+    gpu = [(rate, dict(device="cuda")) for rate, _ in STEADY]
+    variants = {"baseline": gpu, "compile": scaled(1.0, device="cuda")}
+
+    def kernels(ms):
+        return dict(
+            ops=[
+                dict(on="gpu", name="sm90_xmma_gemm", ms_per_step=ms),
+                dict(on="cpu", name="aten::mm", ms_per_step=1.0),
+            ]
+        )
+
+    # the step: 64 samples at 100 samples/s, 640 ms, 1% of it waiting: kernels of 200 ms fill 32% of the rest
+    cause, said = cause_of(variants, "compile", {"small": {"baseline": kernels(600.0), "compile": kernels(200.0)}})
+    assert cause == "host" and "its GPU kernels fill 32% of its step beyond the data wait" in said
+    cause, _ = cause_of(variants, "compile", {"small": {"baseline": kernels(600.0), "compile": kernels(600.0)}})
+    assert cause == "none shown"
+    cpu = {"baseline": STEADY, "fused": scaled(0.9)}  # a step of 711 ms: 100 ms between operators is 14% of it
+    profiled = {"small": {"baseline": ops(aten__mm=300.0, **{"(between operators)": 5.0})}}
+    profiled["small"]["fused"] = ops(aten__mm=300.0, **{"(between operators)": 100.0})
+    cause, said = cause_of(cpu, "fused", profiled)
+    assert cause == "host" and "the time between operators (Python, the loop) is 100.0 ms of its 711.1 ms step" in said
+    profiled["small"]["fused"] = ops(aten__mm=300.0, **{"(between operators)": 40.0})
+    assert cause_of(cpu, "fused", profiled)[0] == "none shown"
 
 
 def test_steps_that_stall_more_than_the_baselines_are_the_host():
