@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import BenchError, logs_of, schema, write_whole
+from bench.modes import tuneloader
 from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, profiles, verdicts
 from bench.outputs import report as html_report
@@ -57,6 +58,16 @@ def max_batch_of(out):
     return mode_table(out, "max_batch.csv", ("variant", "workload", "model", "max_batch"), "--max-batch's speeds")
 
 
+def tuned_of(out):
+    """The answer of a --tune-loader run in the results folder (tune_loader.csv: its training rows), or None."""
+    table = mode_table(out, "tune_loader.csv", ("phase", "setting", "flags", "answer"), "--tune-loader's answer")
+    if table is None:
+        return None
+    trained = [row for row in table.to_dict("records") if row["phase"] == "train"]
+    own = next((row for row in trained if row["setting"] == "own"), None)
+    return tuneloader.recommend(own, [row for row in trained if row is not own])[1] if own else None
+
+
 def write_outputs(out, bench_id, machine):
     """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
     A run tried again (--resume) counts by its last row."""
@@ -65,7 +76,7 @@ def write_outputs(out, bench_id, machine):
     if runs.empty:
         return None
     profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's operators, read by the causes
-    summary = verdicts.summary(runs, parity_of(out), max_batch_of(out), profiled)
+    summary = verdicts.summary(runs, parity_of(out), max_batch_of(out), profiled, tuned_of(out))
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))

@@ -35,12 +35,14 @@ from bench.stages.summarize import (
 )
 
 
-def summary(runs, parity=None, largest=None, profiled=None):
+def summary(runs, parity=None, largest=None, profiled=None, tuned=None):
     """The summary of the runs (bench/stages/summarize.py) with a verdict for every row; parity: the parity.csv of a
     --parity run in the same results folder, whose verdicts the rows then carry; largest: the max_batch.csv of a
     --max-batch run there, whose speeds at the largest batches they carry; profiled: the operators of a bench with
-    --profile (bench/outputs/profiles.py), whose casts and collectives the causes read."""
-    return with_verdicts(causes.with_profiles(with_largest(with_parity(summarize(runs), parity), largest), profiled))
+    --profile (bench/outputs/profiles.py), whose casts and collectives the causes read; tuned: the answer of a
+    --tune-loader run there, which a row waiting for its data is told."""
+    summary = causes.with_profiles(with_largest(with_parity(summarize(runs), parity), largest), profiled)
+    return with_verdicts(summary, tuned)
 
 
 def present(value):
@@ -58,7 +60,7 @@ def fmt(value, pattern="{:,.0f}"):
     return pattern.format(value) if present(value) else ""
 
 
-def with_verdicts(summary):
+def with_verdicts(summary, tuned=None):
     """summary with a `verdict` for every row: training rows against their workload's baseline, loader rows
     against loader.py."""
     summary = summary.copy()
@@ -71,11 +73,11 @@ def with_verdicts(summary):
         found = causes.found(row, base, workload) if base is not None and causes.asked(row) else None
         if found is not None:
             summary.at[i, "cause"] = found[0][0].cause if found else "none shown"
-        summary.at[i, "verdict"] = verdict(row, base, found)
+        summary.at[i, "verdict"] = verdict(row, base, found, tuned)
     return in_order(summary)
 
 
-def why_words(row, found):
+def why_words(row, found, tuned=None):
     """' Why not faster: waiting for data: it waited for data 35% of its window; try the loader's settings (...).
     Also: ...', from the causes found (bench/stages/causes.py); where none passed, that the run does not show it."""
     answer = row.get("speed_answer")
@@ -85,12 +87,14 @@ def why_words(row, found):
         return f" {why}: {causes.UNSHOWN}{': ' + ', '.join(flags) if flags else ''}."
     (rule, numbers), others = found[0], found[1:]
     said = f" {why}: {rule.name}: {rule.words.format(**numbers)}; to try: {rule.remedy}."
+    if tuned and rule.cause in ("data", "loader_limit"):
+        said += f" The loader's sweep in this folder (--tune-loader) says: {tuned}."
     if others:
         said += " Also " + "; ".join(f"{r.name}: {r.words.format(**n)}" for r, n in others) + "."
     return said
 
 
-def verdict(row, base, found=None):
+def verdict(row, base, found=None, tuned=None):
     """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
     measured fields; found: the causes of a row that is not faster (bench/stages/causes.py), said last."""
     name = row.variant
@@ -133,7 +137,7 @@ def verdict(row, base, found=None):
         head += f" and {num(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
     named = {rule.cause for rule, _ in found or []}
     said = reasons(row, base, named)
-    why = why_words(row, found) if found is not None else ""
+    why = why_words(row, found, tuned) if found is not None else ""
     return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{why}{busy(row)}"
 
 

@@ -101,6 +101,19 @@ def test_a_long_data_wait_is_waiting_for_data_with_the_ceiling_beside_it():
     assert cause == "none shown"
 
 
+def test_a_row_waiting_for_its_data_is_told_the_loader_sweeps_answer(tmp_path):
+    """Where a --tune-loader run left its table in the results folder, its answer follows the data cause."""
+    from bench.modes import speed
+
+    saved = ROOT / "baseline" / "cpu-2core-amd-epyc-avx512-bf16"
+    tuned = speed.tuned_of(saved)
+    assert tuned and f"**The answer**: {tuned}." in (saved / "tune_loader.md").read_text()
+    assert speed.tuned_of(tmp_path) is None
+    summary = words.summary(runs_of({"baseline": STEADY, "dp": scaled(1.0, data_wait_frac=0.3)}), tuned=tuned)
+    said = summary.set_index("variant").at["dp", "verdict"]
+    assert f"The loader's sweep in this folder (--tune-loader) says: {tuned}." in said
+
+
 def test_a_row_at_its_loaders_rate_alone_is_held_by_the_loader():
     def variants(loader_rate):
         loader = [(loader_rate, dict(kind="loader", dataset="generated"))] * 3
