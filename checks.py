@@ -28,6 +28,11 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
+try:
+    import resource  # the address-space limit (limited()): Unix
+except ImportError:
+    resource = None
+
 import torch
 import torchvision
 from PIL import Image
@@ -291,10 +296,9 @@ def is_out_of_memory(message):
 
 
 def limited():
-    """Whether this process runs under an address-space limit (RLIMIT_AS)."""
-    import resource
-
-    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    """Whether this process runs under an address-space limit (RLIMIT_AS). resource is imported with this module:
+    near the limit a library loaded then cannot be mapped (an ImportError in place of the one line)."""
+    return resource is not None and resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ of range, outputs, bombs, damage, memory."""
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -359,3 +360,16 @@ def test_synthetic_spec_that_makes_no_sense(tmp_path, spec):
     result, _ = train("train.py", spec, tmp_path / "m.json", "--steps", 3)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert spec in result.stderr and "synthetic[:PX[:N]]" in result.stderr
+
+
+def test_near_the_address_space_limit_out_of_memory_needs_no_import(monkeypatch):
+    """oneDNN's "could not create a primitive" under an address-space limit is out of memory; near that limit a module
+    imported then cannot be mapped (seen in CI: a --max-batch run at the largest batch ended in an ImportError from
+    `import resource` instead of the one line), so the limit is read with what checks.py imported at its start."""
+    import checks
+
+    monkeypatch.setitem(sys.modules, "resource", None)  # importing it now fails, as it did at the limit
+    monkeypatch.setattr(checks.resource, "getrlimit", lambda which: (4500 << 20, 4500 << 20))
+    assert checks.is_out_of_memory("could not create a primitive")
+    monkeypatch.setattr(checks.resource, "getrlimit", lambda which: (checks.resource.RLIM_INFINITY,) * 2)
+    assert not checks.is_out_of_memory("could not create a primitive")
