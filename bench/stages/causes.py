@@ -40,7 +40,6 @@ STALL_MORE = 0.25  # ... and it stalls more than the baseline by this much (p90 
 SHARE = 0.1  # conversions or collectives: this share of the row's step or more (added over the baseline's)
 LAYOUT_GAIN = 1.2  # a row of the same precision in channels_last this many times as fast: the layout costs
 RECOMPUTE = 1.1  # this many times the baseline's FLOPs a step, or more: recomputation
-COMPUTE_SAME = 1.1  # compute per step up to this many times the baseline's: the compute did not grow
 HOST_BUSY = 0.7  # a GPU whose kernels fill less than this share of a step (its data wait left out) idles between them
 
 # operator and kernel names (lower case, substrings) that convert: dtype casts and memory-format changes; on a CPU
@@ -111,10 +110,10 @@ def collectives(row, base, rows):
 
 
 def data(row, base, rows):
-    """A row that waits for its data, and whose compute per step did not grow: what it lost is the wait's (a row whose
-    compute grew lost its speed there, whatever it waited)."""
+    """A row that waits for its data, and whose compute per step did not grow by SHARE of its step: what it lost is the
+    wait's (a row whose compute grew lost its speed there, whatever it waited)."""
     wait = waited(row)
-    if not wait >= WAIT_BOUND or compute_ms(row) > COMPUTE_SAME * compute_ms(base):
+    if not wait >= WAIT_BOUND or ratio(compute_ms(row) - compute_ms(base), step_ms(row)) >= SHARE:
         return None
     ceiling = ceiling_rate(row, rows)
     return dict(wait=wait, also=f"; its ceiling trains {ceiling:,.1f} samples/s" if ceiling > 0 else "")
@@ -210,8 +209,8 @@ RULES = [
          "collectives take {ms:.1f} ms of its {step:.1f} ms step ({share:.0%})",
          "a larger batch per process, gradient bucketing (bucket_cap_mb), or fewer processes"),
     Rule("data", "waiting for data", "data_wait_frac (the GPU's starved_frac), compute per step against the"
-         " baseline's, the ceiling's rate", f"{WAIT_BOUND:.0%} of the window or more, its compute per step at most"
-         f" {COMPUTE_SAME:g}x the baseline's", data,
+         " baseline's, the ceiling's rate", f"{WAIT_BOUND:.0%} of the window or more, its compute per step grown by"
+         f" less than {SHARE:.0%} of its step", data,
          "it waited for data {wait:.0%} of its window{also}",
          "the loader's settings (python -m bench --tune-loader), or DALI (loader_dali.py)"),
     Rule("loader_limit", "the loader's limit", "rate_median against its loader's rate alone (loader.py --bench,"
