@@ -19,6 +19,9 @@ $(error CPU=$(CPU): choose avx2, bf16 or other)
 endif
 export CPUINFO_FLAGS = $(CPU_$(CPU_CLASS))
 endif
+# make test's pass as the other class: the class its passes ran as (CPU's, else this machine's), turned over
+RAN_AS = $(or $(CPU_CLASS),$(if $(NATIVE_BF16_HERE),bf16,avx2))
+OTHER_CLASS = $(if $(filter bf16,$(RAN_AS)),avx2,bf16)
 
 # the oldest torch CI tests (requirements.txt): its wheels alone (they import beside .venv's CUDA 13 libraries and
 # train on a CPU), in a folder of their own that make test puts first on PYTHONPATH for the scripts' tests
@@ -111,7 +114,8 @@ slurm:
 # tests/e2e/ on as many, each worker kept to its share of the cores (tests/conftest.py: a bench plans its runs'
 # threads for the cores it may use; the tests of one xdist_group, the Slurm cluster's, on one worker), then the tests
 # marked alone (a load a bench measures, a race counted, a wait timed, a process per core: they need the machine to
-# themselves), then the
+# themselves), then the fast tests whose code read the CPU's flags (checks.cpu_flags, machine.cpu_flags: each
+# marks its test's file in results/tests/cpu-flags-read/) again as a CPU of the other class, then the
 # scripts' tests (marked torches) again on the oldest torch tested. test-fast leaves out the slow ones (torchrun,
 # whole benches, limits, Slurm) and the second torch. Each pass prints its 25 slowest tests and keeps every test's
 # durations in results/tests/durations-PASS.csv.
@@ -128,9 +132,11 @@ PASS = echo "make test: the pass $(1)"; TESTS_PASS=$(1) $(2) $(PY) -m pytest $(3
 OLDEST_TORCH = $(word 2,$(subst ==, ,$(word 1,$(OLDEST))))
 
 test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
-	@$(call PASS,modules,$(SPREAD),$(XDIST) -m "not alone" --ignore=tests/e2e --durations=25 tests); \
+	@rm -rf results/tests/cpu-flags-read; \
+	$(call PASS,modules,$(SPREAD),$(XDIST) -m "not alone" --ignore=tests/e2e --durations=25 tests); \
 	$(call PASS,e2e,$(SPREAD)TESTS_SHARE_CORES=1,$(XDIST_GROUPS) -m "not alone" --durations=25 tests/e2e); \
 	$(call PASS,alone,,-m alone --durations=25 tests); \
+	$(call PASS,as-$(OTHER_CLASS),$(SPREAD)TESTS_CPU_READERS=1 CPUINFO_FLAGS="$(CPU_$(OTHER_CLASS))",$(XDIST) -m "not slow" --durations=10 tests); \
 	if [ -n "$(OLDEST_SETUP)" ]; then export PYTHONPATH=$(OLDEST_DIR) TESTS_TORCH=$(OLDEST_TORCH); \
 	  $(call PASS,torch-$(OLDEST_TORCH),$(SPREAD),$(XDIST) -m torches --durations=10 tests); fi
 

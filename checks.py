@@ -337,7 +337,10 @@ def native_bf16(device):
 def cpu_flags():
     """The CPU's feature flags as /proc/cpuinfo lists them (x86 `flags`, Arm `Features`); None where the system does
     not say. CPUINFO_FLAGS, where set, stands for them: the one seam through which the tests, and `make test-fast
-    CPU=avx2` (or CPU=bf16), run as a machine of the other class would (python -m bench reads it too)."""
+    CPU=avx2` (or CPU=bf16), run as a machine of the other class would (python -m bench reads it too).
+    CPUINFO_FLAGS_READ, where set, is a file each read marks: how make test finds the tests that read the class."""
+    if os.environ.get("CPUINFO_FLAGS_READ"):
+        open(os.environ["CPUINFO_FLAGS_READ"], "a").close()
     forced = os.environ.get("CPUINFO_FLAGS")
     if forced is not None:
         return set(forced.split())

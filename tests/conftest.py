@@ -1,6 +1,7 @@
 """Fixtures: tiny generated data sets, and the baseline's result that the variants are compared with.
 The helpers the tests share are in helpers.py."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -40,6 +41,30 @@ def pytest_configure(config):
     expected = os.environ.get("TESTS_TORCH")
     if expected and torch.__version__.split("+")[0] != expected:
         raise pytest.UsageError(f"TESTS_TORCH={expected}, but the torch imported here is {torch.__version__}")
+
+
+# a file per test whose code, in its process or in one it starts, read the CPU's flags (checks.cpu_flags,
+# bench.observe.machine.cpu_flags: CPUINFO_FLAGS_READ); make test runs those tests again as a CPU of the other class
+FLAGS_READ = ROOT / "results" / "tests" / "cpu-flags-read"
+
+
+def flags_read_file(nodeid):
+    return FLAGS_READ / hashlib.sha256(nodeid.encode()).hexdigest()[:20]
+
+
+@pytest.fixture(autouse=True)
+def mark_cpu_flags_read(request, monkeypatch):
+    FLAGS_READ.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("CPUINFO_FLAGS_READ", str(flags_read_file(request.node.nodeid)))
+
+
+def pytest_collection_modifyitems(config, items):
+    """TESTS_CPU_READERS=1 (make test's last pass): only the tests that read the CPU's flags in the passes before."""
+    if os.environ.get("TESTS_CPU_READERS") != "1":
+        return
+    read = [flags_read_file(item.nodeid).exists() for item in items]
+    config.hook.pytest_deselected(items=[item for item, r in zip(items, read) if not r])
+    items[:] = [item for item, r in zip(items, read) if r]
 
 
 def pytest_report_header(config):

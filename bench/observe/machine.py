@@ -47,7 +47,10 @@ print(json.dumps(gpus))"""
 def cpu_flags(cpuinfo="/proc/cpuinfo"):
     """The CPU's feature flags (x86 `flags`, Arm `Features`); an empty set where the system does not say.
     CPUINFO_FLAGS, where set, stands for this machine's (checks.cpu_flags, which the scripts read, says the same): a
-    test, or `make test-fast CPU=avx2`, sees the machine of the class it names."""
+    test, or `make test-fast CPU=avx2`, sees the machine of the class it names. A read of this machine's marks the file
+    CPUINFO_FLAGS_READ names, where set (checks.cpu_flags does the same)."""
+    if os.environ.get("CPUINFO_FLAGS_READ") and cpuinfo == "/proc/cpuinfo":
+        Path(os.environ["CPUINFO_FLAGS_READ"]).touch()
     forced = os.environ.get("CPUINFO_FLAGS")
     if forced is not None and cpuinfo == "/proc/cpuinfo":
         return set(forced.split())

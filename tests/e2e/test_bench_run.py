@@ -61,6 +61,7 @@ QUICK = "import json, sys, time\ntime.sleep(0.3)\njson.dump({'samples_per_s': 5.
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tiny_bench")  # one worker makes the bench they share
 def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     result, out = tiny_bench
     assert result.returncode == 0, result.stdout + result.stderr
@@ -137,6 +138,7 @@ def test_a_stopped_bench_keeps_every_finished_row(tiny_data, tmp_path, how):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tiny_bench")  # one worker makes the bench they share
 def test_save_baseline_then_a_bench_appends_and_prints_the_comparison(tiny_data, tiny_bench, tmp_path):
     _, out = tiny_bench
     saved = tmp_path / "baselines"

@@ -75,3 +75,23 @@ def test_the_machine_record_carries_its_capabilities_and_the_scripts_read_the_sa
     flags = machine.cpu_flags()  # this machine's own, as /proc/cpuinfo lists them
     assert checks.native_bf16(torch.device("cpu")) is bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
     assert machine.machine_info()["cpu_isa"] == (" ".join(machine.cpu_isa(flags)) or None)
+
+
+@pytest.mark.parametrize("forced", [None, CPU_CLASSES["avx2"]])
+def test_each_read_of_the_cpus_flags_marks_the_file_make_test_reads(monkeypatch, tmp_path, forced):
+    """The bench's reader and the scripts' (checks.cpu_flags) mark CPUINFO_FLAGS_READ's file on every read of this
+    machine's flags, forced or not: make test runs the tests that read them again as the other class. Reading a file
+    of flags that is not this machine's marks nothing."""
+    checks = importlib.import_module("checks")
+    if forced is None:
+        monkeypatch.delenv("CPUINFO_FLAGS", raising=False)
+    else:
+        monkeypatch.setenv("CPUINFO_FLAGS", forced)
+    other = tmp_path / "cpuinfo"
+    other.write_text("flags\t\t: fpu avx2\n")
+    for read, marks in ((lambda: machine.cpu_flags(other), False), (machine.cpu_flags, True), (checks.cpu_flags, True)):
+        marker = tmp_path / "read"
+        marker.unlink(missing_ok=True)
+        monkeypatch.setenv("CPUINFO_FLAGS_READ", str(marker))
+        read()
+        assert marker.exists() is marks
