@@ -42,7 +42,17 @@ from checks import die
 CURVE_STEPS = 10  # the training loss curve has a point per this many steps: their mean
 SNAPSHOT_STEPS = 3  # --memory-snapshot records this many steps after the warm-up
 PROFILE_WARMUP, PROFILE_ACTIVE = 1, 3  # --profile: after the window, the profiler's warm-up step, then those it records
-NO_PROFILE = dict(profile_trace=None, profile_steps=None, profile_note=None, profile_ops=None)  # a run without it
+NO_PROFILE = dict(  # a run without it
+    profile_trace=None,
+    profile_steps=None,
+    profile_note=None,
+    profile_ops=None,
+    profile_collective_ms=None,
+    profile_exposed_ms=None,
+)
+# the names of collectives' operators (gloo's work, on threads of its own) and kernels (NCCL's), lower case
+COLLECTIVE = ("gloo:", "nccl", "allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter", "reducescatter",
+              "broadcast")  # fmt: skip
 PROFILE_CAP_MIB = 256  # a trace larger than this (as written, compressed or not) is not kept: said once
 # Peak dense TFLOP/s of the GPUs whose datasheets say them, by torch's name of the GPU and the precision the math ran
 # in (NVIDIA's Tensor Core figures are given "with sparsity": halved here, as the datasheets' footnotes say). MFU is
@@ -873,6 +883,7 @@ class Profile:
     def __init__(self, path, device):
         self.path, self.cuda = path, device.type == "cuda"
         self.profiler, self.steps, self.recorded, self.ops, self.note, self.kept = None, 0, 0, [], None, False
+        self.collective_ms = self.exposed_ms = None  # a collective's time per step, and its time with no compute
 
     def start(self):
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -921,6 +932,7 @@ class Profile:
         if self.recorded < 1:  # stopped by an evaluation in the profiler's warm-up step: stop() said so
             return
         self.ops = top_operators(profiler.key_averages(), self.recorded)
+        self.collective_ms, self.exposed_ms = collective_time(profiler.events(), self.recorded)
         if self.recorded < PROFILE_ACTIVE:
             self.note = f"an evaluation came after {plural(self.recorded, 'recorded step')}: the trace ends there"
         tmp = os.path.join(os.path.dirname(self.path) or ".", ".tmp-" + os.path.basename(self.path))
@@ -946,13 +958,62 @@ class Profile:
     def fields(self):
         """The record's profile fields (NO_PROFILE without --profile)."""
         trace = self.path if self.kept else None
-        return dict(profile_trace=trace, profile_steps=self.recorded, profile_note=self.note, profile_ops=self.ops)
+        return dict(profile_trace=trace, profile_steps=self.recorded, profile_note=self.note, profile_ops=self.ops,
+                    profile_collective_ms=self.collective_ms, profile_exposed_ms=self.exposed_ms)  # fmt: skip
 
     def words(self):
         kept = f"trace {self.path}" if self.kept else "no trace kept"
         top = ", ".join(f"{op['name']} {op['ms_per_step']:.1f} ms" for op in self.ops[:3])
         note = f" ({self.note})" if self.note else ""
-        return f"{plural(self.recorded, 'step')} after the window, {kept}{note}; most self time: {top}"
+        said = f"{plural(self.recorded, 'step')} after the window, {kept}{note}; most self time: {top}"
+        if self.collective_ms is not None:
+            said += f"; collectives {self.collective_ms:.1f} ms a step, {self.exposed_ms:.1f} ms with no compute beside"
+        return said
+
+
+def collective_time(events, steps):
+    """(ms per step during which a collective ran, ms of it with no compute beside it), or (None, None) where the
+    recorded steps hold no collective. On a GPU NCCL's kernels against every other kernel; on a CPU gloo's work (on
+    threads of its own) against every operator of the step (user annotations and the profiler's step ranges, which
+    span the whole step, left out). Each side is the union of its spans: nested or parallel ones count once."""
+    kernels = [e for e in events if str(e.device_type).endswith(("CUDA", "PrivateUse1"))]
+    collectives, compute = [], []
+    for event in kernels or events:
+        span = (event.time_range.start, event.time_range.end)
+        if any(name in event.name.lower() for name in COLLECTIVE):
+            collectives.append(span)
+        elif not getattr(event, "is_user_annotation", False) and not event.name.startswith("ProfilerStep"):
+            compute.append(span)
+    if not collectives:
+        return None, None
+    ran = union(collectives)
+    busy = sum(end - start for start, end in ran)
+    exposed = busy - overlap(ran, union(compute))
+    return busy / 1e3 / max(steps, 1), exposed / 1e3 / max(steps, 1)
+
+
+def union(spans):
+    """The [start, end] spans as sorted spans that do not overlap."""
+    merged = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def overlap(a, b):
+    """The time two unions of spans (union's) share."""
+    i = j = 0
+    shared = 0
+    while i < len(a) and j < len(b):
+        shared += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return shared
 
 
 def top_operators(averages, steps):

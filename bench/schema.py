@@ -170,6 +170,11 @@ profile_steps           -     train   -       -          --profile: the steps th
 profile_note            -     train   -       -          --profile: why the trace is short or was not kept
 profile_ops             -     train   -       json       --profile: the operators (on: cpu) and GPU kernels (on: gpu)
                                                            with the most self time: name, ms_per_step, calls_per_step
+profile_collective_ms   ms    train   -       json       --profile: the time per step during which a collective ran (on
+                                                           a CPU gloo's all-reduce, broadcast...; on a GPU NCCL's
+                                                           kernels), empty where none did
+profile_exposed_ms      ms    train   -       json       --profile: ... of it, the time with no compute beside it (no
+                                                           other operator, or on a GPU no other kernel, running)
 timed_spans             -     train   -       json       [start, end] of each stretch of the timed window (Unix time,
                                                            evaluation pauses between): the bench's energy is read there
 loss_curve              -     train   -       json       the training loss: [step, mean of the CURVE_STEPS (10) steps up
@@ -292,7 +297,11 @@ memory_vs_peer_high     x     summary -       -          ... and ends here
 convert_ms              ms    summary -       -          --profile: casts and memory-format conversions per step, the
                                                            self time of the operators (CPU) or kernels (GPU) that
                                                            convert (bench/stages/causes.py's CONVERSIONS), round 1
-collective_ms           ms    summary -       -          --profile: collectives per step (all-reduce, all-gather, ...)
+collective_ms           ms    summary -       -          --profile: collectives per step (all-reduce, all-gather,
+                                                           ...): the time one ran (profile_collective_ms), else their
+                                                           operators' self time
+exposed_collective_ms   ms    summary -       -          --profile: ... of it, the time with no compute beside it
+                                                           (profile_exposed_ms)
 kernels_ms              ms    summary -       -          --profile: convolutions, matrix multiplies and attention per
                                                            step (bench/stages/causes.py's KERNELS)
 gpu_busy_ms             ms    summary -       -          --profile: every GPU kernel's self time per step, summed

@@ -647,3 +647,36 @@ def test_the_steps_an_fp16_scaler_skipped_are_counted_and_none_without_one(clock
     metrics, _ = play(clock, tmp_path, before=lambda m: m.count_skipped_steps(off, optimizer))
     assert metrics["amp_skipped_steps"] is None
     assert play(clock, tmp_path)[0]["amp_skipped_steps"] is None
+
+
+def event(name, start, end, thread=1, device="DeviceType.CPU", annotation=False):
+    """A profiler event as torch.profiler's events() gives it: its name, time range (us), thread and device."""
+    span = types.SimpleNamespace(start=start, end=end)
+    return types.SimpleNamespace(
+        name=name, time_range=span, thread=thread, device_type=device, is_user_annotation=annotation
+    )
+
+
+def test_a_collectives_time_and_its_time_with_no_compute_beside_it():
+    """On a CPU, gloo's work on threads of its own against every operator (nested ones once; the profiler's step range
+    and user annotations, which span the step, do not count as compute); on a GPU NCCL's kernels against the other
+    kernels, the CPU's operators left out. Two steps: per step, in ms."""
+    cpu = [
+        event("ProfilerStep#3", 0, 10_000),  # the whole step: not compute
+        event("DistributedDataParallel.forward", 0, 10_000, annotation=True),
+        event("aten::convolution_backward", 1_000, 5_000),
+        event("aten::mkldnn_convolution", 2_000, 3_000),  # inside the one above: counted once
+        event("c10d::allreduce_", 4_000, 4_500),  # the enqueue, on the training thread
+        event("gloo:all_reduce", 4_000, 8_000, thread=2),  # 1 ms beside the backward, then 3 ms alone
+        event("gloo:all_reduce", 7_000, 9_000, thread=3),  # a second bucket, alongside: 1 ms more alone
+        event("aten::add_", 8_500, 10_000),  # the optimizer: 0.5 ms beside the second
+    ]
+    busy, exposed = meter.collective_time(cpu, steps=2)
+    assert busy == pytest.approx(5_000 / 1e3 / 2) and exposed == pytest.approx(3_500 / 1e3 / 2)
+    gpu = [
+        event("aten::convolution_backward", 0, 9_000),  # the CPU's: not a kernel, left out on a GPU
+        event("sm90_xmma_gemm", 0, 2_000, device="DeviceType.CUDA"),
+        event("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1_000, 4_000, device="DeviceType.CUDA"),
+    ]
+    assert meter.collective_time(gpu, steps=1) == (pytest.approx(3.0), pytest.approx(2.0))
+    assert meter.collective_time(cpu[:4], steps=2) == (None, None)  # no collective: nothing to say

@@ -16,15 +16,18 @@ SHOWN = 6  # operators shown per technique and workload
 
 
 def gather(out, bench_id, runs):
-    """{workload: {variant: dict(ops, steps, trace, note)}} of the bench's profiled ok training runs (round 1), read
-    from their metrics and written to out/profiles.json; without logs (a saved baseline), what out/profiles.json
-    holds for the bench; {} if there is none."""
+    """{workload: {variant: dict(ops, steps, trace, note[, collective_ms, exposed_ms])}} of the bench's profiled ok
+    training runs (round 1), read from their metrics and written to out/profiles.json; without logs (a saved
+    baseline), what out/profiles.json holds for the bench; {} if there is none."""
     found = {}
     for row, metrics in run_metrics(out, bench_id, runs):
         if metrics.get("profile_ops"):
             kept = dict(
                 ops=metrics["profile_ops"], steps=metrics.get("profile_steps"), note=metrics.get("profile_note")
             )
+            for field in ("profile_collective_ms", "profile_exposed_ms"):  # where a collective ran
+                if metrics.get(field) is not None:
+                    kept[field.removeprefix("profile_")] = metrics[field]
             kept["trace"] = Path(metrics["profile_trace"]).name if metrics.get("profile_trace") else None
             found.setdefault(str(row.workload), {}).setdefault(row.variant, kept)
     return kept_for_bench(Path(out) / FILE, bench_id, "workloads", found) or {}

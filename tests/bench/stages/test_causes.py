@@ -88,6 +88,19 @@ def test_collectives_past_a_tenth_of_the_step_are_communication():
     assert cause == "none shown"
 
 
+def test_collectives_hidden_behind_compute_are_not_the_cause_and_exposed_ones_are():
+    """Where the profile measured it (meter.collective_time), the time a collective ran with no compute beside it is
+    the evidence: 200 ms of all-reduce a step, 40 ms of it exposed (6% of the 640 ms step), is not why; 100 ms exposed
+    (16%) is, said with both."""
+    variants = {"baseline": STEADY, "ddp": scaled(1.0, world_size=2)}
+    profile = dict(ops=[dict(on="cpu", name="c10d::allreduce_", ms_per_step=1.0)], collective_ms=200.0)
+    said, summary = summarized(variants, {"small": {"ddp": dict(profile, exposed_ms=40.0)}})
+    assert summary.at["ddp", "collective_ms"] == 200.0 and summary.at["ddp", "exposed_collective_ms"] == 40.0
+    assert "collectives take" not in said["ddp"]  # its cause is the shared cores (2 processes on one CPU), not this
+    said, summary = summarized(variants, {"small": {"ddp": dict(profile, exposed_ms=100.0)}})
+    assert "collectives take 200.0 ms of its 640.0 ms step; 100.0 ms of it with no compute beside it (16%)" in said["ddp"]
+
+
 def test_a_long_data_wait_is_waiting_for_data_with_the_ceiling_beside_it():
     ceiling = [(200.0, dict(dataset="synthetic", loader="synthetic", data_wait_frac=0.0))] * 3
     slow = scaled(0.9, data_wait_frac=0.3)
