@@ -58,8 +58,18 @@ def mark_cpu_flags_read(request, monkeypatch):
     monkeypatch.setenv("CPUINFO_FLAGS_READ", str(flags_read_file(request.node.nodeid)))
 
 
+def order(item):
+    """A test's place in the order pytest-xdist hands the tests out: those that run for minutes first, the longest
+    first (their mark says about how many on one core), then the groups (the Slurm cluster's), then the rest."""
+    minutes = item.get_closest_marker("minutes")
+    return (-minutes.args[0], 0) if minutes else (0, 1 if item.get_closest_marker("xdist_group") else 2)
+
+
 def pytest_collection_modifyitems(config, items):
-    """TESTS_CPU_READERS=1 (make test's last pass): only the tests that read the CPU's flags in the passes before."""
+    """The tests in order (order): the longest start first, so the two workers end together (a long test handed out
+    last once ran on alone for minutes). TESTS_CPU_READERS=1 (make test's pass as the other class): only the tests that
+    read the CPU's flags in the passes before."""
+    items.sort(key=order)
     if os.environ.get("TESTS_CPU_READERS") != "1":
         return
     read = [flags_read_file(item.nodeid).exists() for item in items]

@@ -336,6 +336,7 @@ MODEL_LINE = "    model = build_model(args.model, info.num_classes, info.image_s
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(1)
 def test_causes_made_on_purpose_are_named_in_a_real_bench(tiny_data, tmp_path):
     """Why not faster, for real (bench/stages/causes.py), in a copy of the suite with a made-up technique,
     train_casts.py (train.py whose every module's output goes to float64 and back, 4 times), profiled, with --workers

@@ -7,6 +7,7 @@ from helpers import TINY_MODEL, run
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(4)
 def test_make_check_passes_on_this_machine(tmp_path):
     """Every path that applies on a CPU runs and learns; the CUDA ones say why they do not apply; exit 0. With the
     tests' smallest model (--model: the check's own, smallnet, compiles for a minute on 2 cores, this one in seconds;

@@ -45,6 +45,7 @@ def test_the_mode_times_each_variant_to_the_target_and_says_which_did_not_get_th
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(4)
 def test_the_largest_batch_found_is_confirmed_by_direct_probes_and_timed_in_rounds(small_data, tmp_path):
     """On a CPU, for real: under the limit, a bisection step below the batch found trains, and a step above the first
     that failed runs out of memory; the baseline and checkpointing are then timed at their largest batches in two
@@ -87,6 +88,7 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes_and_timed_in_roun
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(2)
 def test_a_real_run_flags_fsdp_without_its_broadcast_as_not_the_same_run_as_ddp(small_data, tmp_path):
     """A copy of the suite whose train_fsdp.py has lost the broadcast of the initial weights (each process starts from
     its own, the bug of an earlier round): it learns inside the band of the baseline's seeds, as another seed would,
@@ -134,6 +136,7 @@ def test_the_mode_runs_ddp_at_one_and_two_gloo_processes(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.minutes(1)
 def test_the_sweep_on_tiny_data_ends_with_the_settings_to_use(tiny_data, tmp_path):
     """For real, kept small: up to one worker (--workers 1), the torchvision loader alone, two rounds of training."""
     out = tmp_path / "out"

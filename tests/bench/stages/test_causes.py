@@ -98,7 +98,9 @@ def test_collectives_hidden_behind_compute_are_not_the_cause_and_exposed_ones_ar
     assert summary.at["ddp", "collective_ms"] == 200.0 and summary.at["ddp", "exposed_collective_ms"] == 40.0
     assert "collectives take" not in said["ddp"]  # its cause is the shared cores (2 processes on one CPU), not this
     said, summary = summarized(variants, {"small": {"ddp": dict(profile, exposed_ms=100.0)}})
-    assert "collectives take 200.0 ms of its 640.0 ms step; 100.0 ms of it with no compute beside it (16%)" in said["ddp"]
+    assert (
+        "collectives take 200.0 ms of its 640.0 ms step; 100.0 ms of it with no compute beside it (16%)" in said["ddp"]
+    )
 
 
 def test_a_long_data_wait_is_waiting_for_data_with_the_ceiling_beside_it():
