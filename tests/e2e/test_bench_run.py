@@ -325,9 +325,13 @@ def test_a_bench_beside_a_cpu_hog_is_flagged_busy(tiny_data, tmp_path):
 
 
 CASTS = (
-    "    for module in model.modules():  # new # every module's output to float64 and back, 4 times: casts, no gain\n"
-    "        module.register_forward_hook(lambda m, i, out: out.double().float().double().float().double().float()"
-    ".double().float())  # new #\n"
+    "    def casts(module, inputs, out):  # new # every module's output to float64 and back, 16 times: casts, no gain\n"
+    "        for _ in range(16):  # new #\n"
+    "            out = out.double().float()  # new #\n"
+    "        return out  # new #\n"
+    "\n"
+    "    for module in model.modules():  # new #\n"
+    "        module.register_forward_hook(casts)  # new #\n"
 )
 CASTS_ROW = (
     '    Row("casts", "train_casts.py", base="train.py", lesson=12),  # made up by tests/e2e/test_bench_run.py\n'
@@ -339,7 +343,7 @@ MODEL_LINE = "    model = build_model(args.model, info.num_classes, info.image_s
 @pytest.mark.minutes(1)
 def test_causes_made_on_purpose_are_named_in_a_real_bench(tiny_data, tmp_path):
     """Why not faster, for real (bench/stages/causes.py), in a copy of the suite with a made-up technique,
-    train_casts.py (train.py whose every module's output goes to float64 and back, 4 times), profiled, with --workers
+    train_casts.py (train.py whose every module's output goes to float64 and back, 16 times), profiled, with --workers
     0 (the training process loads every batch itself) against the tiny model: dp, a passthrough on a CPU, waits for
     its data far below its ceiling; the casts are the conversions that make train_casts.py slower, while its compute
     per step grows (so the wait is not why)."""
