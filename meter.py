@@ -50,9 +50,9 @@ NO_PROFILE = dict(  # a run without it
     profile_collective_ms=None,
     profile_exposed_ms=None,
 )
-# the names of collectives' operators (gloo's work, on threads of its own) and kernels (NCCL's), lower case
-COLLECTIVE = ("gloo:", "nccl", "allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter", "reducescatter",
-              "broadcast")  # fmt: skip
+# the names of collectives, lower case: c10d's operators and gloo's work (on threads of its own) on a CPU, NCCL's
+# kernels on a GPU (not a bare "broadcast": aten::broadcast_tensors is compute)
+COLLECTIVE = ("c10d::", "gloo:", "nccl")
 PROFILE_CAP_MIB = 256  # a trace larger than this (as written, compressed or not) is not kept: said once
 # Peak dense TFLOP/s of the GPUs whose datasheets say them, by torch's name of the GPU and the precision the math ran
 # in (NVIDIA's Tensor Core figures are given "with sparsity": halved here, as the datasheets' footnotes say). MFU is

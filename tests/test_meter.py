@@ -666,6 +666,7 @@ def test_a_collectives_time_and_its_time_with_no_compute_beside_it():
         event("DistributedDataParallel.forward", 0, 10_000, annotation=True),
         event("aten::convolution_backward", 1_000, 5_000),
         event("aten::mkldnn_convolution", 2_000, 3_000),  # inside the one above: counted once
+        event("aten::broadcast_tensors", 2_500, 2_600),  # compute, whatever its name says
         event("c10d::allreduce_", 4_000, 4_500),  # the enqueue, on the training thread
         event("gloo:all_reduce", 4_000, 8_000, thread=2),  # 1 ms beside the backward, then 3 ms alone
         event("gloo:all_reduce", 7_000, 9_000, thread=3),  # a second bucket, alongside: 1 ms more alone

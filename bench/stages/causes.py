@@ -48,8 +48,9 @@ HOST_BUSY = 0.7  # a GPU whose kernels fill less than this share of a step (its 
 # cuDNN's and torch's NCHW <-> NHWC kernels and the elementwise copy kernels that cast
 CONVERSIONS = ("copy", "contiguous", "reorder", "nchwtonhwc", "nhwctonchw", "transpose", "convert", "cast")
 KERNELS = ("conv", "mm", "matmul", "linear", "gemm", "cudnn", "cutlass", "xmma", "attention")  # the compute itself
-COLLECTIVES = ("allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter", "reducescatter", "broadcast",
-               "nccl", "gloo", "c10d")  # fmt: skip
+# not a bare "broadcast": aten::broadcast_tensors is compute (c10d::broadcast_ and NCCL's kernels are kept)
+COLLECTIVES = ("allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter", "reducescatter", "nccl", "gloo",
+               "c10d")  # fmt: skip
 
 
 class Rule(NamedTuple):
@@ -337,13 +338,15 @@ def with_profiles(summary, profiled):
             else math.nan
             for row in rows
         ]  # fmt: skip
-    for column, field in ("collective_ms", "collective_ms"), ("exposed_collective_ms", "exposed_ms"):
-        train = [row.kind == "train" for row in rows]
+
+    def measured(field):
         found = [
-            measured_ms(profiled, row.workload, row.variant, field) if t else math.nan for row, t in zip(rows, train)
+            measured_ms(profiled, row.workload, row.variant, field) if row.kind == "train" else math.nan for row in rows
         ]
-        measured = pd.Series(found, index=summary.index)
-        summary[column] = measured.fillna(summary[column]) if column in PROFILED else measured
+        return pd.Series(found, index=summary.index)
+
+    summary["collective_ms"] = measured("collective_ms").fillna(summary["collective_ms"])
+    summary["exposed_collective_ms"] = measured("exposed_ms")
     return summary
 
 
