@@ -1,26 +1,29 @@
 """python tools/firstgpu.py: a GPU run prepared so that it needs no thinking on the GPU machine.
 
 A lent GPU gives 15 minutes of device time and 10 a command, and the machine goes back 30 s after a command ends.
-The whole run is one device command of at most PART_SECONDS[1] (9.5 minutes) on a bare machine, then, where the
-session's time allows, the calls that carry DALI's parts and a short part of DALI's rows:
+The run is one device command of at most PART_SECONDS[1] (9.5 minutes) on a bare machine, then, at once (the machine
+warm, its data and compile caches still there), one that spends what the session has left on more rounds:
 
-    python3 tools/firstgpu.py --part 1 --out $OUT   # the environment, the data, imagenet's six rows' rounds, vit
+    python3 tools/firstgpu.py --part 1 --out $OUT   # the environment, the data, imagenet's six rows' paired rounds
+    python3 tools/firstgpu.py --part 2 --out $OUT   # at once after it: more rounds of the same bench, then vit
     python3 tools/firstgpu.py --carry               # a call that carries .dali/N alone (one per part: N = 1 to 4)
-    python3 tools/firstgpu.py --part 2 --out $OUT   # DALI's rows, once its parts are all there
+    python3 tools/firstgpu.py --part 3 --out $OUT   # DALI's rows, once its parts are all there (another session)
     python tools/firstgpu.py --dry-run              # each part's steps, their commands, time limits and estimates
-    python3 tools/firstgpu.py --part 1 --seconds 400 --out $OUT     # a part cut to the device time that is left
+    python3 tools/firstgpu.py --part 2 --seconds 150 --out $OUT     # a part cut to the device time that is left
 
 Part 1 writes the environment (in the background), generates the imagenet workload (the data, before any run and
-outside every run's time limit: bench/data.py, seconds on 16 cores), runs imagenet's six main rows (baseline, amp,
-channels_last, compile, the recipe without DDP and compile, checkpoint) in paired rounds until their answers settle
-or its budget is spent (the bench fits the rows and rounds to it by the saved GPU runs' costs: bench/stages/cost.py),
-then vit's fsdp row against its ddp row (never yet run on a GPU). Each step is a process with its own time limit
-(SIGTERM at the limit, which the bench answers by keeping its finished rows and writing its tables; SIGKILL GRACE_S
-later); a step may keep time for the steps after it (reserve_s), and a step that no longer fits is skipped and said.
-Everything is written under /tmp/firstgpu/part-N (the machine keeps /tmp while it is warm) and copied to
-OUT/part-N/ as it goes (every MIRROR_S seconds and after each step: a command killed at its limit leaves what it had
-measured), then packed into OUT/part-N.tar.gz, the compile caches and generated data left out, with OUT/part-N.md
-beside it: each step, its command, exit code, seconds and last line.
+outside every run's time limit: bench/data.py, seconds on 16 cores), then runs imagenet's six main rows (baseline,
+amp, channels_last, compile, the recipe without DDP and compile, checkpoint) in paired rounds until their answers
+settle or the part's clock ends them (SIGTERM: the bench keeps its finished rows and writes its tables). Every row is
+kept: no budget drops a row by the saved runs' costs, since the answer asked of a GPU run is all six with intervals.
+Part 2 goes on in part 1's folder: the same bench resumed (--resume: its rows' next rounds, in the compile caches the
+first rounds filled), then vit's fsdp row against its ddp row (never yet run on a GPU) where 2 minutes are left.
+Each step is a process with its own time limit (SIGTERM at the limit; SIGKILL GRACE_S later); a step may keep time
+for the steps after it (reserve_s), and a step that no longer fits is skipped and said. Everything is written under
+/tmp/firstgpu/part-N (the machine keeps /tmp while it is warm) and packed into OUT/part-N.tar.gz as it goes (every
+MIRROR_S seconds where something changed, each pack written whole, and after each step: a command killed at its
+limit leaves what it had measured in one file, as a device call brings back at most 8), the compile caches and
+generated data left out, with OUT/part-N.md beside it: each step, its command, exit code, seconds and last line.
 
 DALI's wheels (265 MB) exceed a call's carry (64 MiB with the working tree): --pack-dali unpacks them as pip
 --target would, compresses them with xz (196 MB) and cuts them into parts that fit beside the tree, .dali/1..N
@@ -59,8 +62,10 @@ from bench import NEEDED  # noqa: E402
 from bench.observe.machine import ROOT  # noqa: E402
 
 PART_S = 570  # a device command may run 600 s: the rest for the machine's start and the transfers
-# a session has 15 minutes of device time: part 1 in one command (9.5 min), then DALI's carries and its short part
-PART_SECONDS = {1: 570, 2: 120}
+# a session has 15 minutes of device time: part 1 in one command (9.5 min), part 2 at once after it with the rest;
+# DALI's carries and its short part 3 need a session of their own
+PART_SECONDS = {1: 570, 2: 200, 3: 120}
+CONTINUES = {2: 1}  # part 2 goes on in part 1's folder (its bench resumed), which it does not empty
 START_S = 61  # the machine's start and the first carry (the first GPU run, 2026-11-25)
 CARRY_S = 15  # a call that carries one of DALI's parts, the machine warm (assumed from the same run's 61 s of five)
 DALI_CALLS = 4  # DALI's parts (--pack-dali: 196 MB in parts of about 60 MiB)
@@ -100,17 +105,22 @@ def bench(flags):
 SIX = "baseline,amp,channels_last,compile,all:no-ddp:no-compile,checkpoint"  # imagenet's main rows
 DATA_S = 45  # the imagenet workload's 22,000 photos on 16 cores (bench/data.py; docs/data.md: the rate measured)
 VIT_S = 150  # vit's ddp and fsdp rows, one round: two runs of 35-40 s by the saved H200 runs, a cold start each
+ROUNDS = ["-m", "bench", "--workload", "imagenet", "--variants", SIX, "--loaders", "none", "--budget", "none", "--out",
+          "{work}/rounds"]  # fmt: skip
 STEPS = [
     Step("environment", 1, 60, ["tools/firstgpu.py", "--environment", "{work}/environment.json"], background=True,
          least_s=0),
     Step("imagenet-data", 1, 150, ["-m", "bench.data", "--workload", "imagenet"], least_s=0),
-    # the rows' rounds until settled or their budget spent (the minutes left to the step, less a margin): the bench
-    # keeps the rows whose rounds fit, by the saved runs' costs, and says which it left out
-    Step("imagenet-rounds", 1, PART_S, ["-m", "bench", "--workload", "imagenet", "--variants", SIX, "--loaders",
-                                        "none", "--budget", "{minutes}", "--out", "{work}/rounds"], reserve_s=VIT_S),
-    Step("vit-fsdp", 1, VIT_S, bench("--workload vit --variants ddp,fsdp --repeats 1 --loaders none --out {work}/vit"),
-         least_s=60),
-    Step("dali-rows", 2, PART_S, ["-m", "bench", "--workload", "imagenet", "--variants", "baseline,dali", "--loaders",
+    # the six rows' paired rounds until settled or the part's clock ends them: every row kept, none dropped by the
+    # saved runs' costs (a budget would keep 3 rounds of fewer rows)
+    Step("imagenet-rounds", 1, PART_S, ROUNDS),
+    # the next command, at once: the same bench's next rounds (its budget none: the resumed bench counts the first
+    # rounds' time as spent), then vit where 2 minutes are left
+    Step("imagenet-more", 2, PART_S, ["-m", "bench", "--resume", "--out", "{work}/rounds", "--budget", "none"],
+         reserve_s=0, least_s=45),
+    Step("vit-fsdp", 2, VIT_S, bench("--workload vit --variants ddp,fsdp --repeats 1 --loaders none --out {work}/vit"),
+         least_s=120),
+    Step("dali-rows", 3, PART_S, ["-m", "bench", "--workload", "imagenet", "--variants", "baseline,dali", "--loaders",
                                   "loader,loader_dali", "--repeats", "1", "--budget", "{minutes}", "--out",
                                   "{work}/dali"]),
 ]  # fmt: skip
@@ -303,41 +313,58 @@ def kept(path):
     return not (set(Path(path).parts) & LEFT_OUT) and not str(path).endswith(TRACE)
 
 
-def mirror(work, dest, copied):
-    """Copy every file of work that comes back and changed since the last copy (its size and time, in copied) to
-    dest, each written whole (a copy beside it, then renamed): what a command killed at its limit leaves in OUT."""
+def signature(work):
+    """What would be packed of work, by path, size and time: a pack is written again only where it changed."""
+    found = []
     for path in sorted(Path(work).rglob("*")):
-        relative = path.relative_to(work)
-        if not path.is_file() or not kept(relative):
-            continue
         try:
-            stat = path.stat()
-            if copied.get(relative) == (stat.st_size, stat.st_mtime_ns):
-                continue
-            target = Path(dest) / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target.with_name(target.name + ".part"))
-            os.replace(target.with_name(target.name + ".part"), target)
-            copied[relative] = (stat.st_size, stat.st_mtime_ns)
-        except OSError:  # a file that went or changed while it was copied: the next pass copies it
+            if path.is_file() and kept(path.relative_to(work)):
+                stat = path.stat()
+                found.append((str(path), stat.st_size, stat.st_mtime_ns))
+        except OSError:  # a file that went while it was listed: the next pass sees it
             continue
+    return found
 
 
-class Mirror(threading.Thread):
-    """mirror() every MIRROR_S seconds until stop(), then once more."""
+def pack(work, target):
+    """work's files that come back (kept()) into the tar.gz target, written whole (beside it, then renamed): what a
+    command killed at its limit leaves is the last whole pack. A file that goes while it is packed is left out."""
+    partial = Path(target).with_name(Path(target).name + ".part")
+    with tarfile.open(partial, "w:gz") as tar:
+        for path in sorted(Path(work).rglob("*")):
+            relative = path.relative_to(work)
+            if not path.is_file() or not kept(relative):
+                continue
+            try:
+                tar.add(path, arcname=str(Path(Path(work).name) / relative))
+            except OSError:
+                continue
+    os.replace(partial, target)
 
-    def __init__(self, work, dest):
+
+class Packer(threading.Thread):
+    """pack() every MIRROR_S seconds where work changed, until stop(), then once more."""
+
+    def __init__(self, work, target):
         super().__init__(daemon=True)
-        self.work, self.dest, self.copied, self.done = work, dest, {}, threading.Event()
+        self.work, self.target, self.packed, self.done = work, target, None, threading.Event()
+        self.lock = threading.Lock()
 
     def run(self):
         while not self.done.wait(MIRROR_S):
-            mirror(self.work, self.dest, self.copied)
+            self.pack()
+
+    def pack(self):
+        with self.lock:
+            now = signature(self.work)
+            if now != self.packed:
+                pack(self.work, self.target)
+                self.packed = now
 
     def stop(self):
         self.done.set()
         self.join()
-        mirror(self.work, self.dest, self.copied)
+        self.pack()
 
 
 def write_report(part, rows, work):
@@ -347,40 +374,45 @@ def write_report(part, rows, work):
     ]
     commands = [(r["log"][:-4], command_of(work / r["log"])) for r in rows]
     report += [""] + [f"- `{name}`: " + (f"`{cmd}`" if cmd else "not run") for name, cmd in commands]
-    (work / "steps.md").write_text("\n".join(report) + "\n")
+    (work / steps_md(part)).write_text("\n".join(report) + "\n")
+
+
+def folder_of(part):
+    """The part's folder: its own, or that of the part it goes on from (CONTINUES)."""
+    return WORK / f"part-{CONTINUES.get(part, part)}"
+
+
+def steps_md(part):
+    return "steps.md" if part not in CONTINUES else f"steps-{part}.md"
 
 
 def run_part(part, out, dali_site, steps=None):
-    """Run a part's steps in order under its deadline, its folder copied to out/part-N as it goes; pack it into out.
-    Returns the steps' rows."""
+    """Run a part's steps in order under its deadline, its folder packed into out/part-N.tar.gz as it goes, and
+    out/part-N.md beside it. Returns the steps' rows."""
     steps = [s for s in (steps or STEPS) if s.part == part]
-    work = WORK / f"part-{part}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work = folder_of(part)
+    if part not in CONTINUES:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + PART_SECONDS.get(part, PART_S) - GRACE_S - PACK_S  # the part's clock starts now
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    copies = Mirror(work, out / f"part-{part}")
-    copies.start()
+    packer = Packer(work, out / f"part-{part}.tar.gz")
+    packer.start()
     said, _ = install_wheels(dali_site)
     print(f"{said}; {unpack_dali(dali_site)}", flush=True)
     env, rows = environment_of(dali_site), []
+    prefix = "" if part not in CONTINUES else f"{part}-"  # a part that goes on in another's folder: its own logs
     for i, step in enumerate(steps, 1):
-        log = work / f"{i:02d}-{step.name}.log"
+        log = work / f"{prefix}{i:02d}-{step.name}.log"
         print(f"part {part}, step {i} of {len(steps)}: {step.name} (at most {step.limit_s} s)", flush=True)
         code, seconds = run_step(step, work, deadline, env, log)
         rows.append(dict(step=step.name, code=code, seconds=seconds, last=last_line(log), log=log.name))
         print(f"  {code} after {seconds:.0f} s: {rows[-1]['last']}", flush=True)
         write_report(part, rows, work)
-        mirror(work, out / f"part-{part}", copies.copied)
-    copies.stop()
-    shutil.copy(work / "steps.md", out / f"part-{part}.md")
-    with tarfile.open(out / f"part-{part}.tar.gz", "w:gz") as tar:
-        tar.add(
-            work,
-            arcname=f"part-{part}",
-            filter=lambda info: info if kept(info.name) else None,
-        )
+        shutil.copy(work / steps_md(part), out / f"part-{part}.md")
+        packer.pack()
+    packer.stop()
     print(f"part {part}: {out}/part-{part}.tar.gz and part-{part}.md", flush=True)
     return rows
 
@@ -489,17 +521,21 @@ def dry_run():
               " --out $OUT):")  # fmt: skip
         rows = estimates(part)
         for step, seconds in rows:
-            cmd = shlex.join(
-                ["python", *(fill(c, WORK / f"part-{part}", max(seconds - 30, 30) / 60) for c in step.cmd)]
-            )
+            cmd = shlex.join(["python", *(fill(c, folder_of(part), max(seconds - 30, 30) / 60) for c in step.cmd)])
             when = "in the background" if step.background else f"about {seconds:.0f} s"
+            if not step.background and seconds < step.least_s:
+                when = f"where the steps before it end {step.least_s} s early"
             print(f"  {step.name} (at most {step.limit_s} s; {when}): {cmd}")
         total = sum(seconds for _, seconds in rows) + GRACE_S + PACK_S
         print(f"  in all about {total:.0f} s with the grace and the packing ({GRACE_S + PACK_S} s)\n")
-    session = START_S + PART_SECONDS[1] + DALI_CALLS * CARRY_S + PART_SECONDS[2]
-    print(f"the session: the machine's start {START_S} s, part 1 {PART_SECONDS[1]} s, {DALI_CALLS} calls carrying"
-          f" DALI's parts ({CARRY_S} s each: python3 tools/firstgpu.py --carry), part 2 {PART_SECONDS[2]} s: about"
-          f" {session} s of the {PLAN_S} planned")  # fmt: skip
+    session = START_S + PART_SECONDS[1] + PART_SECONDS[2]
+    dali = START_S + DALI_CALLS * CARRY_S + PART_SECONDS[3]
+    print(
+        f"the session: the machine's start {START_S} s, part 1 {PART_SECONDS[1]} s, part 2 {PART_SECONDS[2]} s at"
+        f" once after it: about {session} s of the {PLAN_S} planned; DALI's rows, in a session of their own: the"
+        f" start, {DALI_CALLS} calls carrying DALI's parts ({CARRY_S} s each: python3 tools/firstgpu.py --carry) and"
+        f" part 3 {PART_SECONDS[3]} s, about {dali} s"
+    )
 
 
 def main(argv=None):
