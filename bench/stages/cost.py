@@ -9,6 +9,8 @@ by the first GPU run on an H100 (2026-11-25, baseline/h100-first-run-*), what it
 import math
 from dataclasses import dataclass
 
+import pandas as pd
+
 from bench import catalogue
 
 WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
@@ -186,7 +188,7 @@ class Saved:
     """What the saved runs of one GPU row measured, medians over them (seconds)."""
 
     start_s: float  # the process's start and stop and its setup (other_s + setup_s)
-    first_s: float  # the first step: cuDNN's autotuning, CUDA's lazy loading; a compiled row's cold compile
+    first_s: float  # a first round's first step: cuDNN's autotuning, CUDA's lazy loading; a compiled row's cold compile
     warm_step_s: float  # each warm-up step after the first
     eval_s: float  # an evaluation of EVAL_IMAGES images
     step_s: float  # a timed step
@@ -195,6 +197,7 @@ class Saved:
     needed: int | None  # the warm-up its runs needed (warmup_steady_steps: the most of them), None where not known
     runs: int
     where: str  # the saved folders and GPUs they come from
+    later_first_s: float | None = None  # a later round's first step (the kernels loaded once, a compile cache warm)
 
 
 def command_flag(command, flag, default):
@@ -216,9 +219,12 @@ def saved_costs(runs, gpu_name=None):
         evaluated = group["val_samples"].where(group["val_samples"] > 0)
         eval_s = (group["eval_s"] / evaluated * EVAL_IMAGES).median()
         where = ", ".join(f"{f} ({g})" for f, g in sorted(set(zip(group["folder"], group["gpu_name"]))))
+        later = group["repeat"] > 1 if "repeat" in group else pd.Series(False, index=group.index)
+        first = group.loc[~later, "first_step_s"] if (~later).any() else group["first_step_s"]
         found[(model, int(batch), variant)] = Saved(
             start_s=(group["other_s"] + group["setup_s"]).median(),
-            first_s=group["first_step_s"].median(),
+            first_s=first.median(),
+            later_first_s=group.loc[later, "first_step_s"].median() if later.any() else None,
             warm_step_s=warm.median(),
             eval_s=0.0 if math.isnan(eval_s) else eval_s,
             step_s=group["step_time_median_ms"].median() / 1e3,
@@ -238,15 +244,23 @@ def needed_warmup(runs):
     return int(runs["warmup_steady_steps"].max())
 
 
+def first_step_s(saved, variant, repeat):
+    """A run's first step by its row's saved runs: the first round's, or a later round's where it is later (a
+    compiled row's from a warm cache: assumed where no saved run has one)."""
+    if repeat <= 1:
+        return saved.first_s
+    if saved.later_first_s is not None:
+        return saved.later_first_s
+    return FIRST_WARM_COMPILE_S if catalogue.compiled(variant) else saved.first_s
+
+
 def saved_run_s(run, saved):
-    """A GPU training run's seconds from its row's saved costs: its start, its first step (a compiled row's later
-    repeats from a warm cache: assumed), its warm-up, its timed steps and its evaluation, as its command asks."""
+    """A GPU training run's seconds from its row's saved costs: its start, its first step (first_step_s), its
+    warm-up, its timed steps and its evaluation, as its command asks."""
     steps, warmup = int(run.flags["--steps"]), int(run.flags["--warmup-steps"])
     evaluated = run.flags.get("--eval-samples")
     images = 0 if evaluated in (None, "0", 0) else EVAL_IMAGES if evaluated == "all" else int(evaluated)
-    first = saved.first_s
-    if catalogue.compiled(run.variant) and run.repeat > 1:
-        first = FIRST_WARM_COMPILE_S
+    first = first_step_s(saved, run.variant, run.repeat)
     return (
         saved.start_s
         + first

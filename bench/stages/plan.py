@@ -49,6 +49,7 @@ from bench.stages.cost import (
     WINDOW_S,
     budget_s,
     data_s,
+    first_step_s,
     run_s,
     saved_run_s,
     timeout_s,
@@ -266,7 +267,7 @@ class Known:
             s = self.saved.get(variant)
             if s is None:
                 continue
-            warm_first = FIRST_WARM_COMPILE_S if compiled(variant) else s.first_s
+            warm_first = first_step_s(s, variant, 2)
             fixed += s.start_s + warm_first + s.warm_step_s * max(0, self.warmup_steps - 1)
             weight += s.step_s / self.fastest_step_s()
             extra += (s.first_s - warm_first) + s.eval_s * self.eval_images / 1000
@@ -633,7 +634,8 @@ def sources(known, runs, gpu):
             if variant in planned:
                 said.append(f"{workload} {variant}: {plural(s.runs, 'saved run')} of {s.where}")
         assumed += [f"{workload} {v}" for v in planned if v not in k.saved]
-        if any(compiled(v) for v in planned) and len({r.repeat for r in runs}) > 1:
+        warm = [v for v in planned if compiled(v) and (v not in k.saved or k.saved[v].later_first_s is None)]
+        if warm and len({r.repeat for r in runs}) > 1:
             assumed.append(
                 f"a compiled row's first step from a warm cache ({FIRST_WARM_COMPILE_S:.0f} s: no saved run)"
             )

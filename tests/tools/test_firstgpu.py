@@ -45,20 +45,25 @@ def test_the_dry_run_names_each_parts_steps_in_order_with_estimates_that_fit():
     assert [text.index(f"  {name} (at most ") for name in names] == sorted(
         text.index(f"  {n} (at most ") for n in names
     )
-    assert names == ["environment", "imagenet-data", "imagenet-rounds", "vit-fsdp", "dali-rows"]
+    assert names == ["environment", "imagenet-data", "imagenet-rounds", "imagenet-more", "vit-fsdp", "dali-rows"]
     rounds = next(line for line in text.splitlines() if line.startswith("  imagenet-rounds "))
-    assert f"--variants {firstgpu.SIX} " in rounds and "--budget 5." in rounds  # the minutes vit leaves it
+    assert f"--variants {firstgpu.SIX} " in rounds and "--budget none" in rounds  # no row dropped by a budget
+    more = next(line for line in text.splitlines() if line.startswith("  imagenet-more "))
+    assert f"--resume --out {firstgpu.WORK}/part-1/rounds --budget none" in more  # part 1's bench, where it is
+    vit = next(line for line in text.splitlines() if line.startswith("  vit-fsdp "))
+    assert "where the steps before it end 120 s early" in vit  # the rounds come first
     assert "4 calls carrying DALI's parts" in text and f"of the {firstgpu.PLAN_S} planned" in text
 
 
-def test_one_command_holds_the_run_and_the_session_holds_dalis_calls():
-    """Part 1 is one device command (600 s, its start and transfers beside it); with the machine's start, DALI's
-    carries and part 2 the session's calls take at most 14 of its 15 minutes."""
-    assert firstgpu.PARTS == [1, 2] and set(firstgpu.PART_SECONDS) == set(firstgpu.PARTS)
+def test_two_commands_hold_the_run_and_dali_has_a_session_of_its_own():
+    """Part 1 is one device command (600 s, its start and transfers beside it); with the machine's start and part 2
+    at once after it the session's calls take at most 14 of its 15 minutes; DALI's carries and part 3 fit another."""
+    assert firstgpu.PARTS == [1, 2, 3] and set(firstgpu.PART_SECONDS) == set(firstgpu.PARTS)
     assert all(seconds + 30 <= 600 for seconds in firstgpu.PART_SECONDS.values())
     assert firstgpu.PART_SECONDS[1] <= 570  # 9.5 minutes
-    calls = firstgpu.START_S + firstgpu.PART_SECONDS[1] + firstgpu.DALI_CALLS * firstgpu.CARRY_S
-    assert calls + firstgpu.PART_SECONDS[2] <= firstgpu.PLAN_S == 14 * 60
+    assert firstgpu.START_S + firstgpu.PART_SECONDS[1] + firstgpu.PART_SECONDS[2] <= firstgpu.PLAN_S == 14 * 60
+    dali = firstgpu.START_S + firstgpu.DALI_CALLS * firstgpu.CARRY_S + firstgpu.PART_SECONDS[3]
+    assert dali <= firstgpu.PLAN_S
     assert all(s.least_s <= firstgpu.PART_SECONDS[s.part] for s in firstgpu.STEPS)
 
 
@@ -71,6 +76,9 @@ def test_every_bench_command_is_one_the_bench_takes(step, tmp_path):
     args = cli.parse_args(flags)
     out = flags[flags.index("--out") + 1]
     assert args.out == Path(out) and out.startswith(str(tmp_path))
+    if args.resume:  # a bench part 1 began: its flags are the saved plan's, and resume has no dry run
+        assert args.mode == "resume" and args.budget == "none" and flags[-4:] == ["--out", out, "--budget", "none"]
+        return
     result = run("-m", "bench", *flags, "--dry-run", "--gpus", 1)
     assert result.returncode == 0, result.stderr
     assert "--device cuda" in result.stdout
@@ -99,18 +107,40 @@ def test_a_part_keeps_to_its_limits_and_packs_one_file(monkeypatch, tmp_path):
     assert time.monotonic() - started < 12  # the part's seconds, the packing included
     assert [r["code"] for r in rows] == [0, "stopped at its limit of 3 s", "skipped"]
     assert rows[0]["last"] == "wrote it" and rows[1]["last"] == "waiting" and rows[2]["last"].startswith("skipped:")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part-1", "part-1.md", "part-1.tar.gz"]
-    mirrored = sorted(str(p.relative_to(tmp_path / "out" / "part-1")) for p in (tmp_path / "out" / "part-1").rglob("*"))
-    assert mirrored == ["01-writes.log", "02-hangs.log", "03-too-long.log", "made.txt", "steps.md"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part-1.md", "part-1.tar.gz"]  # 8 come back
     with tarfile.open(tmp_path / "out" / "part-1.tar.gz") as tar:
         names = tar.getnames()
         assert tar.extractfile("part-1/made.txt").read() == b"hello"
-    assert "part-1/steps.md" in names and "part-1/02-hangs.log" in names
+    assert sorted(names) == [f"part-1/{n}" for n in ("01-writes.log", "02-hangs.log", "03-too-long.log", "made.txt",
+                                                     "steps.md")]  # fmt: skip
     assert not [n for n in names if "compile-cache" in n or "trace" in n]
     md = (tmp_path / "out" / "part-1.md").read_text()
     assert "| hangs | stopped at its limit of 3 s |" in md and "| too-long | skipped | 0 |" in md
     hangs = next(line for line in md.splitlines() if line.startswith("- `02-hangs`: `"))  # each step's command
     assert "time.sleep(60)" in hangs and "- `03-too-long`: not run" in md
+
+
+def test_part_2_goes_on_in_part_1s_folder_and_brings_all_of_it_back(monkeypatch, tmp_path):
+    """Part 2 (the next command, the machine warm) empties nothing: its steps find part 1's files where part 1 left
+    them (the bench they resume), its logs and steps are its own, and its pack holds part 1's files and its own."""
+    monkeypatch.setattr(firstgpu, "WORK", tmp_path / "work")
+    monkeypatch.setattr(firstgpu, "DALI_PARTS", tmp_path / "none")
+    monkeypatch.setattr(firstgpu, "DALI_TMP", tmp_path / "dali")
+    writes = "import pathlib, sys; (pathlib.Path(sys.argv[1]) / 'rounds.csv').write_text('round 1')"
+    goes_on = "import pathlib, sys; f = pathlib.Path(sys.argv[1]) / 'rounds.csv'; f.write_text(f.read_text() + ', 2')"
+    steps = [firstgpu.Step("rounds", 1, 30, ["-c", writes, "{work}"], least_s=0),
+             firstgpu.Step("more", 2, 30, ["-c", goes_on, "{work}"], least_s=0)]  # fmt: skip
+    firstgpu.run_part(1, tmp_path / "out1", "/nonexistent", steps)
+    rows = firstgpu.run_part(2, tmp_path / "out2", "/nonexistent", steps)
+    assert rows[0]["code"] == 0 and rows[0]["log"] == "2-01-more.log"
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["part-2.md", "part-2.tar.gz"]
+    with tarfile.open(tmp_path / "out2" / "part-2.tar.gz") as tar:
+        assert tar.extractfile("part-1/rounds.csv").read() == b"round 1, 2"
+        assert {"part-1/01-rounds.log", "part-1/2-01-more.log", "part-1/steps.md", "part-1/steps-2.md"} <= set(
+            tar.getnames()
+        )
+    assert "| more | 0 |" in (tmp_path / "out2" / "part-2.md").read_text()
+    assert "| rounds | 0 |" in (tmp_path / "work" / "part-1" / "steps.md").read_text()  # part 1's report kept
 
 
 @pytest.mark.slow
@@ -204,8 +234,8 @@ def test_a_part_cut_to_the_time_left_is_refused_outside_what_a_part_can_take(sec
 
 @pytest.mark.slow
 def test_a_command_killed_at_its_limit_leaves_what_it_measured(tmp_path):
-    """The device kills a command at its limit (SIGKILL, no packing): what the part had written is already in
-    OUT/part-1, copied as it went."""
+    """The device kills a command at its limit (SIGKILL, no last packing): what the part had written is already in
+    OUT/part-1.tar.gz, packed whole as it went."""
     driver = f"""import sys, time
 sys.path.insert(0, "tools")
 import firstgpu
@@ -219,12 +249,15 @@ firstgpu.run_part(1, {str(tmp_path / "out")!r}, "/nonexistent", steps)
     process = subprocess.Popen([sys.executable, "-c", driver], cwd=ROOT)
     try:
         for _ in range(200):
-            if (tmp_path / "out" / "part-1" / "row.csv").exists():
-                break
+            if (tmp_path / "out" / "part-1.tar.gz").exists():
+                with tarfile.open(tmp_path / "out" / "part-1.tar.gz") as tar:
+                    if "part-1/row.csv" in tar.getnames():
+                        break
             time.sleep(0.1)
     finally:
         process.kill()
         process.wait()
         subprocess.run(["pkill", "-f", str(tmp_path / "work")])  # the step, in a session of its own, goes on
-    assert (tmp_path / "out" / "part-1" / "row.csv").read_text() == "1"
-    assert not (tmp_path / "out" / "part-1.tar.gz").exists()  # killed before its packing: the copy is what is left
+    with tarfile.open(tmp_path / "out" / "part-1.tar.gz") as tar:  # whole: written beside it, then renamed
+        assert tar.extractfile("part-1/row.csv").read() == b"1"
+    assert {p.name for p in (tmp_path / "out").iterdir()} <= {"part-1.tar.gz", "part-1.tar.gz.part"}  # one file

@@ -52,6 +52,22 @@ def test_each_part_of_a_run_is_the_median_of_its_rows_saved_runs():
     assert not stalls.steady and s.needed is None  # runs that did not record their warm-up's steps
     told = cost.saved_costs(runs.assign(warmup_steady_steps=[3, 4, 9]), "H200")[("resnet50", 256, "baseline")]
     assert told.needed == 4
+    assert s.later_first_s is None  # no later round saved
+    rounds = cost.saved_costs(runs.assign(repeat=[1, 2, 1]), "H200")[("resnet50", 256, "baseline")]
+    assert (rounds.first_s, rounds.later_first_s) == (8.0, 10.0)  # a first round's first step apart from a later's
+
+
+def test_a_later_rounds_first_step_is_its_own_where_a_saved_run_measured_one():
+    """The first round pays the kernels' first loading (the fourth GPU run: up to 22 s against 5-9 s later) and a
+    compiled row its cold compile; a later round's first step is the saved later rounds' where there are some,
+    else the first's (a compiled row's from a warm cache: FIRST_WARM_COMPILE_S, assumed)."""
+    s = cost.Saved(start_s=11, first_s=20, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10,
+                   needed=None, runs=2, where="b/one (H200)", later_first_s=6.0)  # fmt: skip
+    assert cost.first_step_s(s, "baseline", 1) == 20 and cost.first_step_s(s, "baseline", 2) == 6.0
+    assert cost.first_step_s(s, "compile", 3) == 6.0
+    unknown = cost.Saved(**{**s.__dict__, "later_first_s": None})
+    assert cost.first_step_s(unknown, "baseline", 2) == 20
+    assert cost.first_step_s(unknown, "compile", 2) == cost.FIRST_WARM_COMPILE_S
 
 
 def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
@@ -70,15 +86,16 @@ def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
 def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assumed():
     """The six imagenet rows (the GPU command's work): their steps from the saved runs' step times (no calibration
     run), 3 paired rounds of the rows that fit by the saved costs (the data's generation included where data/ has
-    none yet), the rows that do not left out and named, and every estimate's source said: a saved run or assumed."""
+    none yet), the rows that do not left out and named, and every estimate's source said: a saved run (the fourth
+    GPU run's later rounds measured compile's first step from a warm cache: nothing is assumed) or assumed."""
     lines = dry_run(16)
     (estimate,) = [line for line in lines if line.startswith("estimate: ")]
     assert " for 18 runs in 3 round(s) (budget 16 min)" in estimate and float(estimate.split()[1]) <= 16
     assert "steps auto" not in lines[0] and ", steps " in lines[0]  # from the saved step times
     (saved,) = [line for line in lines if line.strip().startswith("from saved runs: ")]
     assert "imagenet baseline: " in saved and "baseline/h200-third-run-imagenet (NVIDIA H200)" in saved
-    (assumed,) = [line for line in lines if line.strip().startswith("assumed: ")]
-    assert "a compiled row's first step from a warm cache" in assumed
+    assert "imagenet compile: " in saved and "baseline/h200-fourth-run-imagenet (NVIDIA H200)" in saved
+    assert not [line for line in lines if line.strip().startswith("assumed: ")]  # compile's warm cache measured too
     lines = dry_run(9)
     (estimate,) = [line for line in lines if line.startswith("estimate: ")]
     assert " in 3 round(s) (budget 9 min)" in estimate and float(estimate.split()[1]) <= 9
