@@ -5,7 +5,7 @@ The run is one device command of at most PART_SECONDS[1] (9.5 minutes) on a bare
 warm, its data and compile caches still there), one that spends what the session has left on more rounds:
 
     python3 tools/firstgpu.py --part 1 --out $OUT   # the environment, the data, imagenet's six rows' paired rounds
-    python3 tools/firstgpu.py --part 2 --out $OUT   # at once after it: more rounds of the same bench, then vit
+    python3 tools/firstgpu.py --part 2 --out $OUT   # at once after it: vit, and more rounds where time is left
     python3 tools/firstgpu.py --carry               # a call that carries .dali/N alone (one per part: N = 1 to 4)
     python3 tools/firstgpu.py --part 3 --out $OUT   # DALI's rows, once its parts are all there (another session)
     python tools/firstgpu.py --dry-run              # each part's steps, their commands, time limits and estimates
@@ -17,7 +17,8 @@ amp, channels_last, compile, the recipe without DDP and compile, checkpoint) in 
 settle or the part's clock ends them (SIGTERM: the bench keeps its finished rows and writes its tables). Every row is
 kept: no budget drops a row by the saved runs' costs, since the answer asked of a GPU run is all six with intervals.
 Part 2 goes on in part 1's folder: the same bench resumed (--resume: its rows' next rounds, in the compile caches the
-first rounds filled), then vit's fsdp row against its ddp row (never yet run on a GPU) where 2 minutes are left.
+first rounds filled) where more than VIT_S is left, then vit's fsdp row against its ddp row (never yet run on a GPU)
+in the VIT_S kept for it: the fourth GPU run gave part 2 to the rounds alone, whose 2 rounds had settled every row.
 Each step is a process with its own time limit (SIGTERM at the limit; SIGKILL GRACE_S later); a step may keep time
 for the steps after it (reserve_s), and a step that no longer fits is skipped and said. Everything is written under
 /tmp/firstgpu/part-N (the machine keeps /tmp while it is warm) and packed into OUT/part-N.tar.gz as it goes (every
@@ -64,9 +65,10 @@ from bench.observe.machine import ROOT  # noqa: E402
 PART_S = 570  # a device command may run 600 s: the rest for the machine's start and the transfers
 # a session has 15 minutes of device time: part 1 in one command (9.5 min), part 2 at once after it with the rest;
 # DALI's carries and its short part 3 need a session of their own
-PART_SECONDS = {1: 570, 2: 200, 3: 120}
+PART_SECONDS = {1: 570, 2: 210, 3: 120}
 CONTINUES = {2: 1}  # part 2 goes on in part 1's folder (its bench resumed), which it does not empty
-START_S = 61  # the machine's start and the first carry (the first GPU run, 2026-11-25)
+START_S = 33  # the machine's start and a call's transfers (the fourth GPU run: 577 s held after 545 s of command)
+BETWEEN_S = 26  # the next call asked at once: the machine idle, the transfers (the same run: 843 - 577 - 240 s)
 CARRY_S = 15  # a call that carries one of DALI's parts, the machine warm (assumed from the same run's 61 s of five)
 DALI_CALLS = 4  # DALI's parts (--pack-dali: 196 MB in parts of about 60 MiB)
 PLAN_S = 14 * 60  # the GPU seconds a session's calls take at most: the rest of its 15 minutes is slack
@@ -115,9 +117,10 @@ STEPS = [
     # saved runs' costs (a budget would keep 3 rounds of fewer rows)
     Step("imagenet-rounds", 1, PART_S, ROUNDS),
     # the next command, at once: the same bench's next rounds (its budget none: the resumed bench counts the first
-    # rounds' time as spent), then vit where 2 minutes are left
+    # rounds' time as spent), vit's time kept: the fourth GPU run gave the rounds all of part 2 and vit none, while
+    # 2 rounds had settled every row
     Step("imagenet-more", 2, PART_S, ["-m", "bench", "--resume", "--out", "{work}/rounds", "--budget", "none"],
-         reserve_s=0, least_s=45),
+         reserve_s=VIT_S, least_s=45),
     Step("vit-fsdp", 2, VIT_S, bench("--workload vit --variants ddp,fsdp --repeats 1 --loaders none --out {work}/vit"),
          least_s=120),
     Step("dali-rows", 3, PART_S, ["-m", "bench", "--workload", "imagenet", "--variants", "baseline,dali", "--loaders",
@@ -524,17 +527,17 @@ def dry_run():
             cmd = shlex.join(["python", *(fill(c, folder_of(part), max(seconds - 30, 30) / 60) for c in step.cmd)])
             when = "in the background" if step.background else f"about {seconds:.0f} s"
             if not step.background and seconds < step.least_s:
-                when = f"where the steps before it end {step.least_s} s early"
+                when = f"skipped unless {step.least_s} s are left for it"
             print(f"  {step.name} (at most {step.limit_s} s; {when}): {cmd}")
         total = sum(seconds for _, seconds in rows) + GRACE_S + PACK_S
         print(f"  in all about {total:.0f} s with the grace and the packing ({GRACE_S + PACK_S} s)\n")
-    session = START_S + PART_SECONDS[1] + PART_SECONDS[2]
+    session = START_S + PART_SECONDS[1] + BETWEEN_S + PART_SECONDS[2]
     dali = START_S + DALI_CALLS * CARRY_S + PART_SECONDS[3]
     print(
-        f"the session: the machine's start {START_S} s, part 1 {PART_SECONDS[1]} s, part 2 {PART_SECONDS[2]} s at"
-        f" once after it: about {session} s of the {PLAN_S} planned; DALI's rows, in a session of their own: the"
-        f" start, {DALI_CALLS} calls carrying DALI's parts ({CARRY_S} s each: python3 tools/firstgpu.py --carry) and"
-        f" part 3 {PART_SECONDS[3]} s, about {dali} s"
+        f"the session: the machine's start {START_S} s, part 1 {PART_SECONDS[1]} s, {BETWEEN_S} s between, part 2"
+        f" {PART_SECONDS[2]} s at once after it: about {session} s of the {PLAN_S} planned; DALI's rows, in a session"
+        f" of their own: the start, {DALI_CALLS} calls carrying DALI's parts ({CARRY_S} s each: python3"
+        f" tools/firstgpu.py --carry) and part 3 {PART_SECONDS[3]} s, about {dali} s"
     )
 
 
