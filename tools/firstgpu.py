@@ -69,7 +69,8 @@ PART_SECONDS = {1: 570, 2: 210, 3: 120}
 CONTINUES = {2: 1}  # part 2 goes on in part 1's folder (its bench resumed), which it does not empty
 START_S = 33  # the machine's start and a call's transfers (the fourth GPU run: 577 s held after 545 s of command)
 BETWEEN_S = 26  # the next call asked at once: the machine idle, the transfers (the same run: 843 - 577 - 240 s)
-CARRY_S = 15  # a call that carries one of DALI's parts, the machine warm (assumed from the same run's 61 s of five)
+CARRY_S = 15  # a call that carries one of DALI's parts, the machine warm (assumed: the first GPU run's start and
+# five carries took 61 s)
 DALI_CALLS = 4  # DALI's parts (--pack-dali: 196 MB in parts of about 60 MiB)
 PLAN_S = 14 * 60  # the GPU seconds a session's calls take at most: the rest of its 15 minutes is slack
 GRACE_S = 15  # after SIGTERM, before SIGKILL
@@ -316,30 +317,29 @@ def kept(path):
     return not (set(Path(path).parts) & LEFT_OUT) and not str(path).endswith(TRACE)
 
 
-def signature(work):
-    """What would be packed of work, by path, size and time: a pack is written again only where it changed."""
-    found = []
+def packed(work):
+    """{relative path: (size, time)} of work's files that come back (kept()): a pack is written again only where
+    this changed. A file that goes while it is listed is left out (the next pass sees it)."""
+    found = {}
     for path in sorted(Path(work).rglob("*")):
+        relative = path.relative_to(work)
         try:
-            if path.is_file() and kept(path.relative_to(work)):
+            if path.is_file() and kept(relative):
                 stat = path.stat()
-                found.append((str(path), stat.st_size, stat.st_mtime_ns))
-        except OSError:  # a file that went while it was listed: the next pass sees it
+                found[relative] = (stat.st_size, stat.st_mtime_ns)
+        except OSError:
             continue
     return found
 
 
-def pack(work, target):
-    """work's files that come back (kept()) into the tar.gz target, written whole (beside it, then renamed): what a
-    command killed at its limit leaves is the last whole pack. A file that goes while it is packed is left out."""
+def pack(work, target, files):
+    """files (packed()) of work into the tar.gz target, written whole (beside it, then renamed): what a command
+    killed at its limit leaves is the last whole pack. A file that goes while it is packed is left out."""
     partial = Path(target).with_name(Path(target).name + ".part")
     with tarfile.open(partial, "w:gz") as tar:
-        for path in sorted(Path(work).rglob("*")):
-            relative = path.relative_to(work)
-            if not path.is_file() or not kept(relative):
-                continue
+        for relative in files:
             try:
-                tar.add(path, arcname=str(Path(Path(work).name) / relative))
+                tar.add(Path(work) / relative, arcname=str(Path(Path(work).name) / relative))
             except OSError:
                 continue
     os.replace(partial, target)
@@ -359,9 +359,9 @@ class Packer(threading.Thread):
 
     def pack(self):
         with self.lock:
-            now = signature(self.work)
+            now = packed(self.work)
             if now != self.packed:
-                pack(self.work, self.target)
+                pack(self.work, self.target, now)
                 self.packed = now
 
     def stop(self):

@@ -89,7 +89,7 @@ def plot_memory(summary, path, headings, largest=None):
         ]
     else:
         series = [("peak_host_mem_mib", "host memory, whole process tree (PSS)")]
-    fig, parts = panels(summary, headings, trained, lambda rows: 0.5 * len(rows) * len(series) / 2 + 1.8)
+    fig, parts = panels(summary, headings, trained, lambda rows: 0.5 * len(rows) * len(series) / 2 + 1.8, width=10.5)
     for ax, rows, heading in parts:
         height = 0.8 / len(series)
         for k, (column, name) in enumerate(series):
@@ -108,7 +108,8 @@ def plot_memory(summary, path, headings, largest=None):
             ax.set_xlim(0, widest.max() * 1.45)
         xlabel = "peak memory, MiB (median of repeats)"
         ax.set_xlabel(xlabel + ("; largest batch: --max-batch, x the baseline's" if any(found) else ""))
-        ax.legend(fontsize=7, loc="lower right")
+        # beside the bars, not on them: the last row's bars reach the right edge (the H200's checkpoint row was hidden)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         ax.set_title(textwrap.fill(heading, 85), fontsize=9)
     save(fig, path)
 

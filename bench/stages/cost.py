@@ -197,7 +197,8 @@ class Saved:
     needed: int | None  # the warm-up its runs needed (warmup_steady_steps: the most of them), None where not known
     runs: int
     where: str  # the saved folders and GPUs they come from
-    later_first_s: float | None = None  # a later round's first step (the kernels loaded once, a compile cache warm)
+    later_first_s: float | None = None  # a later round's first step (what a row's first run paid once; a compile
+    # cache warm): the fourth GPU run's eager rows took up to 22 s in their first round, 5-9 s later
 
 
 def command_flag(command, flag, default):

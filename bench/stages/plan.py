@@ -267,7 +267,7 @@ class Known:
             s = self.saved.get(variant)
             if s is None:
                 continue
-            warm_first = first_step_s(s, variant, 2)
+            warm_first = first_step_s(s, variant, repeat=2)  # a later round's
             fixed += s.start_s + warm_first + s.warm_step_s * max(0, self.warmup_steps - 1)
             weight += s.step_s / self.fastest_step_s()
             extra += (s.first_s - warm_first) + s.eval_s * self.eval_images / 1000

@@ -58,7 +58,7 @@ def test_each_part_of_a_run_is_the_median_of_its_rows_saved_runs():
 
 
 def test_a_later_rounds_first_step_is_its_own_where_a_saved_run_measured_one():
-    """The first round pays the kernels' first loading (the fourth GPU run: up to 22 s against 5-9 s later) and a
+    """A row's first round pays once what its later ones do not (the fourth GPU run: up to 22 s against 5-9 s) and a
     compiled row its cold compile; a later round's first step is the saved later rounds' where there are some,
     else the first's (a compiled row's from a warm cache: FIRST_WARM_COMPILE_S, assumed)."""
     s = cost.Saved(start_s=11, first_s=20, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10,
