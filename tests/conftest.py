@@ -5,14 +5,32 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
 import pytest
 
+from bench import cli
+from bench import data as bench_data
 from bench.modes import speed
-from bench.stages import plan, record
-from helpers import BAD, LEARN, ROOT, SAVED, SCRIPTS, generate, train, worker_cores
+from bench.stages import execute, plan, record
+from helpers import (
+    BAD,
+    CPU_CLASSES,
+    LEARN,
+    MODES,
+    ROOT,
+    RUN_S,
+    SAVED,
+    SCRIPTS,
+    Clock,
+    FakeLaunch,
+    described_once,
+    generate,
+    train,
+    worker_cores,
+)
 
 sys.path.insert(0, str(ROOT))  # the scripts (train.py, loader.py, checks, meter) import as modules in the tests
 
@@ -158,7 +176,7 @@ def pytest_terminal_summary(terminalreporter, config):
         )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def report(tmp_path_factory):
     """The saved AVX2 baseline summarized again into a fresh folder, as --summarize does: (folder, summary)."""
     folder = tmp_path_factory.mktemp("report")
@@ -178,7 +196,7 @@ def models(tmp_path):
     return tmp_path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def big_data(tmp_path_factory):
     """10 classes x (4 train + 1 val) images of 256 px."""
     return generate(tmp_path_factory.mktemp("data") / "big", train=4, val=1, size=256)
@@ -188,3 +206,44 @@ def big_data(tmp_path_factory):
 def data(tiny_data, tmp_path):
     """A private copy of the tiny data set, free to break."""
     return shutil.copytree(tiny_data, tmp_path / "data")
+
+
+@pytest.fixture(scope="session")
+def this_machine():
+    """What python -m bench finds of this machine, found once (probing the GPUs takes seconds), as a CPU with native
+    bf16 whatever this one is: the plans' estimates (12 s a run here; amp's 6x where bf16 is emulated) are the same on
+    every machine the tests run on."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CPUINFO_FLAGS", CPU_CLASSES["bf16"])
+        return cli.machine()
+
+
+@pytest.fixture
+def in_process_bench(monkeypatch, tmp_path, tiny_data, this_machine):
+    """main(mode's flags + more): python -m bench in-process, its runs made up (helpers.FakeLaunch, the executor's clock
+    a helpers.Clock): returns (exit code, the launches). MODES: each mode's flags."""
+    clock = Clock()
+    monkeypatch.setattr(execute, "time", clock)
+    monkeypatch.setattr(cli, "machine", lambda: dict(this_machine))
+    monkeypatch.setattr(plan, "describe", described_once)  # the data's description (a loader.py run), read once
+    monkeypatch.setattr(bench_data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
+    out = tmp_path / "out"
+
+    def main(mode, *more, interrupt_at=None, run_s=RUN_S, flags=None, failing=()):
+        fake = FakeLaunch(clock, interrupt_at, run_s, failing)
+        monkeypatch.setattr(execute, "launch", fake)
+        flags = [] if more[:1] == ("--resume",) else [*(flags or MODES[mode][0]), "--timeout", "60"]
+        flags += [] if mode == "check" or more[:1] == ("--resume",) else ["--data", str(tiny_data)]
+        try:
+            cli.main([*flags, *more, "--out", str(out), "--baseline-dir", str(tmp_path / "none")])
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        finally:
+            for signum in signal.SIGINT, signal.SIGTERM:
+                signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        main.profiled = fake.profiled
+        return code, fake.launched
+
+    main.out = out
+    return main

@@ -1,8 +1,9 @@
 """A process that has imported torch once and forks a fresh child for each script a test runs.
 
 `import torch` takes seconds on the 2-core CI machines and most script runs in the tests (the bad-input sweeps)
-end within a second of it. helpers.run sends `python SCRIPT.py ARGS` and `python -m bench ARGS` (the bench and
-its imports, pandas, matplotlib and scipy, are imported here once too) here instead of starting an interpreter,
+end within a second of it. helpers.run sends `python SCRIPT.py ARGS`, `python -m bench ARGS` (the bench and
+its imports, pandas, matplotlib and scipy, are imported here once too) and `python -m torch.distributed.run ARGS`
+(torchrun: the agent forked, its workers fresh interpreters as it starts them) here instead of starting an interpreter,
 when the test asks for nothing the interpreter would read at its start (no environment of its own, no limits).
 The child is a process of its own, as a user's would be: it runs the script as __main__ with its own argv,
 working folder, stdout and stderr (files), and exits with the script's exit code, a traceback printed as Python

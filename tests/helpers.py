@@ -7,6 +7,7 @@ import os
 import re
 import resource
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from PIL import Image
 from bench import catalogue
 from bench.outputs import answer
 from bench.outputs import verdicts as words
-from bench.stages import record
+from bench.stages import plan, record
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -65,7 +66,11 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
 
     preexec = limit if memory_limit or file_limit else None
     bench = args[0] == "-m" and args[1] == "bench" and Path(cwd) == ROOT  # the server imported this bench/
-    forkable = str(args[0]).endswith(".py") or bench  # see tests/forkserver.py
+    torchrun = list(map(str, args[:2])) == [
+        "-m",
+        "torch.distributed.run",
+    ]  # its workers start interpreters of their own
+    forkable = str(args[0]).endswith(".py") or bench or torchrun  # see tests/forkserver.py
     if forkable and not preexec and FORKS.suits(full_env):
         return FORKS.run(cmd, cwd, full_env, timeout)
     return subprocess.run(
@@ -526,3 +531,87 @@ def worker_cores(worker, workers, cores):
     share = max(1, len(cores) // workers)
     start = worker * share % len(cores)
     return set(cores[start : start + share])
+
+
+# python -m bench in-process with its runs made up (tests/conftest.py in_process_bench): each mode's flags, the
+# runs it plans here and its table; a made-up run's seconds on the executor's made-up clock
+RUN_S = 10.0
+
+
+STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
+
+
+MODES = {  # the flags of each mode, the runs it plans here, its table
+    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 6,
+              "summary.csv"),
+    "check": (["--check"], 17, "check/check.md"),
+    "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,
+                  "max_batch.csv"),
+    "to_accuracy": (["--to-accuracy", "0.5", "--variants", "baseline,amp,checkpoint", "--max-epochs", "2"], 3,
+                    "accuracy.csv"),
+    "parity": (["--parity", "--variants", "baseline,amp,checkpoint", "--seeds", "2", *STEPS], 5, "parity.csv"),
+    "scaling": (["--scaling", "1,2", "--variants", "ddp", "--repeats", "2", *STEPS], 4, "scaling.csv"),
+    "tune_loader": (["--tune-loader", "--workers", "1", "--loaders", "loader", "--repeats", "2", *STEPS], 3,
+                    "tune_loader.csv"),
+}  # fmt: skip
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+class FakeLaunch:
+    """A run's row without a process: what every mode reads from one (and its metrics file); a batch above 64 runs
+    out of memory; the run numbered interrupt_at is stopped by "Ctrl-C" (the executor's stop set)."""
+
+    def __init__(self, clock, interrupt_at=None, run_s=RUN_S, failing=()):
+        self.clock, self.interrupt_at, self.launched, self.run_s = clock, interrupt_at, [], run_s
+        self.failing = failing  # runs that fail, by name
+        self.profiled = []  # the runs launched with --profile
+
+    def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None, profile=False):
+        self.launched.append(run.name)
+        self.profiled += [run.name] if profile else []
+        if len(self.launched) == self.interrupt_at:
+            signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C: the executor's handler sets its stop
+            assert stop.is_set()
+            return None
+        self.clock.now += self.run_s
+        cmd = run.cmd
+        batch = int(cmd[len(cmd) - cmd[::-1].index("--batch-size")]) if "--batch-size" in cmd else 8
+        if run.name in self.failing:
+            return dict(status="failed", error="train.py: error: made up", wall_s=self.run_s)
+        if memory_limit_mib and batch > 64:
+            return dict(
+                status="failed", error="train.py: error: out of memory, try a smaller --batch-size", wall_s=RUN_S
+            )
+        val = [
+            dict(epoch=1, val_acc=0.4, train_s=4.0, wall_s=6.0),
+            dict(epoch=2, val_acc=0.6, train_s=8.0, wall_s=12.0),
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{run.name}.json").write_text(json.dumps(dict(samples_per_s=100.0, val_curve=val, loss_curve=[])))
+        world = int(cmd[cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in cmd else 1
+        return dict(run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat, status="ok", error=None,
+                    wall_s=self.run_s, samples_per_s=100.0 * world, train_loss_first=2.3, train_loss_final=1.5,
+                    world_size=world, amp_dtype="bf16", host_syncs_per_step=0, memory_format="channels_last",
+                    compile_mode="default", loader="dali" if "dali" in " ".join(cmd) else "torch",
+                    dataset="synthetic" if "synthetic:32:10" in cmd else "generated", global_batch_size=batch,
+                    model="m", image_size=16, steps_timed=4, device="cpu", time_utc="2026-11-24T00:00:00")  # fmt: skip
+
+
+DESCRIBED = {}
+
+
+describe = plan.describe
+
+
+def described_once(path, workload):
+    """plan.describe, each data folder's description read once (a loader.py run) for the whole session."""
+    if (str(path), workload) not in DESCRIBED:
+        DESCRIBED[(str(path), workload)] = describe(path, workload)
+    return dict(DESCRIBED[(str(path), workload)])

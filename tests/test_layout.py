@@ -166,3 +166,25 @@ def test_every_test_file_is_a_modules_or_end_to_end():
     )
     assert strays == []
     assert (TESTS / "e2e").is_dir() and len(list((TESTS / "e2e").glob("test_*.py"))) >= 4
+
+
+def module_scoped_fixtures(root):
+    """(file, fixture) for each fixture declared with scope="module" under root."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                for decorator in node.decorator_list:
+                    scope = [k.value for k in getattr(decorator, "keywords", []) if k.arg == "scope"]
+                    if scope and isinstance(scope[0], ast.Constant) and scope[0].value == "module":
+                        found.append((path.name, node.name))
+    return found
+
+
+def test_no_fixture_is_built_once_per_module(tmp_path):
+    """make test hands the tests out longest first (tests/conftest.py order), so one worker's tests of a module are not
+    one after another, and pytest tears a module's fixture down whenever the next test is another module's: a shared
+    run would be trained again (a tiny bench was, 50 s). A fixture shared by several tests is the session's."""
+    assert module_scoped_fixtures(TESTS) == []
+    (tmp_path / "conftest.py").write_text('@pytest.fixture(scope="module")\ndef shared():\n    return 1\n')
+    assert module_scoped_fixtures(tmp_path) == [("conftest.py", "shared")]

@@ -48,7 +48,7 @@ ODD = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def loaders():
     sys.path.insert(0, str(ROOT))
     return importlib.import_module("loader"), importlib.import_module("loader_dali")

@@ -13,7 +13,7 @@ from bench import schema
 from helpers import LEARN, ROOT, build_loaders, fast_first, run, train
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def loaders():
     """(loader, loader_dali) imported from the repository root, as train.py imports them."""
     sys.path.insert(0, str(ROOT))

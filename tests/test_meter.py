@@ -34,7 +34,7 @@ from helpers import (
 EPOCHS = ("--epochs", 2, "--batch-size", 10, "--warmup-steps", 2, "--eval-samples", 20)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two_epochs(tiny_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("curves")
     result, metrics = train("train.py", tiny_data, folder / "m.json", *EPOCHS, "--tensorboard", folder / "tb")

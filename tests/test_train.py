@@ -31,7 +31,7 @@ from helpers import (
 TRAIN_SCRIPTS = sorted({args[0] for args in SCRIPTS.values()})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def many_val(tmp_path_factory):
     """More validation images (1,100) than a short run evaluates."""
     return generate(tmp_path_factory.mktemp("data") / "many", train=4, val=110, size=16)

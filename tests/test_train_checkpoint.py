@@ -9,7 +9,7 @@ import torch
 from helpers import ROOT, SMALL_MODEL, TECHNIQUE_TIMED, check_clean_failure, train
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checkpointing():
     sys.path.insert(0, str(ROOT))
     return importlib.import_module("train_checkpoint")

@@ -37,7 +37,7 @@ from helpers import (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_bench(tiny_data, tmp_path_factory):
     """One small bench, as `make compare V=dp` runs it (the baseline and dp, paired; here also one loader benchmark),
     twice each, with TensorBoard's curves."""

@@ -21,9 +21,9 @@ JOB_FLAGS = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 
 JOB_FLAGS += ["--model", "examples/smallnet.py:tiny"]  # the bench's rows in a job
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    """The one-node Slurm, up for this module's tests; a test fails in one line when it cannot come up."""
+    """The one-node Slurm, up once for the tests that use it; a test fails in one line when it cannot come up."""
     folder = tmp_path_factory.mktemp("slurm")
     try:
         with slurm_cluster.one_node(folder) as env:

@@ -3,139 +3,23 @@ every mode."""
 
 import json
 import os
-import signal
 import sys
 
 import pandas as pd
 import pytest
 
-from bench import BenchError, cli, data
-from bench.stages import execute, plan, record
+from bench import BenchError, cli
+from bench.stages import execute, record
 from bench.stages.plan import Run
-from helpers import CPU_CLASSES, fast_first, run
-
-RUN_S = 10.0
-
-
-STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
-
-
-MODES = {  # the flags of each mode, the runs it plans here, its table
-    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 6,
-              "summary.csv"),
-    "check": (["--check"], 17, "check/check.md"),
-    "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,
-                  "max_batch.csv"),
-    "to_accuracy": (["--to-accuracy", "0.5", "--variants", "baseline,amp,checkpoint", "--max-epochs", "2"], 3,
-                    "accuracy.csv"),
-    "parity": (["--parity", "--variants", "baseline,amp,checkpoint", "--seeds", "2", *STEPS], 5, "parity.csv"),
-    "scaling": (["--scaling", "1,2", "--variants", "ddp", "--repeats", "2", *STEPS], 4, "scaling.csv"),
-    "tune_loader": (["--tune-loader", "--workers", "1", "--loaders", "loader", "--repeats", "2", *STEPS], 3,
-                    "tune_loader.csv"),
-}  # fmt: skip
-
+from helpers import MODES, RUN_S, STEPS, fast_first, run
 
 ADDED = dict(max_batch=3 * 3, tune_loader=2 * 4)  # the runs a mode adds to its plan as it goes: its rounds
 
 
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def monotonic(self):
-        return self.now
-
-
-class FakeLaunch:
-    """A run's row without a process: what every mode reads from one (and its metrics file); a batch above 64 runs
-    out of memory; the run numbered interrupt_at is stopped by "Ctrl-C" (the executor's stop set)."""
-
-    def __init__(self, clock, interrupt_at=None, run_s=RUN_S, failing=()):
-        self.clock, self.interrupt_at, self.launched, self.run_s = clock, interrupt_at, [], run_s
-        self.failing = failing  # runs that fail, by name
-        self.profiled = []  # the runs launched with --profile
-
-    def __call__(self, run, folder, timeout, stop, tensorboard=False, memory_limit_mib=None, profile=False):
-        self.launched.append(run.name)
-        self.profiled += [run.name] if profile else []
-        if len(self.launched) == self.interrupt_at:
-            signal.raise_signal(signal.SIGINT)  # as a user's Ctrl-C: the executor's handler sets its stop
-            assert stop.is_set()
-            return None
-        self.clock.now += self.run_s
-        cmd = run.cmd
-        batch = int(cmd[len(cmd) - cmd[::-1].index("--batch-size")]) if "--batch-size" in cmd else 8
-        if run.name in self.failing:
-            return dict(status="failed", error="train.py: error: made up", wall_s=self.run_s)
-        if memory_limit_mib and batch > 64:
-            return dict(
-                status="failed", error="train.py: error: out of memory, try a smaller --batch-size", wall_s=RUN_S
-            )
-        val = [
-            dict(epoch=1, val_acc=0.4, train_s=4.0, wall_s=6.0),
-            dict(epoch=2, val_acc=0.6, train_s=8.0, wall_s=12.0),
-        ]
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{run.name}.json").write_text(json.dumps(dict(samples_per_s=100.0, val_curve=val, loss_curve=[])))
-        world = int(cmd[cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in cmd else 1
-        return dict(run=run.name, variant=run.variant, kind=run.kind, repeat=run.repeat, status="ok", error=None,
-                    wall_s=self.run_s, samples_per_s=100.0 * world, train_loss_first=2.3, train_loss_final=1.5,
-                    world_size=world, amp_dtype="bf16", host_syncs_per_step=0, memory_format="channels_last",
-                    compile_mode="default", loader="dali" if "dali" in " ".join(cmd) else "torch",
-                    dataset="synthetic" if "synthetic:32:10" in cmd else "generated", global_batch_size=batch,
-                    model="m", image_size=16, steps_timed=4, device="cpu", time_utc="2026-11-24T00:00:00")  # fmt: skip
-
-
-DESCRIBED = {}
-
-
-describe = plan.describe
-
-
-def described(path, workload):
-    if (str(path), workload) not in DESCRIBED:
-        DESCRIBED[(str(path), workload)] = describe(path, workload)
-    return dict(DESCRIBED[(str(path), workload)])
-
-
-@pytest.fixture(scope="module")
-def this_machine():
-    """What python -m bench finds of this machine, found once (probing the GPUs takes seconds), as a CPU with native
-    bf16 whatever this one is: the plans' estimates (12 s a run here; amp's 6x where bf16 is emulated) are the same on
-    every machine the tests run on."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CPUINFO_FLAGS", CPU_CLASSES["bf16"])
-        return cli.machine()
-
-
 @pytest.fixture
-def bench(monkeypatch, tmp_path, tiny_data, this_machine):
-    """main(mode's flags + more): python -m bench in-process, its runs made up; returns (exit code, the launches)."""
-    clock = Clock()
-    monkeypatch.setattr(execute, "time", clock)
-    monkeypatch.setattr(cli, "machine", lambda: dict(this_machine))
-    monkeypatch.setattr(plan, "describe", described)  # the data's description (a loader.py run), read once
-    monkeypatch.setattr(data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
-    out = tmp_path / "out"
-
-    def main(mode, *more, interrupt_at=None, run_s=RUN_S, flags=None, failing=()):
-        fake = FakeLaunch(clock, interrupt_at, run_s, failing)
-        monkeypatch.setattr(execute, "launch", fake)
-        flags = [] if more[:1] == ("--resume",) else [*(flags or MODES[mode][0]), "--timeout", "60"]
-        flags += [] if mode == "check" or more[:1] == ("--resume",) else ["--data", str(tiny_data)]
-        try:
-            cli.main([*flags, *more, "--out", str(out), "--baseline-dir", str(tmp_path / "none")])
-            code = 0
-        except SystemExit as e:
-            code = e.code
-        finally:
-            for signum in signal.SIGINT, signal.SIGTERM:
-                signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
-        main.profiled = fake.profiled
-        return code, fake.launched
-
-    main.out = out
-    return main
+def bench(in_process_bench):
+    """python -m bench in-process, its runs made up (tests/conftest.py)."""
+    return in_process_bench
 
 
 def records(out):
