@@ -66,10 +66,7 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
 
     preexec = limit if memory_limit or file_limit else None
     bench = args[0] == "-m" and args[1] == "bench" and Path(cwd) == ROOT  # the server imported this bench/
-    torchrun = list(map(str, args[:2])) == [
-        "-m",
-        "torch.distributed.run",
-    ]  # its workers start interpreters of their own
+    torchrun = tuple(map(str, args[:2])) == ("-m", "torch.distributed.run")  # its workers: interpreters of their own
     forkable = str(args[0]).endswith(".py") or bench or torchrun  # see tests/forkserver.py
     if forkable and not preexec and FORKS.suits(full_env):
         return FORKS.run(cmd, cwd, full_env, timeout)
