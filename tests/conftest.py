@@ -11,9 +11,10 @@ import tempfile
 
 import pytest
 
-from bench import cli
+from bench import cli, modes
 from bench import data as bench_data
 from bench.modes import speed
+from bench.observe import machine as observed
 from bench.stages import execute, plan, record
 from helpers import (
     BAD,
@@ -215,7 +216,7 @@ def this_machine():
     every machine the tests run on."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CPUINFO_FLAGS", CPU_CLASSES["bf16"])
-        return cli.machine()
+        return modes.this_machine()
 
 
 @pytest.fixture
@@ -224,7 +225,7 @@ def in_process_bench(monkeypatch, tmp_path, tiny_data, this_machine):
     a helpers.Clock): returns (exit code, the launches). MODES: each mode's flags."""
     clock = Clock()
     monkeypatch.setattr(execute, "time", clock)
-    monkeypatch.setattr(cli, "machine", lambda: dict(this_machine))
+    monkeypatch.setattr(observed, "machine_info", lambda: dict(this_machine))  # its class: the same, found again
     monkeypatch.setattr(plan, "describe", described_once)  # the data's description (a loader.py run), read once
     monkeypatch.setattr(bench_data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
     out = tmp_path / "out"

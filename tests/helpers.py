@@ -44,6 +44,14 @@ SCRIPTS = {"train": ("train.py",)} | {
 LOADERS = tuple(row.script for row in catalogue.loaders().values())
 
 
+def mode_outputs():
+    """Every mode's own outputs but the bench's (their registrations' in bench/modes/), in the registry's order: what
+    --save-baseline keeps beside a bench's summary."""
+    from bench.modes import registered, speed
+
+    return [name for m in registered().values() if m is not speed.MODE for name in m.outputs if name != "runs.csv"]
+
+
 def fast_first(values):
     """Parameters of which only the first runs in make test-fast; the others are marked slow (make test runs all).
     A tuple is the values of several parameters."""

@@ -1,3 +1,97 @@
 """The modes: a plan, a way to do one run and a way to finish, each on the stages and outputs below it. speed.py is
-the bench itself (the speed table); check.py --check; maxbatch.py --max-batch; accuracy.py --to-accuracy;
-scaling.py --scaling. Each mode's flags live with it (add_flags, check_flags); cli.py chooses the mode."""
+the bench itself (the speed table, the default mode); saved.py the modes on a results folder's saved runs
+(--resume, --summarize, --save-baseline, --readme); check.py --check; maxbatch.py --max-batch; accuracy.py
+--to-accuracy; parity.py --parity; scaling.py --scaling; tuneloader.py --tune-loader.
+
+A mode is one registration: a Registration below (the bench's own are listed in BUILT_IN; another is register'ed).
+cli.py derives every list from registered(): the flags and their checks, the one mode the flags ask for, the files
+checked before any work, which modes hold --out's lock, and the modes --resume finishes. Adding a mode is its module
+and its registration in BUILT_IN (docs/bench.md, "A mode of your own").
+"""
+
+import importlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+# the bench's own modes, as MODULE.REGISTRATION, in their order: the order of their flags in --help (after the flags
+# every mode shares, cli.py's) and of "--A and --B are two modes" when two are asked for
+BUILT_IN = ("saved.RESUME", "saved.SUMMARIZE", "check.MODE", "saved.README", "maxbatch.MODE", "accuracy.MODE",
+            "parity.MODE", "scaling.MODE", "tuneloader.MODE", "speed.MODE", "saved.SAVE_BASELINE")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One mode, as cli.py runs it.
+
+    name: its name (args.mode; its flag is --NAME with - for _, as the two-modes error spells it)
+    run: run(args): the mode, its --dry-run included; an int it returns is the exit code
+    asked: asked(args): whether the flags ask for it; None for the default mode (the bench), run when none is asked
+    add_flags, check_flags: add its flags to the parser; check them (every mode's checks run, whichever mode is asked:
+        a flag of one mode given with another is refused there)
+    outputs: the files it writes in --out (before any work, none of them may be a folder; --save-baseline keeps them);
+        runs.csv among them: a damaged one is named before any work
+    writes_out: it writes in --out: the folder is made and checked, and every mode's outputs, before any work
+    locked: it reads or writes --out, so it holds --out's lock while it runs
+    executes: the executor's mode (bench/stages/execute.py Mode) it runs, which --resume finishes by its name
+    """
+
+    name: str
+    run: Callable
+    asked: Callable | None = None
+    add_flags: Callable | None = None
+    check_flags: Callable | None = None
+    outputs: tuple = ()
+    writes_out: bool = True
+    locked: bool = True
+    executes: type | None = None
+
+
+OWN = {}  # name -> Registration: BUILT_IN's, read the first time registered() is called
+OTHERS = {}  # name -> Registration: every mode register'ed, after the bench's own
+
+
+def register(mode):
+    """Add a mode (a Registration) after the bench's own; its name must be new."""
+    if mode.name in registered():
+        raise ValueError(f"a mode named {mode.name!r} is registered already")
+    OTHERS[mode.name] = mode
+    return mode
+
+
+def registered():
+    """Every mode, name -> Registration: the bench's own (BUILT_IN, in their order), then the others."""
+    if not OWN:
+        for entry in BUILT_IN:
+            module, name = entry.split(".")
+            mode = getattr(importlib.import_module(f"bench.modes.{module}"), name)
+            OWN[mode.name] = mode
+    return {**OWN, **OTHERS}
+
+
+def new_id():
+    """A bench's name: when it started (UTC), and 4 hex digits that tell two started in the same second apart."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def this_machine():
+    """This machine, as a bench records it (bench/observe/machine.py), with its class."""
+    from bench.observe.machine import machine_class, machine_info
+
+    info = machine_info()
+    info["machine_class"] = machine_class(info)
+    return info
+
+
+def planned_for(args):
+    """This machine, with the GPUs --gpus plans for (a dry run for another machine) where it is given."""
+    info = this_machine()
+    return info if args.gpus is None else {**info, "gpu_count": args.gpus}
+
+
+def planned_bench(args):
+    """(this machine as planned for, planned_for; the logs folder of a new bench in --out)."""
+    from bench import logs_of
+
+    return planned_for(args), logs_of(args.out, new_id())

@@ -9,12 +9,14 @@ log and metrics are under logs/<bench>/to-accuracy/. --budget bounds the mode: v
 """
 
 import json
+import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from bench import BenchError, data, logs_of, write_whole
+from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
 from bench.outputs import plots
 from bench.outputs.verdicts import fmt, present  # the cells' rules, one for every table
@@ -195,3 +197,24 @@ def write(out, table, info, spent, target, found):
     write_whole(out / "accuracy.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
     if found:
         plots.plot_curves(found, out / "accuracy_curves.png", {"hard": title})
+
+
+def run(args):
+    """Time to a validation accuracy for each training variant."""
+    info = planned_for(args)
+    bench_id = new_id()
+    logs = logs_of(args.out, bench_id)
+    if args.dry_run:
+        runs, epochs = runs_of(args, info, info["gpu_count"], logs, generate=False)
+        estimate = cost.accuracy_s(runs, epochs, info["gpu_count"], info["cpu_bf16_native"])
+        print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
+              f" {estimate / 60:.0f} min:")  # fmt: skip
+        for r in runs:
+            print(f"  {r.variant}: {shlex.join(r.cmd)}")
+        return
+    main(args, info, bench_id)
+
+
+MODE = Registration("to_accuracy", run, asked=lambda args: args.to_accuracy is not None, add_flags=add_flags,
+                    check_flags=check_flags, outputs=("accuracy.csv", "accuracy.md", "accuracy_curves.png"),
+                    executes=ToAccuracy)  # fmt: skip

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench import BenchError, check_folder, data, write_whole
 from bench.catalogue import TORCHRUN
+from bench.modes import Registration, new_id, this_machine
 from bench.stages import cost, execute
 from bench.stages.plan import Run, Work
 
@@ -353,3 +354,7 @@ def main(args, info, bench_id):
     execute.start(mode)
     budget = cost.budget_s(args.budget)
     execute.execute(mode, budget, args.chunk)
+
+
+MODE = Registration("check", lambda args: main(args, this_machine(), new_id()), asked=lambda args: args.check,
+                    add_flags=add_flags, check_flags=check_flags, executes=Check)  # fmt: skip

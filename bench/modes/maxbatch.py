@@ -25,7 +25,10 @@ Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log 
 started.
 """
 
+import argparse
 import math
+import shlex
+import sys
 import textwrap
 import time
 from datetime import datetime, timezone
@@ -35,9 +38,11 @@ import matplotlib
 import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
+from bench.modes import Registration, planned_bench, speed
 from bench.observe import machine
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
-from bench.stages import cost, execute, summarize
+from bench.stages import calibrate, cost, execute, plan, summarize
+from bench.stages.record import read_runs
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -337,6 +342,34 @@ class MaxBatch(execute.Mode):
         return 0
 
 
+def run(args):
+    """The largest batch each training variant affords: the plan's runs at other batches."""
+    info, logs = planned_bench(args)
+    gpu_count = info["gpu_count"]
+    if not gpu_count and not args.memory_limit:
+        raise BenchError("--max-batch on a CPU needs --memory-limit MIB: without it a probe would take all of the"
+                         " machine's memory")  # fmt: skip
+    if gpu_count and args.memory_limit:
+        raise BenchError("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the"
+                         " limit")  # fmt: skip
+    whole = argparse.Namespace(**{**vars(args), "budget": "none"})  # the budget is the mode's, not the bench's plan's
+    runs, works, _ = plan.make_plan(
+        whole, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+    )
+    if args.dry_run:
+        train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
+        budget_s = cost.budget_s(args.budget, gpu_count)
+        rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
+        print(f"{say_estimate(train, bool(gpu_count), budget_s, rounds)}:")
+        for r in train:
+            print(f"  {r.variant}: {shlex.join(r.with_flags(flags={'--batch-size': 'N'}).cmd)}")
+        return
+    try:
+        main(args, info, runs, logs, works)
+    finally:
+        redraw(args.out, info)
+
+
 def main(args, info, runs, logs, works):
     """Search each training run's variant through the executor; write and print the table. works: the plan's work
     of each workload."""
@@ -474,3 +507,17 @@ def plot(table, path, title):
     fig.tight_layout()
     write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
+
+
+def redraw(out, info):
+    """After --max-batch: the bench's plots again, memory.png gaining each row's largest batch."""
+    if (out / "runs.csv").exists() and (out / "max_batch.csv").exists():
+        try:
+            speed.write_outputs(out, read_runs(out / "runs.csv")["bench_id"].iloc[-1], info)
+        except BenchError as e:  # the mode's own table is written: say why the bench's plots are not redrawn
+            print(f"warning: the bench's plots in {out} are as they were: {e}", file=sys.stderr)
+
+
+MODE = Registration("max_batch", run, asked=lambda args: args.max_batch, add_flags=add_flags,
+                    check_flags=check_flags, outputs=("max_batch.csv", "max_batch.md", "max_batch.png"),
+                    executes=MaxBatch)  # fmt: skip

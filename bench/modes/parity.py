@@ -26,6 +26,7 @@ parity.csv, parity.md and parity_curves.png to --out; each run's log and metrics
 
 import json
 import math
+import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,6 +35,7 @@ import pandas as pd
 from scipy import stats
 
 from bench import BenchError, catalogue, data, logs_of, write_whole
+from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
 from bench.outputs import plots
 from bench.outputs.verdicts import fmt, plural, present
@@ -328,3 +330,20 @@ def write(out, table, seeds, records, info, spent):
     if ok:
         plots.plot_parity(loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"]), ok,
                           out / "parity_curves.png", title)  # fmt: skip
+
+
+def run(args):
+    """Does each technique learn the same as the baseline's seeds?"""
+    info = planned_for(args)
+    bench_id = new_id()
+    if args.dry_run:
+        runs = runs_of(args, info, info["gpu_count"], logs_of(args.out, bench_id), generate=False)
+        say(runs, bool(info["gpu_count"]), info, cost.budget_s(args.budget, info["gpu_count"]))
+        for r in runs:
+            print(f"  {r.name}: {shlex.join(r.cmd)}")
+        return
+    main(args, info, bench_id)
+
+
+MODE = Registration("parity", run, asked=lambda args: args.parity, add_flags=add_flags, check_flags=check_flags,
+                    outputs=("parity.csv", "parity.md", "parity_curves.png"), executes=Parity)  # fmt: skip

@@ -15,7 +15,9 @@ them: --resume goes on); each run's log and metrics are under logs/<bench>/scali
 runs are at other batches and process counts than the bench's.
 """
 
+import argparse
 import random
+import shlex
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,9 +26,10 @@ import matplotlib
 import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
+from bench.modes import Registration, planned_bench
 from bench.observe import machine
 from bench.outputs.verdicts import fmt, present  # the cells' rules, one for every table
-from bench.stages import cost, execute, plan, slurm, summarize
+from bench.stages import calibrate, cost, execute, plan, slurm, summarize
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -207,6 +210,33 @@ class Scaling(execute.Mode):
         return 0
 
 
+def run(args):
+    """DDP's rows at each process count: speed-up and efficiency."""
+    info, logs = planned_bench(args)
+    gpu_count = info["gpu_count"]
+    counts = args.scaling
+    check_counts(counts, gpu_count, info["cpu_cores"], args.nodes)
+    one = argparse.Namespace(**{**vars(args), "variants": args.scaling_variants, "loaders": [], "repeats": 1})
+    one.budget = "none"  # the plan gives the work; the budget is the mode's
+    one.nproc = min(counts[-1], gpu_count) if args.nodes and gpu_count else counts[-1]  # per node
+    one.workload = args.workload or (None if args.data else "small")
+    _, works, _ = plan.make_plan(
+        one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+    )
+    work = next(iter(works.values()))
+    runs = runs_of(args, counts, gpu_count, info["cpu_cores"], work, logs)
+    if args.dry_run:
+        gpu = bool(gpu_count)
+        minutes = cost.scaling_s(runs, gpu, info["cpu_bf16_native"]) / 60
+        print(
+            f"scaling ({args.scaling_mode}): {len(runs)} runs, about {minutes:.0f} min{cost.cold_compiles(runs, gpu)}:"
+        )
+        for r in runs:
+            print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(slurm.launched(r))}")
+        return
+    main(args, info, runs, logs, counts, works)
+
+
 def main(args, info, runs, logs, counts, works):
     """Run the rounds through the executor."""
     gpu = bool(info["gpu_count"])
@@ -306,3 +336,8 @@ def plot(table, path, title):
     fig.tight_layout()
     write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
+
+
+MODE = Registration("scaling", run, asked=lambda args: args.scaling is not None, add_flags=add_flags,
+                    check_flags=check_flags, outputs=("scaling.csv", "scaling.md", "scaling.png"),
+                    executes=Scaling)  # fmt: skip

@@ -6,19 +6,22 @@ still wide (next_round). write_outputs summarizes a bench's rows and writes ever
 each row's change against the saved baseline of this machine's class.
 """
 
+import importlib.util
 import json
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
 from bench import BenchError, logs_of, schema, write_whole
-from bench.modes import tuneloader
+from bench.modes import Registration, new_id, this_machine, tuneloader
 from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, profiles, verdicts
 from bench.outputs import report as html_report
 from bench.outputs.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
-from bench.stages import baseline, execute, plan, record, slurm, summarize
+from bench.stages import baseline, calibrate, cost, execute, plan, record, slurm, summarize
 
 
 def title(summary, machine, workload=None):
@@ -268,3 +271,59 @@ class Bench(execute.Mode):
             )
             return 1
         return 0
+
+
+def run(args):
+    """Plan the bench for this machine, store the plan, and run it."""
+    info = this_machine()
+    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
+    bench_id = new_id()
+    logs = logs_of(args.out, bench_id)
+    if not args.dry_run:
+        logs.mkdir(parents=True, exist_ok=True)
+    native = info["cpu_bf16_native"]
+    started = time.monotonic()
+    saved = saved_costs(args, info, gpu_count)
+    runs, works, fit = plan.make_plan(
+        args, gpu_count, info["cpu_cores"], logs, args.dry_run, native, calibrate.steps, saved
+    )
+    if args.dry_run:
+        print_plan(runs, works, gpu_count)
+        plan.print_estimate(fit, runs)
+        return
+    plan.print_estimate(fit, runs)
+    options = dict(auto=fit.auto, context=asdict(fit.context), profile=args.profile, tensorboard=args.tensorboard)
+    bench = Bench(args, info, bench_id, runs, works, options)  # the options kept for --resume
+    execute.start(bench)
+    execute.execute(bench, fit.budget_s, args.chunk, time.monotonic() - started)
+
+
+def saved_costs(args, info, gpu_count):
+    """A GPU plan's costs from the saved GPU runs (baseline/): this GPU's where it has some, else every GPU's."""
+    if not gpu_count:
+        return {}
+    runs = baseline.gpu_runs(args.baseline_dir)
+    return cost.saved_costs(runs, info.get("gpu_name")) if not runs.empty else {}
+
+
+def check_flags(args):
+    """The launcher's flags (bench/stages/slurm.py), and what a bench (or its --resume) alone records."""
+    slurm.check_flags(args)
+    if args.tensorboard and args.mode not in ("run", "resume"):
+        raise BenchError(f"--tensorboard goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
+    if args.profile and args.mode not in ("run", "resume"):
+        raise BenchError(f"--profile goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
+    if args.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise BenchError(f"--tensorboard needs the tensorboard package: {sys.executable} -m pip install tensorboard")
+
+
+# the default mode, run when no other is asked for; its own flags are the launcher's (how its DDP rows start:
+# --launcher, --nodes), the flags every mode shares being cli.py's
+MODE = Registration(
+    "run",
+    run,
+    add_flags=slurm.add_flags,
+    check_flags=check_flags,
+    outputs=("runs.csv", *baseline.OUTPUTS),
+    executes=Bench,
+)

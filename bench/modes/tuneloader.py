@@ -22,8 +22,11 @@ Writes tune_loader.csv (a row per setting and phase), tune_loader.md and tune_lo
 under logs/<bench>/tune-loader/.
 """
 
+import argparse
 import dataclasses
+import importlib.util
 import math
+import shlex
 import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,9 +35,10 @@ import matplotlib
 import pandas as pd
 
 from bench import BenchError, write_whole
+from bench.modes import Registration, planned_bench
 from bench.observe import machine
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import cost, execute, plan, summarize
+from bench.stages import calibrate, cost, execute, plan, summarize
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -268,6 +272,31 @@ def say(args, info, planned):
           f"{f' (budget {budget_s / 60:g} min)' if budget_s else ''}", flush=True)  # fmt: skip
 
 
+def run(args):
+    """The loader's settings for this machine: the plan's loader and baseline rows."""
+    info, logs = planned_bench(args)
+    gpu_count = info["gpu_count"]
+    loaders = [name for name in args.loaders if name == "loader" or importlib.util.find_spec("nvidia.dali")]
+    if "loader" not in loaders:
+        raise BenchError(
+            "--tune-loader trains at the torchvision loader's settings: --loaders needs loader (DALI's threads beside)"
+        )
+    one = argparse.Namespace(**{**vars(args), "variants": ["synthetic", "baseline"], "loaders": loaders})
+    one.repeats, one.budget, one.default_variants, one.default_loaders = 1, "none", False, False
+    runs, works, _ = plan.make_plan(
+        one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+    )
+    first = next(iter(works))  # one workload: the default's, or the one asked for
+    planned = {r.variant: r for r in runs if r.repeat == 1 and r.workload == first}
+    if args.dry_run:
+        say(args, info, planned)
+        for r in runs_of(planned, most(args, info), bool(gpu_count)):
+            print(f"  {r.name}: {shlex.join(r.cmd)}")
+        print(f"  then rounds of: {shlex.join(planned['baseline'].cmd)} (and the ceiling, synthetic)")
+        return
+    main(args, info, planned, logs, works)
+
+
 def main(args, info, planned, logs, works):
     """planned: the plan's runs by variant (baseline, synthetic, loader, loader_dali where DALI is installed)."""
     gpu = bool(info["gpu_count"])
@@ -339,3 +368,8 @@ def plot(loaders, trained, path, title):
     fig.tight_layout()
     write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
+
+
+MODE = Registration("tune_loader", run, asked=lambda args: args.tune_loader, add_flags=add_flags,
+                    check_flags=check_flags, outputs=("tune_loader.csv", "tune_loader.md", "tune_loader.png"),
+                    executes=TuneLoader)  # fmt: skip

@@ -22,16 +22,14 @@ BASELINE_DIR = ROOT / "baseline"
 OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
 OUTPUTS += ["curves.json", "curves.png"]  # the learning curves: the logs they come from stay behind
 OUTPUTS += ["profiles.json"]  # --profile: each run's operators (its trace stays behind with the logs)
-MODE_OUTPUTS = ["accuracy.csv", "accuracy.md", "accuracy_curves.png", "max_batch.csv", "max_batch.md", "max_batch.png"]
-MODE_OUTPUTS += ["scaling.csv", "scaling.md", "scaling.png", "parity.csv", "parity.md", "parity_curves.png"]
-MODE_OUTPUTS += ["tune_loader.csv", "tune_loader.md", "tune_loader.png"]
 
 
-def save(results_dir, name, machine, baseline_dir=BASELINE_DIR):
-    """Copy the summary in results_dir to baseline_dir/name; return that folder."""
+def save(results_dir, name, machine, outputs, baseline_dir=BASELINE_DIR):
+    """Copy the outputs in results_dir (the summary's, and a mode's tables: --to-accuracy, --max-batch, --scaling, ...;
+    runs.csv apart: the last bench's rows) to baseline_dir/name; return that folder."""
     folder = baseline_dir / name
     check_folder(folder, "the baseline folder")
-    for output in OUTPUTS + MODE_OUTPUTS:  # a mode's tables (--to-accuracy, --max-batch, --scaling, ...)
+    for output in outputs:
         if (results_dir / output).exists():
             write_whole(folder / output, lambda tmp, source=results_dir / output: shutil.copy2(source, tmp))
     runs_kept = (results_dir / "runs.csv").exists()

@@ -9,6 +9,7 @@ import pytest
 
 import meter
 from bench import BenchError, cli
+from bench.observe import machine
 from bench.stages import plan
 from helpers import PY, ROOT, bench_error, fast_first, run
 
@@ -50,7 +51,7 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
     def probe():
         raise AssertionError("the machine was probed")
 
-    monkeypatch.setattr(cli, "machine_info", probe)
+    monkeypatch.setattr(machine, "machine_info", probe)
     with pytest.raises(SystemExit) as done:
         cli.main(["--help"])
     assert done.value.code == 0 and "--variants" in capsys.readouterr().out

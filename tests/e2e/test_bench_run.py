@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import cli
-from bench.stages import record, summarize
+from bench import cli, modes
+from bench.stages import plan, record, summarize
 from bench.stages.plan import Run
 from helpers import (
     EXAMPLE,
@@ -179,15 +179,13 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
     """SIGKILL at many moments of a bench (starting, during a run, appending a row, writing the tables, plots and
     report): each time every finished row reads back whole and --summarize works; --resume then reruns only what has
     no finished row, so that in the end each planned run has exactly one row."""
-    from bench import cli
-
     script = tmp_path / "quick.py"
     script.write_text(QUICK)
     planned = [Run(f"fake-{i}", "loader", "loader", i, 1, [sys.executable, str(script)], "custom") for i in range(1, 9)]
     out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
     logs.mkdir(parents=True)
-    works = {"custom": cli.plan.Work(data=str(tmp_path), timeout=60)}
-    cli.plan.save(logs / "plan.json", "b1", cli.machine()["machine_class"], planned, works)
+    works = {"custom": plan.Work(data=str(tmp_path), timeout=60)}
+    plan.save(logs / "plan.json", "b1", modes.this_machine()["machine_class"], planned, works)
     resume = [PY, "-m", "bench", "--resume", "--out", str(out), "--baseline-dir", str(tmp_path / "none")]
     rng, kills, tries = random.Random(0), 0, 0
     while kills < 6 and tries < 40:  # the runs alone take 2.4 s, so each moment under that falls inside a bench

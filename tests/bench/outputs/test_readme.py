@@ -9,8 +9,8 @@ import pytest
 from bench import BenchError, cli
 from bench.modes import speed
 from bench.outputs import diffs, readme
-from bench.stages import baseline, record
-from helpers import ROOT, fast_first
+from bench.stages import record
+from helpers import ROOT, fast_first, mode_outputs
 
 PAGES = {page: page.read_text() for page in readme.pages()}
 
@@ -68,7 +68,7 @@ def test_the_pages_show_saved_benches():
 @pytest.mark.parametrize("page,folder", fast_first(SHOWN), ids=[f"{p.name}:{f}" for p, f in SHOWN])
 def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, tmp_path):
     """Summarized again here from the shipped runs.csv by the current rules: the page's block must match."""
-    for name in ["runs.csv", "machine.json", "rounds.txt", *baseline.MODE_OUTPUTS]:
+    for name in ["runs.csv", "machine.json", "rounds.txt", *mode_outputs()]:
         if (ROOT / folder / name).exists():
             shutil.copy(ROOT / folder / name, tmp_path / name)
     runs = record.read_runs(tmp_path / "runs.csv")

@@ -1,5 +1,5 @@
-"""bench/stages/baseline.py: a saved baseline compared by ratio, kept with a mode's tables and its curves, a damaged one
-named."""
+"""bench/stages/baseline.py: a saved baseline compared by ratio, kept with its curves, a damaged one named (a mode's
+tables kept beside it: tests/bench/modes/test_saved.py)."""
 
 import json
 
@@ -9,7 +9,7 @@ import pytest
 from bench import BenchError
 from bench.outputs import plots
 from bench.stages import baseline
-from helpers import fake_bench, run
+from helpers import fake_bench
 
 
 def test_baseline_comparison_reports_the_right_ratios(tmp_path):
@@ -36,40 +36,13 @@ def test_baseline_comparison_reports_the_right_ratios(tmp_path):
     assert baseline.compare(other_work, saved) == []
 
 
-def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):
-    """--save-baseline after --to-accuracy, --max-batch, --scaling, --parity or --tune-loader alone: their tables join
-    the saved bench, whose summary, runs and machine stay as they were."""
-    saved = tmp_path / "baselines"
-    folder = saved / "cpu-x"
-    folder.mkdir(parents=True)
-    for name in "summary.csv", "runs.csv", "machine.json":
-        (folder / name).write_text(f"the saved {name}\n")
-    out = tmp_path / "results"
-    out.mkdir()
-    for name in baseline.MODE_OUTPUTS:
-        (out / name).write_text(f"new {name}\n")
-    result = run("-m", "bench", "--out", out, "--save-baseline", "cpu-x", "--baseline-dir", saved)
-    assert result.returncode == 0, result.stderr
-    modes = ("accuracy", "max_batch", "scaling", "parity", "tune_loader")
-    assert f"saved {', '.join(f'{out}/{mode}.*' for mode in modes)} as {folder}" in result.stdout
-    for name in baseline.MODE_OUTPUTS:
-        assert (folder / name).read_text() == f"new {name}\n"
-    for name in "summary.csv", "runs.csv", "machine.json":
-        assert (folder / name).read_text() == f"the saved {name}\n"
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    result = run("-m", "bench", "--out", empty, "--save-baseline", "cpu-x", "--baseline-dir", saved)
-    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "(nor a table of --to-accuracy, --max-batch or --scaling) to save" in result.stderr
-
-
 def test_a_saved_baseline_keeps_its_curves_and_stale_ones_go(tmp_path):
     results = tmp_path / "results"
     runs = fake_bench(results)
     found = plots.gather_curves(results, "b1", runs)
     plots.plot_curves(found, results / "curves.png", {"small": "a machine"})
     runs.to_csv(results / "runs.csv", index=False)
-    folder = baseline.save(results, "machine", {"machine_class": "machine"}, tmp_path / "baseline")
+    folder = baseline.save(results, "machine", {"machine_class": "machine"}, baseline.OUTPUTS, tmp_path / "baseline")
     assert (folder / "curves.png").exists()
     assert plots.gather_curves(folder, "b1", runs) == found  # no logs there: curves.json is what is left
     assert plots.gather_curves(folder, "b2", runs.assign(bench_id="b2")) is None  # another bench's: removed

@@ -8,8 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from bench import BenchError, cli
+from bench import BenchError, cli, modes
 from bench.stages import execute, record
+from bench.stages import plan as planned
 from bench.stages.plan import Run
 from helpers import MODES, RUN_S, STEPS, fast_first, run
 
@@ -40,7 +41,6 @@ def cli_main(bench, *flags):
 def stored_bench(tmp_path):
     """A bench as the runner stores it (plan.json, sources.json), over a data folder of its own, not yet run: one
     quick fake run. (results folder, data folder)."""
-    from bench import cli
 
     data = tmp_path / "data"
     (data / "train" / "a").mkdir(parents=True)
@@ -50,9 +50,8 @@ def stored_bench(tmp_path):
     script = tmp_path / "fake.py"
     script.write_text("import json, sys\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n")
     fake = Run("fake-1", "loader", "loader", 1, 1, [sys.executable, str(script)], "custom")
-    works = {"custom": cli.plan.Work(data=str(data), timeout=60)}
-    plan_ = cli.plan
-    plan_.save(logs / "plan.json", "b1", cli.machine()["machine_class"], [fake], works)
+    works = {"custom": planned.Work(data=str(data), timeout=60)}
+    planned.save(logs / "plan.json", "b1", modes.this_machine()["machine_class"], [fake], works)
     (logs / "sources.json").write_text(json.dumps(execute.sources(works)))
     return out, data
 

@@ -1,0 +1,99 @@
+"""The modes on a results folder's saved runs: --resume (finish a bench of any mode), --summarize (its tables and plots
+again), --save-baseline (keep them as baseline/NAME) and --readme (the README's result blocks, from the saved runs
+they show). Each is a registration (RESUME, SUMMARIZE, SAVE_BASELINE, README; see bench/modes/__init__.py)."""
+
+from bench import BenchError, check_folder
+from bench.modes import Registration, registered, speed, this_machine
+from bench.stages import baseline, execute, record
+
+
+def resume_flags(p):
+    p.add_argument("--resume", nargs="?", const="last", metavar="BENCH", help="finish a bench (default: the last)")
+    p.add_argument(
+        "--allow-changed", action="store_true", help="with --resume: go on though the data or code changed, rows marked"
+    )
+
+
+def check_resume(args):
+    if args.allow_changed and args.mode != "resume":
+        raise BenchError("--allow-changed goes with --resume")
+
+
+def resume(args):
+    """Finish the last bench of any mode (or the one named): its planned runs with no finished record."""
+    resumable = {m.executes.name: m.executes for m in registered().values() if m.executes is not None}
+    execute.resume(args, this_machine(), resumable)
+
+
+def summarize_flags(p):
+    p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
+
+
+def summarize_again(args):
+    """Tables and plots again from the last bench in runs.csv."""
+    if not (args.out / "runs.csv").exists():
+        raise BenchError(f"no {args.out}/runs.csv: run the bench first")
+    runs = record.read_runs(args.out / "runs.csv")
+    bench_id = runs["bench_id"].iloc[-1]
+    info = speed.saved_machine(args.out, runs[runs["bench_id"] == bench_id])  # the runs' machine, not this one
+    speed.report(speed.write_outputs(args.out, bench_id, info), args.out, info, args.baseline_dir)
+
+
+def readme_flags(p):
+    p.add_argument(
+        "--readme",
+        action="store_true",
+        help="the README's result blocks, and every saved baseline's report, from their runs",
+    )
+
+
+def readme(args):
+    """The result blocks of the README and docs/, from the saved runs of each folder they show
+    (bench/outputs/readme.py)."""
+    from bench.outputs import readme as blocks
+
+    def resummarize(folder):
+        if not (folder / "runs.csv").exists():
+            raise BenchError(f"README.md or docs/ show {folder}, which holds no runs.csv")
+        runs = record.read_runs(folder / "runs.csv")
+        speed.write_outputs(folder, runs["bench_id"].iloc[-1], speed.saved_machine(folder, runs))
+
+    for folder in blocks.rewrite(resummarize):
+        print(f"README.md and docs/: the results of {folder}, summarized again from its runs.csv")
+    for folder in sorted(args.baseline_dir.glob("*/runs.csv")):  # every saved baseline gets its report too
+        resummarize(folder.parent)
+        print(f"{folder.parent}: summary and report.html written again from its runs.csv")
+
+
+def save_baseline_flags(p):
+    p.add_argument("--save-baseline", nargs="?", const="", metavar="NAME", help="save the results as a baseline")
+    p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
+
+
+def save_baseline(args):
+    """Keep results/ as the saved baseline of this machine's class (or of the name given): the bench's outputs and
+    every other mode's that are there (each registration's outputs)."""
+    check_folder(args.baseline_dir, "--baseline-dir")
+    others = [name for m in registered().values() if m is not speed.MODE for name in m.outputs if name != "runs.csv"]
+    kept = [name for name in ["summary.csv", *others] if (args.out / name).exists()]
+    if not kept:
+        raise BenchError(f"no {args.out}/summary.csv (nor a table of --to-accuracy, --max-batch or --scaling) to save:"
+                         " run the bench first")  # fmt: skip
+    info = this_machine()  # a mode's tables alone: this machine's; a bench's rows: their machine (one from a GPU)
+    if (args.out / "runs.csv").exists():
+        runs = record.read_runs(args.out / "runs.csv")
+        info = speed.saved_machine(args.out, runs[runs["bench_id"] == runs["bench_id"].iloc[-1]])
+    outputs = [name for m in registered().values() for name in m.outputs if name != "runs.csv"]  # runs.csv: its own
+    folder = baseline.save(args.out, args.save_baseline or info["machine_class"], info, outputs, args.baseline_dir)
+    tables_kept = dict.fromkeys(name.split(".")[0] for name in kept if name.endswith(".csv"))
+    print(f"saved {', '.join(f'{args.out}/{name}.*' for name in tables_kept)} as {folder}")
+
+
+RESUME = Registration("resume", resume, asked=lambda args: args.resume, add_flags=resume_flags,
+                      check_flags=check_resume, outputs=("runs.csv",))  # fmt: skip
+SUMMARIZE = Registration("summarize", summarize_again, asked=lambda args: args.summarize, add_flags=summarize_flags)
+# --readme writes README.md and the folders it shows, --save-baseline --baseline-dir: neither writes --out
+README = Registration("readme", readme, asked=lambda args: args.readme, add_flags=readme_flags, writes_out=False,
+                      locked=False)  # fmt: skip
+SAVE_BASELINE = Registration("save_baseline", save_baseline, asked=lambda args: args.save_baseline is not None,
+                             add_flags=save_baseline_flags, writes_out=False)  # fmt: skip

@@ -1,0 +1,93 @@
+"""bench/modes/__init__.py: a mode is one registration. A made-up mode, added through the registry alone, gets its flag
+in --help, its checks, its outputs checked before any work, the lock, the two-modes error, --save-baseline's care,
+and runs to its outputs; the bench's own modes are registered in their order, and the default is the bench."""
+
+from pathlib import Path
+
+import pytest
+
+from bench import BenchError, cli, modes
+from bench.modes import Registration, speed
+
+
+def count_flags(p):
+    p.add_argument("--count-images", action="store_true", help="count the images of --data, per class")
+
+
+def check_count(args):
+    if args.count_images and args.data is None:
+        raise BenchError("--count-images counts the images of --data: name a folder")
+
+
+def count_images(args):
+    """The made-up mode's work: the images of --data per class, a table and a line; while it runs, --out is locked."""
+    with pytest.raises(BenchError, match="another bench is using"):
+        cli.lock(args.out)
+    counts = {}
+    for image in sorted(Path(args.data).glob("*/*/*.*")):
+        counts[image.parent.name] = counts.get(image.parent.name, 0) + 1
+    (args.out / "count.csv").write_text("class,images\n" + "".join(f"{k},{v}\n" for k, v in counts.items()))
+    (args.out / "count.md").write_text(f"{sum(counts.values())} images in {len(counts)} classes\n")
+
+
+COUNT = Registration(
+    "count_images",
+    count_images,
+    asked=lambda args: args.count_images,
+    add_flags=count_flags,
+    check_flags=check_count,
+    outputs=("count.csv", "count.md"),
+)
+
+
+@pytest.fixture
+def counting(monkeypatch):
+    """The made-up mode registered for one test: register() and nothing else."""
+    monkeypatch.setattr(modes, "OTHERS", {})
+    return modes.register(COUNT)
+
+
+def test_a_mode_added_through_the_registry_alone_runs_to_its_outputs(counting, tiny_data, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["--count-images", "--data", str(tiny_data), "--out", str(out)]) in (0, None)
+    images = sorted(Path(tiny_data).glob("*/*/*.*"))
+    classes = {p.parent.name for p in images}
+    assert (out / "count.md").read_text() == f"{len(images)} images in {len(classes)} classes\n"
+    assert len((out / "count.csv").read_text().splitlines()) == 1 + len(classes)
+    assert not list(out.glob("logs")) and not (out / "runs.csv").exists()  # the bench itself did not run
+    saved = tmp_path / "saved"  # --save-baseline keeps a mode's outputs: the registered mode's too
+    cli.main(["--save-baseline", "mine", "--out", str(out), "--baseline-dir", str(saved)])
+    assert (saved / "mine" / "count.md").read_text() == (out / "count.md").read_text()
+    assert f"saved {out}/count.* as {saved / 'mine'}" in capsys.readouterr().out
+
+
+def test_a_registered_modes_flags_are_the_benchs(counting, tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0 and "--count-images" in capsys.readouterr().out
+    with pytest.raises(BenchError, match="^--count-images counts the images of --data: name a folder$"):
+        cli.parse_args(["--count-images"])
+    with pytest.raises(BenchError, match="^--check and --count-images are two modes: give one$"):
+        cli.parse_args(["--check", "--count-images", "--data", str(tmp_path)])
+    assert cli.parse_args(["--count-images", "--data", str(tmp_path)]).mode == "count_images"
+    (tmp_path / "out" / "count.md").mkdir(parents=True)  # its output a folder: refused before any work, in any mode
+    with pytest.raises(BenchError, match="count.md is a folder: the bench writes a file of that name"):
+        cli.main(["--summarize", "--out", str(tmp_path / "out")])
+
+
+def test_a_name_is_registered_once(counting):
+    with pytest.raises(ValueError, match="'count_images' is registered already"):
+        modes.register(COUNT)
+    with pytest.raises(ValueError, match="'check' is registered already"):
+        modes.register(Registration("check", print))
+
+
+def test_the_benchs_own_modes_in_their_order_and_the_default_is_the_bench():
+    own = list(modes.registered())
+    assert own == ["resume", "summarize", "check", "readme", "max_batch", "to_accuracy", "parity", "scaling",
+                   "tune_loader", "run", "save_baseline"]  # fmt: skip
+    assert [m.name for m in modes.registered().values() if m.asked is None] == ["run"]
+    assert modes.registered()["run"] is speed.MODE and cli.parse_args([]).mode == "run"
+    assert not modes.registered()["readme"].locked  # it writes README.md and the saved folders, not --out
+    executed = {m.executes.name for m in modes.registered().values() if m.executes is not None}
+    assert executed == {"bench", "check", "max_batch", "to_accuracy", "parity", "scaling", "tune_loader"}
