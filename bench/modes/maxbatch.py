@@ -29,23 +29,19 @@ import argparse
 import math
 import shlex
 import sys
-import textwrap
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
 from bench.modes import Registration, planned_bench, speed
 from bench.observe import machine
+from bench.outputs import plots
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
 from bench.stages import calibrate, cost, execute, plan, summarize
 from bench.stages.record import read_runs
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's state exists from the first)
 MAX_BATCH = 2**16  # the doubling stops here
@@ -488,25 +484,7 @@ def write(out, table, info, spent):
         lines.append(f"| {row['variant']} | " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
     write_whole(out / "max_batch.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
-    plot(table, out / "max_batch.png", lines[0].removeprefix("### "))
-
-
-def plot(table, path, title):
-    """max_batch.png: each variant's largest batch, its speed there beside it."""
-    found = table[table["max_batch"].notna()]
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * max(1, len(found)) + 1.6))
-    ax.barh(range(len(found)), found["max_batch"], color="tab:green", alpha=0.8)
-    for i, row in enumerate(found.to_dict("records")):
-        speed = f", {row['samples_per_s']:,.1f} samples/s" if present(row["samples_per_s"]) else ""
-        ax.text(row["max_batch"], i, f" {row['max_batch']:,.0f}{speed}", va="center", fontsize=8)
-    ax.set_yticks(range(len(found)), found["variant"], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("largest global batch that trains")
-    ax.set_title(textwrap.fill(title, 110), fontsize=8)  # a long machine name stays inside the figure
-    ax.margins(x=0.35)
-    fig.tight_layout()
-    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    plots.plot_max_batch(table, out / "max_batch.png", lines[0].removeprefix("### "))
 
 
 def redraw(out, info):

@@ -22,17 +22,14 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
+from bench.outputs import plots
 from bench.outputs.verdicts import fmt, present  # the cells' rules, one for every table
 from bench.stages import calibrate, cost, execute, plan, slurm, summarize
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 ROUNDS = 3  # --repeats auto: rounds of every count
 COLUMNS = [
@@ -311,31 +308,7 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
         lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
     lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
     write_whole(out / "scaling.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
-    plot(table, out / "scaling.png", title)
-
-
-def plot(table, path, title):
-    """scaling.png: samples/s against processes, a line per variant with its range, and the ideal line (the
-    smallest count's rate times the processes)."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for i, (variant, group) in enumerate(table[table["samples_per_s"].notna()].groupby("variant", sort=False)):
-        colour = f"C{i}"
-        low = group["samples_per_s"] - group["samples_per_s_min"]
-        high = group["samples_per_s_max"] - group["samples_per_s"]
-        ax.errorbar(group["processes"], group["samples_per_s"], yerr=[low, high], marker="o", color=colour,
-                    capsize=3, label=variant)  # fmt: skip
-        first = group.iloc[0]
-        ideal = first["samples_per_s"] * group["processes"] / first["processes"]
-        ax.plot(group["processes"], ideal, linestyle="--", color=colour, alpha=0.5, label=f"{variant}: ideal")
-    ax.set_xlabel("processes (one per GPU)")
-    ax.set_ylabel("samples/s (median of the rounds, min to max)")
-    ax.set_xticks(sorted(table["processes"].unique()))
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=8)
-    fig.tight_layout()
-    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    plots.plot_scaling(table, out / "scaling.png", title)
 
 
 MODE = Registration("scaling", run, asked=lambda args: args.scaling is not None, add_flags=add_flags,

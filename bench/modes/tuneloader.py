@@ -27,21 +27,17 @@ import dataclasses
 import importlib.util
 import math
 import shlex
-import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 
 from bench import BenchError, write_whole
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
+from bench.outputs import plots
 from bench.outputs.verdicts import fmt, plural, present
 from bench.stages import calibrate, cost, execute, plan, summarize
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
 ROUNDS = 3  # the paired rounds of training with --repeats auto
@@ -349,25 +345,8 @@ def write(out, records, names, info):
                  fmt(row["ceiling_pct"], "{:.0f}%"), cores]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     write_whole(out / "tune_loader.md", lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
-    plot(loaders, trained, out / "tune_loader.png", title)
+    plots.plot_tune_loader(loaders, trained, out / "tune_loader.png", title)
     return table
-
-
-def plot(loaders, trained, path, title):
-    """tune_loader.png: the loader alone at each setting, and each setting trained, in samples/s."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.32 * max(len(loaders), 4) + 1.8))
-    ranked = sorted(loaders, key=lambda r: r["samples_per_s"] or 0)
-    left.barh(range(len(ranked)), [r["samples_per_s"] or 0 for r in ranked], color="tab:blue", alpha=0.8)
-    left.set_yticks(range(len(ranked)), [f"{r['loader']}: {r['flags']}" for r in ranked], fontsize=7)
-    left.set(xlabel="images/s, the loader alone", title="the loader alone")
-    right.barh(range(len(trained)), [r["samples_per_s"] for r in trained], color="tab:green", alpha=0.8)
-    right.set_yticks(range(len(trained)), [textwrap.fill(r["flags"], 40) for r in trained], fontsize=7)
-    right.set(xlabel="samples/s, training (median of the rounds)", title="in training")
-    right.invert_yaxis()
-    fig.suptitle(textwrap.fill(title, 120), fontsize=8)
-    fig.tight_layout()
-    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
 
 
 MODE = Registration("tune_loader", run, asked=lambda args: args.tune_loader, add_flags=add_flags,

@@ -6,6 +6,8 @@ The learning curves: does a technique still learn? Every training run records it
 logs/<bench>/<run>.json). The bench gathers those of a bench into curves.json beside runs.csv (a saved baseline
 keeps it; the logs stay behind) and draws curves.png: training loss against step and validation accuracy against
 epoch, a line per variant (its first round), a row of two panels per workload (--to-accuracy: accuracy_curves.png).
+
+The modes' own plots are drawn here too: max_batch.png, scaling.png and tune_loader.png.
 """
 
 import textwrap
@@ -16,6 +18,7 @@ import pandas as pd
 
 from bench import kept_for_bench, run_metrics, write_whole
 from bench.outputs.markdown import label
+from bench.outputs.verdicts import present
 from bench.stages import summarize
 
 matplotlib.use("Agg")  # files only, no screen needed
@@ -259,6 +262,68 @@ def plot_curves(curves, path, headings):
             ax.grid(alpha=0.3)
         loss_ax.legend(fontsize=7, ncol=2)
     fig.suptitle(next(iter(headings.values())) if len(headings) == 1 else "learning curves", fontsize=9)
+    fig.tight_layout()
+    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+
+
+# the modes' own plots: --max-batch, --scaling, --tune-loader
+
+
+def plot_max_batch(table, path, title):
+    """max_batch.png: each variant's largest batch, its speed there beside it."""
+    found = table[table["max_batch"].notna()]
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * max(1, len(found)) + 1.6))
+    ax.barh(range(len(found)), found["max_batch"], color="tab:green", alpha=0.8)
+    for i, row in enumerate(found.to_dict("records")):
+        speed = f", {row['samples_per_s']:,.1f} samples/s" if present(row["samples_per_s"]) else ""
+        ax.text(row["max_batch"], i, f" {row['max_batch']:,.0f}{speed}", va="center", fontsize=8)
+    ax.set_yticks(range(len(found)), found["variant"], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("largest global batch that trains")
+    ax.set_title(textwrap.fill(title, 110), fontsize=8)  # a long machine name stays inside the figure
+    ax.margins(x=0.35)
+    fig.tight_layout()
+    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+
+
+def plot_scaling(table, path, title):
+    """scaling.png: samples/s against processes, a line per variant with its range, and the ideal line (the
+    smallest count's rate times the processes)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for i, (variant, group) in enumerate(table[table["samples_per_s"].notna()].groupby("variant", sort=False)):
+        colour = f"C{i}"
+        low = group["samples_per_s"] - group["samples_per_s_min"]
+        high = group["samples_per_s_max"] - group["samples_per_s"]
+        ax.errorbar(group["processes"], group["samples_per_s"], yerr=[low, high], marker="o", color=colour,
+                    capsize=3, label=variant)  # fmt: skip
+        first = group.iloc[0]
+        ideal = first["samples_per_s"] * group["processes"] / first["processes"]
+        ax.plot(group["processes"], ideal, linestyle="--", color=colour, alpha=0.5, label=f"{variant}: ideal")
+    ax.set_xlabel("processes (one per GPU)")
+    ax.set_ylabel("samples/s (median of the rounds, min to max)")
+    ax.set_xticks(sorted(table["processes"].unique()))
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+
+
+def plot_tune_loader(loaders, trained, path, title):
+    """tune_loader.png: the loader alone at each setting, and each setting trained, in samples/s."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.32 * max(len(loaders), 4) + 1.8))
+    ranked = sorted(loaders, key=lambda r: r["samples_per_s"] or 0)
+    left.barh(range(len(ranked)), [r["samples_per_s"] or 0 for r in ranked], color="tab:blue", alpha=0.8)
+    left.set_yticks(range(len(ranked)), [f"{r['loader']}: {r['flags']}" for r in ranked], fontsize=7)
+    left.set(xlabel="images/s, the loader alone", title="the loader alone")
+    right.barh(range(len(trained)), [r["samples_per_s"] for r in trained], color="tab:green", alpha=0.8)
+    right.set_yticks(range(len(trained)), [textwrap.fill(r["flags"], 40) for r in trained], fontsize=7)
+    right.set(xlabel="samples/s, training (median of the rounds)", title="in training")
+    right.invert_yaxis()
+    fig.suptitle(textwrap.fill(title, 120), fontsize=8)
     fig.tight_layout()
     write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
