@@ -127,7 +127,8 @@ def dataloader_settings(workers, device):
     return settings
 
 
-OLDEST_TORCH = (2, 11)  # the oldest torch CI tests (make test); requirements.txt says why none older
+OLDEST_TORCH = (2, 11)  # the oldest torch CI tests (make test: the Makefile's OLDEST); requirements.txt says why none
+# older; written here alone (python -m bench reads it from this file: bench/__init__.py oldest_torch)
 
 
 def too_old(version):

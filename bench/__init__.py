@@ -30,6 +30,7 @@ into every variant (sync.py), the instrument's check and the FSDP probe. Below: 
 (the error, a whole write, the logs folder's layout, the runs' metrics).
 """
 
+import ast
 import contextlib
 import json
 import os
@@ -40,7 +41,17 @@ from pathlib import Path
 NEEDED = dict(torch="torch", torchvision="torchvision", numpy="numpy", PIL="pillow", tqdm="tqdm")
 NEEDED.update(pandas="pandas", matplotlib="matplotlib", psutil="psutil", scipy="scipy")
 NEEDED.update(jinja2="jinja2", pygments="pygments", filelock="filelock")  # report.html, the results lock
-OLDEST_TORCH = (2, 11)  # the scripts refuse an older torch (checks.OLDEST_TORCH): the bench refuses it first
+
+
+def oldest_torch():
+    """The oldest torch the scripts take (checks.OLDEST_TORCH, as (major, minor)): the bench refuses an older one
+    first. Read from checks.py's source, the one place it is written: importing checks imports torch, which the
+    runner never does."""
+    tree = ast.parse((Path(__file__).resolve().parents[1] / "checks.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["OLDEST_TORCH"]:
+            return ast.literal_eval(node.value)
+    raise AssertionError("checks.py has no OLDEST_TORCH")
 
 
 class BenchError(Exception):

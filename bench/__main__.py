@@ -10,7 +10,7 @@ import importlib.metadata
 import importlib.util
 import sys
 
-from bench import NEEDED, OLDEST_TORCH
+from bench import NEEDED, oldest_torch
 
 missing = [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
 if missing:
@@ -19,8 +19,8 @@ if missing:
     )
     raise SystemExit(2)
 torch_version = importlib.metadata.version("torch")  # without importing torch (seconds)
-if tuple(int(part) for part in torch_version.split("+")[0].split(".")[:2]) < OLDEST_TORCH:
-    oldest = ".".join(map(str, OLDEST_TORCH))
+if tuple(int(part) for part in torch_version.split("+")[0].split(".")[:2]) < oldest_torch():
+    oldest = ".".join(map(str, oldest_torch()))
     print(
         f"bench: error: torch {torch_version}: the scripts need torch {oldest} or newer (the oldest tested)",
         file=sys.stderr,
