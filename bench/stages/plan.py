@@ -530,10 +530,34 @@ def round_runs(repeat, works, variants, loaders, context, saved=None):
 
 def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None, saved=None):
     """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
-    ({workload: Work}) and how the plan fits its budget (a Fit, for print_estimate). Steps "auto" are calibrated
-    unless dry_run, by calibrate (bench/stages/calibrate.py's steps: the caller's, so that planning launches
-    nothing). Rounds run repeat after repeat, each workload's round whole, rows in priority order."""
-    runs, works = [], {}
+    ({workload: Work}) and how the plan fits its budget (a Fit, for print_estimate). In order: what is asked and what
+    it may cost (asked: reads the saved runs and the data folders), then prepare (the data made, read, the model
+    tried: the only writes and script imports), calibrate (steps "auto", unless dry_run, by calibrate: the caller's,
+    bench/stages/calibrate.py's steps, so that planning launches nothing itself), then plan: the runs, pure (the same
+    inputs give the same plan). Rounds run repeat after repeat, each workload's round whole, rows in priority order."""
+    ask = asked(args, gpu_count, cores, bf16_native, saved)
+    found = prepare(args, gpu_count, ask.names, dry_run)
+    steps = calibrated(args, gpu_count, cores, ask, found, dry_run, calibrate, log)
+    return plan(args, gpu_count, cores, ask, found, steps, log, bf16_native)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a plan is asked for, before any data is read: its workloads, the rows in priority order, the DDP rows'
+    processes, the budget, what the saved runs know of each workload, the data still to make and its seconds, the
+    fastest row's window."""
+
+    names: list
+    variants: list
+    nproc: int
+    budget: float | None
+    known: dict
+    making: dict
+    window: float
+
+
+def asked(args, gpu_count, cores, bf16_native=True, saved=None):
+    """The Asked of the flags on this machine (nothing launched, written or imported)."""
     names = workloads(args, gpu_count)
     nproc = args.nproc or gpu_count or 2
     if gpu_count and nproc > gpu_count:
@@ -542,63 +566,103 @@ def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True,
     budget = budget_s(args.budget, gpu)
     known = known_costs(args, gpu_count, names, variants, saved)
     making = to_generate(args, names, gpu, cores)  # {generated workload: seconds}: data not made yet, made first
-    rounds_asked = first_rounds(args.repeats)
     window = fit_window(
-        budget, variants, args.loaders, names, rounds_asked, gpu, bf16_native, known, sum(making.values())
-    )
-    calibrations = 0
+        budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native, known,
+        sum(making.values()),
+    )  # fmt: skip
+    return Asked(names, variants, nproc, budget, known, making, window)
+
+
+def prepare(args, gpu_count, names, dry_run=False):
+    """{workload: (its Work as the flags and the machine give it, its data folder, what loader.py finds there)}: the
+    data made where missing (unless dry_run), read by the scripts' loader, and a model of one's own tried (unless
+    dry_run). A batch larger than the training set is refused here."""
+    found = {}
     for workload in names:
         chosen = work(args, gpu_count, workload)
-        path = folder(args, workload, generate=not dry_run, gpu=gpu)
-        info = describe(path, data_workload(workload, gpu))
+        path = folder(args, workload, generate=not dry_run, gpu=bool(gpu_count))
+        info = describe(path, data_workload(workload, bool(gpu_count)))
         if chosen.batch_size > info.get("train_size", math.inf):
             raise BenchError(f"--batch-size {chosen.batch_size} is larger than the training set of {path} "
                              f"({info['train_size']} images)")  # fmt: skip
         if not dry_run:
             check_model(chosen.model, info)
-        auto = chosen.steps == "auto"
-        calibrations += auto and workload not in known
-        if workload in known:  # the saved runs' step times: enough steps for the fastest row's window
-            split = nproc if gpu_count and any(distributed(v) for v in variants) else 1
-            timed = max(50, math.ceil(window * split / known[workload].fastest_step_s()))
-            chosen.warmup_steps = known[workload].warmup_steps
-            chosen.steps = chosen.warmup_steps + timed
-        elif auto and not dry_run and variants:
+        found[workload] = (chosen, path, info)
+    return found
+
+
+def calibrated(args, gpu_count, cores, ask, found, dry_run=False, calibrate=None, log=None):
+    """{workload: (warm-up steps, steps)} where steps are "auto": from the saved runs' step times (enough steps for
+    the fastest row's window), else calibrated on this machine (calibrate, launched by the caller's function), else a
+    loader row's default; none while dry_run."""
+    steps = {}
+    for workload, (chosen, path, info) in found.items():
+        if chosen.steps != "auto":
+            continue
+        if workload in ask.known:
+            split = ask.nproc if gpu_count and any(distributed(v) for v in ask.variants) else 1
+            timed = max(50, math.ceil(ask.window * split / ask.known[workload].fastest_step_s()))
+            steps[workload] = (ask.known[workload].warmup_steps, ask.known[workload].warmup_steps + timed)
+        elif not dry_run and ask.variants:
             if calibrate is None:
                 raise BenchError("--steps auto: this mode plans no calibration run; give --steps N")
-            chosen.steps = calibrate(path, info, chosen, gpu_count, variants, log, nproc, window, args.workers, cores)
-        elif auto and not dry_run:  # loader rows alone: no training row to calibrate on
-            chosen.steps = chosen.warmup_steps + LOADER_ONLY_STEPS
-        chosen.data, chosen.image_size, chosen.classes = path, info["image_size"], len(info["classes"])
-        chosen.train_size, chosen.steps_auto = info.get("train_size"), auto
-        chosen.variants = default_rows(workload, variants, getattr(args, "default_variants", False))
-        chosen.data_workload = data_workload(workload, gpu)
-        works[workload] = chosen
+            made = calibrate(path, info, chosen, gpu_count, ask.variants, log, ask.nproc, ask.window, args.workers,
+                             cores)  # fmt: skip
+            steps[workload] = (chosen.warmup_steps, made)
+        elif not dry_run:  # loader rows alone: no training row to calibrate on
+            steps[workload] = (chosen.warmup_steps, chosen.warmup_steps + LOADER_ONLY_STEPS)
+    return steps
+
+
+def plan(args, gpu_count, cores, ask, found, steps, log=None, bf16_native=True):
+    """(runs, {workload: Work}, Fit) from what was asked, found and calibrated: pure, nothing launched, written or
+    imported, the same inputs giving the same plan."""
+    gpu, works = bool(gpu_count), {}
+    calibrations = 0
+    for workload, (chosen, path, info) in found.items():
+        auto = chosen.steps == "auto"
+        calibrations += auto and workload not in ask.known  # its estimate counts one (a dry run's too)
+        warmup, total = steps.get(workload, (chosen.warmup_steps, chosen.steps))
+        works[workload] = dataclasses.replace(
+            chosen,
+            warmup_steps=warmup,
+            steps=total,
+            data=path,
+            image_size=info["image_size"],
+            classes=len(info["classes"]),
+            train_size=info.get("train_size"),
+            steps_auto=auto,
+            variants=default_rows(workload, ask.variants, getattr(args, "default_variants", False)),
+            data_workload=data_workload(workload, gpu),
+        )
     context = Context(
         gpu_count,
-        nproc,
+        ask.nproc,
         args.workers,
         cores,
         log and str(log),
         bf16_native,
-        window,
-        variants,
+        ask.window,
+        ask.variants,
         args.loaders,
         getattr(args, "nodes", None) or 0,
         getattr(args, "default_loaders", False),
     )
+    runs = []
     for repeat in range(1, first_rounds(args.repeats) + 1):
-        runs += round_runs(repeat, works, variants, args.loaders, context, {w: k.saved for w, k in known.items()})
-    overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations + sum(making.values())
-    kept, left_out = fit_budget(runs, budget, overhead, min(first_rounds(args.repeats), SETTLING_ROUNDS))
-    context.variants = [v for v in variants if v not in left_out]  # rounds added later: the rows kept
+        runs += round_runs(
+            repeat, works, ask.variants, args.loaders, context, {w: k.saved for w, k in ask.known.items()}
+        )
+    overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations + sum(ask.making.values())
+    kept, left_out = fit_budget(runs, ask.budget, overhead, min(first_rounds(args.repeats), SETTLING_ROUNDS))
+    context.variants = [v for v in ask.variants if v not in left_out]  # rounds added later: the rows kept
     context.loaders = [v for v in args.loaders if v not in left_out]
-    fit = Fit(budget_s=budget, window_s=window if gpu else None, rounds_asked=first_rounds(args.repeats),
+    fit = Fit(budget_s=ask.budget, window_s=ask.window if gpu else None, rounds_asked=first_rounds(args.repeats),
               auto=args.repeats == "auto", left_out=left_out, context=context,
               rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
               total_s=overhead + sum(r.estimate_s for r in kept),
               round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)],
-              sources=sources(known, kept, gpu), generated=generating(making, cores))  # fmt: skip
+              sources=sources(ask.known, kept, gpu), generated=generating(ask.making, cores))  # fmt: skip
     return kept, works, fit
 
 

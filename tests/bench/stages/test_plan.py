@@ -1,15 +1,20 @@
 """bench/stages/plan.py: the rows in the order a user needs them, whole rounds in the budget, the same cores for every
-row, bad data and models found before the first run."""
+row, bad data and models found before the first run, the plan itself pure (prepare and calibrate before it)."""
 
+import builtins
+import dataclasses
 import importlib
 import json
+import os
 import re
+import subprocess
 import sys
 
 import pytest
 import torch
 
 from bench import catalogue, cli
+from bench import data as bench_data
 from bench.outputs import diffs
 from bench.stages import cost, plan, record
 from helpers import CPU_CLASSES, ROOT, TINY, VIT, dry_run, fast_first, join_stubbed, run
@@ -25,6 +30,47 @@ def planned_runs(variants, repeats, workloads=("small",), estimate=10.0):
 
 
 @pytest.mark.slow
+def test_the_plan_itself_launches_writes_and_imports_nothing_and_is_the_same_twice(tiny_data, tmp_path, monkeypatch):
+    """make_plan's steps: asked, prepare (the data read, by the scripts' loader), calibrated (the caller's function
+    launches), then plan: with every way to launch, write or import refused, it plans, twice the same."""
+    flags = ["--data", str(tiny_data), "--variants", "baseline,amp", "--loaders", "loader", "--steps", "auto"]
+    args = cli.parse_args([*flags, "--out", str(tmp_path)])
+    ask = plan.asked(args, 0, 2)
+    found = plan.prepare(args, 0, ask.names)
+    steps = plan.calibrated(args, 0, 2, ask, found, calibrate=lambda *given: 17)
+    assert steps == {"custom": (found["custom"][0].warmup_steps, 17)}
+
+    def refuse(*given, **named):
+        raise AssertionError("the plan launched, wrote or imported something")
+
+    for module, name in [
+        (subprocess, "run"),
+        (subprocess, "Popen"),
+        (os, "makedirs"),
+        (os, "replace"),
+        (os, "remove"),
+        (plan, "describe"),
+        (plan, "check_model"),
+        (plan, "folder"),
+        (bench_data, "ensure"),
+        (importlib, "import_module"),
+        (builtins, "open"),
+        (builtins, "__import__"),
+    ]:  # fmt: skip  (__import__ last: setattr itself imports)
+        monkeypatch.setattr(module, name, refuse)
+    try:
+        first = plan.plan(args, 0, 2, ask, found, steps, tmp_path / "logs")
+        second = plan.plan(args, 0, 2, ask, found, steps, tmp_path / "logs")
+    finally:
+        monkeypatch.undo()
+    assert not (tmp_path / "logs").exists()
+    runs, works, fit = first
+    assert [r.cmd for r in runs] == [r.cmd for r in second[0]] and works == second[1]
+    assert dataclasses.asdict(fit) == dataclasses.asdict(second[2])
+    assert works["custom"].steps == 17 and found["custom"][0].steps == "auto"  # a new Work: its inputs as they were
+    assert {r.variant for r in runs} >= {"baseline", "amp", "loader"} and all("17" in r.cmd for r in runs[:1])
+
+
 def test_bad_data_is_found_before_the_first_run(tiny_data, tmp_path):
     data = tmp_path / "data"
     (data / "train" / "a").mkdir(parents=True)
