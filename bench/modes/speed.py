@@ -153,11 +153,12 @@ def print_plan(runs, works, gpu_count):
 
 def next_round(out, bench_id, works, context, repeat):
     """--repeats auto: (the runs of round `repeat`, None), or (None, why no round is added). A round holds the
-    reference rows and every row whose speed-up's interval is still wider than summarize.PRECISION."""
+    reference rows and every row whose speed-up's interval is still wider than summarize.PRECISION: the statistics
+    alone decide (bench/stages/summarize.py), not the words drawn from them."""
     if repeat > summarize.MAX_ROUNDS:
         return None, f"{summarize.MAX_ROUNDS} rounds is the most --repeats auto runs"
     rows = record.read_runs(out / "runs.csv")
-    summary = verdicts.summary(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
+    summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
     wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
     wide = wide[[not summarize.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
     if wide.empty:
