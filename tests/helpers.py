@@ -24,8 +24,8 @@ import torch
 from PIL import Image
 
 from bench import catalogue
+from bench.modes import speed
 from bench.outputs import answer
-from bench.outputs import verdicts as words
 from bench.stages import plan, record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,7 +308,7 @@ def runs_of(variants):
 
 
 def verdicts(variants):
-    summary = words.summary(runs_of(variants))
+    summary = speed.summary_of(runs_of(variants))
     return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
 
 
@@ -324,7 +324,7 @@ def fail(script, data, metrics, *args, **kwargs):
 
 def told(variants):
     """{label: words} of the answer for made-up runs, and the summary."""
-    summary = words.summary(runs_of(variants))
+    summary = speed.summary_of(runs_of(variants))
     said = {}
     for label, text in answer.items(summary):
         said[label] = f"{said[label]}; {text}" if label in said else text

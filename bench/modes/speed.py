@@ -21,7 +21,7 @@ from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, profiles, verdicts
 from bench.outputs import report as html_report
 from bench.outputs.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
-from bench.stages import baseline, calibrate, cost, execute, plan, record, slurm, summarize
+from bench.stages import baseline, calibrate, causes, cost, execute, plan, record, slurm, summarize
 
 
 def title(summary, machine, workload=None):
@@ -71,6 +71,16 @@ def tuned_of(out):
     return tuneloader.recommend(own, [row for row in trained if row is not own])[1] if own else None
 
 
+def summary_of(runs, parity=None, largest=None, profiled=None, tuned=None):
+    """What summary.csv holds: the statistics of the runs (bench/stages/summarize.py), with the verdicts of a
+    --parity run in the same results folder (parity: its parity.csv), the speeds at the largest batches of a
+    --max-batch run there (largest: its max_batch.csv), the causes the operators of a bench with --profile show
+    (profiled: bench/outputs/profiles.py), then the words (bench/outputs/verdicts.py): a verdict for every row, a row
+    waiting for its data told the answer of a --tune-loader run there (tuned)."""
+    numbers = summarize.with_largest(summarize.with_parity(summarize.summarize(runs), parity), largest)
+    return verdicts.with_verdicts(causes.with_profiles(numbers, profiled), tuned)
+
+
 def write_outputs(out, bench_id, machine):
     """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
     A run tried again (--resume) counts by its last row."""
@@ -79,7 +89,7 @@ def write_outputs(out, bench_id, machine):
     if runs.empty:
         return None
     profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's operators, read by the causes
-    summary = verdicts.summary(runs, parity_of(out), max_batch_of(out), profiled, tuned_of(out))
+    summary = summary_of(runs, parity_of(out), max_batch_of(out), profiled, tuned_of(out))
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))

@@ -4,7 +4,8 @@ arithmetic of one: a step is global_batch_size / samples_per_s), so it matches t
 The renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and
 these words, and the cells' rules (fmt, present) are here once for all of them.
 
-    summary(runs)   the summary with its verdicts: what summary.csv holds
+    with_verdicts(summary)   the summary's numbers (bench/stages) with a verdict for every row: what summary.csv
+                             holds (bench/modes/speed.py summary_of puts the two together)
 """
 
 import math
@@ -27,22 +28,9 @@ from bench.stages.summarize import (
     in_order,
     num,
     stalls,
-    summarize,
     torch_blind,
     waited,
-    with_largest,
-    with_parity,
 )
-
-
-def summary(runs, parity=None, largest=None, profiled=None, tuned=None):
-    """The summary of the runs (bench/stages/summarize.py) with a verdict for every row; parity: the parity.csv of a
-    --parity run in the same results folder, whose verdicts the rows then carry; largest: the max_batch.csv of a
-    --max-batch run there, whose speeds at the largest batches they carry; profiled: the operators of a bench with
-    --profile (bench/outputs/profiles.py), whose casts and collectives the causes read; tuned: the answer of a
-    --tune-loader run there, which a row waiting for its data is told."""
-    summary = causes.with_profiles(with_largest(with_parity(summarize(runs), parity), largest), profiled)
-    return with_verdicts(summary, tuned)
 
 
 def present(value):

@@ -249,7 +249,7 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
     own largest says so in the answer, its verdict and the table; a row whose answer does not change keeps its
     answer's words; rows of another model are not joined."""
     from bench.modes import speed
-    from bench.outputs import answer, markdown, verdicts
+    from bench.outputs import answer, markdown
     from helpers import STEADY, runs_of
 
     slow = [(rate * 0.7, {"peak_host_mem_mib": 700}) for rate, _ in STEADY]  # slower, for less memory
@@ -259,7 +259,7 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
                               speed_low=[None, 1.2, 1.5], speed_high=[None, 1.4, 1.7],
                               speed_answer=[None, "faster", "faster"], rounds=[3, 3, 3]))  # fmt: skip
     (tmp_path / "max_batch.csv").write_text(table.assign(workload="small", model="net").to_csv(index=False))
-    summary = verdicts.summary(runs, None, speed.max_batch_of(tmp_path)).set_index("variant")
+    summary = speed.summary_of(runs, None, speed.max_batch_of(tmp_path)).set_index("variant")
     assert summary.loc["checkpoint", "largest_answer"] == "faster" and summary.loc["checkpoint", "largest_batch"] == 576
     assert "at its largest batch (576, 2.29x the baseline's) 1.30x the baseline's speed at the baseline's own largest" \
         " (95% interval 1.20x to 1.40x): faster (max_batch.md)" in summary.loc["checkpoint", "verdict"]  # fmt: skip
@@ -271,4 +271,4 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
         "1.30x (1.20x to 1.40x), faster, at 2.29x the batch"
     )
     (tmp_path / "max_batch.csv").write_text(table.assign(workload="small", model="other").to_csv(index=False))
-    assert verdicts.summary(runs, None, speed.max_batch_of(tmp_path))["largest_answer"].isna().all()
+    assert speed.summary_of(runs, None, speed.max_batch_of(tmp_path))["largest_answer"].isna().all()

@@ -3,9 +3,9 @@ bench uses."""
 
 import pandas as pd
 
+from bench.modes import speed
 from bench.observe import machine
 from bench.outputs import answer, diffs, markdown, verdicts
-from bench.outputs import verdicts as words
 from helpers import STEADY, runs_of, scaled, told
 
 
@@ -129,7 +129,7 @@ def test_one_memory_ratio_in_the_table_the_verdict_and_the_plot():
     """Medians of 1000/1000/1000 against 1100/900/1300 differ from the paired geometric mean: the table shows the
     paired one, which the verdict says and the trade-off plot draws (memory_vs_baseline)."""
     memory = [(r, dict(peak_host_mem_mib=m)) for (r, _), m in zip(STEADY, (1500, 900, 1100))]
-    summary = verdicts.summary(runs_of({"baseline": STEADY, "compile": memory}))
+    summary = speed.summary_of(runs_of({"baseline": STEADY, "compile": memory}))
     row = summary.set_index("variant").loc["compile"]
     paired = row["memory_vs_baseline"]
     assert round(paired, 2) != round(row["peak_host_mem_vs_baseline"], 2)  # two definitions would disagree here
@@ -151,15 +151,13 @@ def test_a_title_names_the_cpu_class_and_bf16_so_two_classes_never_share_one():
 def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp_path, capsys):
     """A --parity run in the results folder: its verdicts join the speed bench's rows by variant; a row that is
     faster but learns worse is listed first, apart from those that pay; the verdict and the table say it too."""
-    from bench.modes import speed
     from bench.outputs import answer, markdown
-    from bench.outputs import verdicts as words
     from helpers import STEADY, runs_of
 
     fast = [(rate * 1.5, {}) for rate, _ in STEADY]
     runs = runs_of({"baseline": STEADY, "amp": fast, "compile": fast})
     (tmp_path / "parity.csv").write_text("variant,verdict,from_step\namp,learns worse,60\ncompile,learns the same,\n")
-    summary = words.summary(runs, speed.parity_of(tmp_path)).set_index("variant")
+    summary = speed.summary_of(runs, speed.parity_of(tmp_path)).set_index("variant")
     assert summary.loc["amp", "parity_verdict"] == "learns worse" and summary.loc["amp", "parity_from_step"] == 60
     assert "in --parity it learns worse from step 60 than the baseline over its seeds" in summary.loc["amp", "verdict"]
     assert "in --parity it learns the same as the baseline" in summary.loc["compile", "verdict"]
@@ -180,10 +178,10 @@ def test_the_bench_answer_names_a_data_bound_row_and_points_to_the_sweep():
     from helpers import STEADY, runs_of
 
     bound = [(rate, {"data_wait_frac": 0.35}) for rate, _ in STEADY]
-    summary = words.summary(runs_of({"baseline": bound, "amp": [(r * 1.5, {"data_wait_frac": 0.02}) for r, _ in
+    summary = speed.summary_of(runs_of({"baseline": bound, "amp": [(r * 1.5, {"data_wait_frac": 0.02}) for r, _ in
                                                                STEADY]}))  # fmt: skip
     said = dict(answer.items(summary))
     assert said["Data-bound"].startswith("baseline waits for data 35% of its window: the loader, not the technique,")
     assert "python -m bench --tune-loader finds the loader's settings for this machine" in said["Data-bound"]
-    calm = words.summary(runs_of({"baseline": STEADY, "amp": [(r * 1.5, {}) for r, _ in STEADY]}))
+    calm = speed.summary_of(runs_of({"baseline": STEADY, "amp": [(r * 1.5, {}) for r, _ in STEADY]}))
     assert "Data-bound" not in dict(answer.items(calm))

@@ -4,6 +4,7 @@ uses, checked against its table."""
 import pandas as pd
 import pytest
 
+from bench.modes import speed
 from bench.outputs import answer, markdown
 from bench.outputs import verdicts as words
 from bench.stages import summarize
@@ -185,7 +186,7 @@ def test_the_reference_and_the_ceiling_say_what_they_are():
 
 def test_the_verdicts_are_in_summary_md_and_match_its_table():
     runs = runs_of({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
-    summary = words.summary(runs)
+    summary = speed.summary_of(runs)
     text = markdown.markdown(summary, {"small": "small"}, "now")
     amp_row = next(line for line in text.splitlines() if line.startswith("| amp |"))
     cells = [cell.strip() for cell in amp_row.split("|")]
@@ -277,7 +278,7 @@ def test_the_tradeoff_plot_places_a_row_of_one_round_as_a_hollow_point_and_says_
     drawn = []
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
     one_round = {"baseline": [(100.0, {})], "amp": [(150.0, {"peak_host_mem_mib": 800})]}
-    summary = words.summary(runs_of(one_round))
+    summary = speed.summary_of(runs_of(one_round))
     plots.plot_tradeoff(summary, "unused.png", {"small": "one round"})
     (ax,) = drawn[-1].axes[:1]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]

@@ -4,8 +4,8 @@ once."""
 
 import pytest
 
+from bench.modes import speed
 from bench.outputs import answer
-from bench.outputs import verdicts as words
 from bench.stages import causes
 from helpers import ROOT, STEADY, runs_of, scaled
 
@@ -14,7 +14,7 @@ FLOP = 1e9
 
 def summarized(variants, profiled=None):
     """{variant: verdict}, the summary by variant."""
-    summary = words.summary(runs_of(variants), profiled=profiled)
+    summary = speed.summary_of(runs_of(variants), profiled=profiled)
     return dict(zip(summary["variant"], summary["verdict"])), summary.set_index("variant")
 
 
@@ -129,7 +129,7 @@ def test_a_row_waiting_for_its_data_is_told_the_loader_sweeps_answer(tmp_path):
     tuned = speed.tuned_of(saved)
     assert tuned and f"**The answer**: {tuned}." in (saved / "tune_loader.md").read_text()
     assert speed.tuned_of(tmp_path) is None
-    summary = words.summary(runs_of({"baseline": STEADY, "dp": scaled(1.0, data_wait_frac=0.3)}), tuned=tuned)
+    summary = speed.summary_of(runs_of({"baseline": STEADY, "dp": scaled(1.0, data_wait_frac=0.3)}), tuned=tuned)
     said = summary.set_index("variant").at["dp", "verdict"]
     assert f"The loader's sweep in this folder (--tune-loader) says: {tuned}." in said
 
@@ -245,7 +245,7 @@ def test_what_is_asked_and_what_would_show_a_cause_none_passed():
 
 def test_the_answer_names_each_rows_cause_and_the_rows_without_one():
     amp = dict(amp_dtype="bf16", bf16_native=False)
-    summary = words.summary(runs_of({"baseline": STEADY, "amp": scaled(0.4, **amp), "channels_last": scaled(1.0)}))
+    summary = speed.summary_of(runs_of({"baseline": STEADY, "amp": scaled(0.4, **amp), "channels_last": scaled(1.0)}))
     said = dict(answer.items(summary))
     assert said["Why not faster"] == (
         "amp: the precision is emulated; channels_last: not shown by what was measured (each verdict says what would"

@@ -7,7 +7,8 @@ import random
 import pandas as pd
 import pytest
 
-from bench.outputs import markdown, verdicts
+from bench.modes import speed
+from bench.outputs import markdown
 from bench.stages import record, summarize
 
 
@@ -40,7 +41,7 @@ def made_up(effects, rounds, noise, drift=0.0, seed=0):
 
 
 def answers(runs):
-    summary = verdicts.summary(runs.reindex(columns=list(dict.fromkeys(record.RUN_COLUMNS + list(runs.columns)))))
+    summary = speed.summary_of(runs.reindex(columns=list(dict.fromkeys(record.RUN_COLUMNS + list(runs.columns)))))
     return summary.set_index("variant")
 
 
@@ -59,7 +60,7 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
         fake_rows("small", {"baseline": 100.0, "amp": 150.0, "synthetic": 200.0, "amp-synthetic": 300.0})
         + fake_rows("imagenet", {"baseline": 10.0, "amp": 30.0, "synthetic": 20.0, "amp-synthetic": 40.0})
     ).reindex(columns=record.RUN_COLUMNS)
-    summary = verdicts.summary(runs).set_index(["workload", "variant"])
+    summary = speed.summary_of(runs).set_index(["workload", "variant"])
     assert summary.loc[("small", "amp"), "speedup"] == pytest.approx(1.5)
     assert summary.loc[("imagenet", "amp"), "speedup"] == pytest.approx(3.0)
     assert summary.loc[("small", "baseline"), "ceiling"] == "synthetic"
@@ -67,7 +68,7 @@ def test_each_workload_is_summarized_against_its_own_baseline_and_ceilings():
     assert summary.loc[("imagenet", "amp"), "ceiling"] == "amp-synthetic"  # mixed precision against its own
     assert summary.loc[("imagenet", "amp"), "ceiling_pct"] == pytest.approx(75.0)
     assert pd.isna(summary.loc[("small", "synthetic"), "ceiling_pct"])  # a ceiling is not read against itself
-    text = markdown.markdown(verdicts.summary(runs), {"small": "A", "imagenet": "B"}, "now")
+    text = markdown.markdown(speed.summary_of(runs), {"small": "A", "imagenet": "B"}, "now")
     assert text.index("### A (now)") < text.index("| synthetic (ceiling) |") < text.index("### B (now)")
 
 
