@@ -322,8 +322,9 @@ def write(argv):
         args.size = 400 if args.photo else 32
     cores = os.cpu_count() or 1
     limits = dict(train=(1, 10**6), val=(1, 10**6), size=(8, 4096), seed=(0, 2**31 - 1), processes=(1, 8 * cores))
+    values = dict(train=args.train, val=args.val, size=args.size, seed=args.seed, processes=args.processes)
     for name, (least, most) in limits.items():
-        value = getattr(args, name)
+        value = values[name]
         if value is not None and not least <= value <= most:
             raise BenchError(f"--{name} {value}: must be from {least} to {most}")
     if not 0 <= args.difficulty <= 1 or (args.difficulty and args.photo):

@@ -65,9 +65,8 @@ def runs_of(args, info, gpu_count, logs, generate=True):
     """One run per training variant (the ceilings left out), at the mode's model, batch and epochs."""
     kind = "gpu" if gpu_count else "cpu"
     chosen = dict(DEFAULTS[kind])
-    chosen.update(
-        {k: getattr(args, k) for k in ("model", "batch_size", "warmup_steps") if getattr(args, k) is not None}
-    )  # 0 is given
+    given = dict(model=args.model, batch_size=args.batch_size, warmup_steps=args.warmup_steps)
+    chosen.update({k: v for k, v in given.items() if v is not None})  # 0 is given
     epochs = args.max_epochs or chosen["max_epochs"]
     path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
     if generate and not args.data:

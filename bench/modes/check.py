@@ -322,7 +322,7 @@ def main(args, info, bench_id):
     """Plan the paths that apply here and run them through the executor; print and write the table; exit 1 if one
     failed."""
     gpus = info["gpu_count"] if args.gpus is None else args.gpus  # --gpus: the plan of another machine (--dry-run)
-    every = chosen(in_order(paths(gpus, args.model or MODEL), gpus), getattr(args, "paths", None))
+    every = chosen(in_order(paths(gpus, args.model or MODEL), gpus), args.paths)
     todo = [p for p in every if applies(p, gpus) is None]
     minutes = cost.check_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
     for line in capabilities(info):
@@ -348,7 +348,7 @@ def main(args, info, bench_id):
         gpus=gpus,
         model=args.model or MODEL,
         timeout=cost.timeout_s(args.timeout, gpus, "check"),
-        paths=getattr(args, "paths", None),
+        paths=args.paths,
     )
     mode = Check(args, info, bench_id, runs, dict(check=Work(data=str(where))), options)
     execute.start(mode)

@@ -80,9 +80,8 @@ def check_flags(args):
 def runs_of(args, info, gpu_count, logs, generate=True):
     """The baseline at each seed, then every technique at --seed: the same model, data, batch and steps."""
     chosen = dict(DEFAULTS["gpu" if gpu_count else "cpu"])
-    chosen.update(
-        {k: getattr(args, k) for k in ("model", "batch_size", "steps", "warmup_steps") if getattr(args, k) is not None}
-    )  # 0 is given
+    given = dict(model=args.model, batch_size=args.batch_size, steps=args.steps, warmup_steps=args.warmup_steps)
+    chosen.update({k: v for k, v in given.items() if v is not None})  # 0 is given
     if chosen["warmup_steps"] >= chosen["steps"]:
         raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps")
     path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"

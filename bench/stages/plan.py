@@ -194,7 +194,7 @@ class Run:
 def asked_variants(args, gpu_count):
     """The training variants asked for; by default every one, but dp where there is no GPU: there DataParallel is a
     passthrough whose row costs bench time and says nothing (make check still runs it, and says so)."""
-    if getattr(args, "default_variants", False) and not gpu_count:
+    if args.default_variants and not gpu_count:
         return [v for v in args.variants if v not in TRAIN or catalogue.BY_NAME[v].on_cpu]
     return args.variants
 
@@ -339,7 +339,7 @@ def workloads(args, gpu_count):
     if args.workload == "all":
         return [*data.WORKLOADS, "vit"]
     if args.workload is None and gpu_count:  # a GPU's default: a CNN on photos and a transformer
-        named = [] if getattr(args, "default_variants", True) else [family(v) for v in args.variants]
+        named = [] if args.default_variants else [family(v) for v in args.variants]
         techniques = [v for v in named if v not in ("baseline", "synthetic")]
         if techniques:  # a few rows asked for by name (make compare): one workload, the transformer where all are its
             return ["vit" if all(v in TRANSFORMER_ONLY for v in techniques) else "imagenet"]
@@ -366,11 +366,13 @@ PROFILE_STEPS = 4  # --profile: the steps a run records after its window (meter.
 def work(args, gpu_count, workload):
     """The flags of a workload's runs: the user's where given, this machine's defaults elsewhere."""
     defaults = DEFAULTS[("gpu" if gpu_count else "cpu", workload)]
-    given = {name: getattr(args, name, None) for name in defaults}
+    flags = dict(model=args.model, batch_size=args.batch_size, steps=args.steps, warmup_steps=args.warmup_steps)
+    flags.update(eval_samples=args.eval_samples)  # the optimizer: the workload's, no flag of the bench's
+    given = {name: flags.get(name) for name in defaults}
     chosen = Work(**{name: defaults[name] if value is None else value for name, value in given.items()})
     if chosen.steps != "auto" and chosen.warmup_steps >= chosen.steps:
         raise BenchError(f"--warmup-steps {chosen.warmup_steps} leaves none of the {chosen.steps} steps to time")
-    tail = PROFILE_STEPS if getattr(args, "profile", False) else 0
+    tail = PROFILE_STEPS if args.profile else 0
     if tail and chosen.steps != "auto" and chosen.warmup_steps + tail >= chosen.steps:
         raise BenchError(
             f"--profile records {tail} steps after the window: --warmup-steps {chosen.warmup_steps} and --steps"
@@ -632,7 +634,7 @@ def plan(args, gpu_count, cores, ask, found, steps, log=None, bf16_native=True):
             classes=len(info["classes"]),
             train_size=info.get("train_size"),
             steps_auto=auto,
-            variants=default_rows(workload, ask.variants, getattr(args, "default_variants", False)),
+            variants=default_rows(workload, ask.variants, args.default_variants),
             data_workload=data_workload(workload, gpu),
         )
     context = Context(
@@ -645,8 +647,8 @@ def plan(args, gpu_count, cores, ask, found, steps, log=None, bf16_native=True):
         ask.window,
         ask.variants,
         args.loaders,
-        getattr(args, "nodes", None) or 0,
-        getattr(args, "default_loaders", False),
+        args.nodes or 0,
+        args.default_loaders,
     )
     runs = []
     for repeat in range(1, first_rounds(args.repeats) + 1):

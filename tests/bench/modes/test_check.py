@@ -5,12 +5,11 @@ import gzip
 import json
 import pickle
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
-from bench import BenchError
+from bench import BenchError, cli
 from bench.modes import check
 from bench.stages import execute
 from helpers import run
@@ -125,8 +124,7 @@ def test_the_check_runs_a_gpus_own_paths_first_and_paths_picks_by_name():
 def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(check.data, "ensure", lambda *args, **kwargs: str(tmp_path / "data"))
     info = dict(gpu_count=0, cpu_model="X", cpu_cores=2, cpu_isa="avx2", cpu_bf16_native=False, machine_class="cpu-x")
-    args = types.SimpleNamespace(out=tmp_path / "out", model=None, timeout=None, dry_run=False, gpus=None, budget=None,
-                                 chunk=None)  # fmt: skip
+    args = cli.parse_args(["--check", "--out", str(tmp_path / "out")])  # the flags as python -m bench parses them
 
     def launch(run, folder, timeout, stop, failing=(), **options):
         failed = any(f in run.cmd for f in failing)
