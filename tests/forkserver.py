@@ -29,6 +29,9 @@ import tqdm  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: bench/
 import bench.cli  # noqa: E402, F401  (python -m bench: pandas, matplotlib, scipy, jinja2 and the bench itself)
+import bench.modes  # noqa: E402
+
+bench.modes.registered()  # every mode's module, as python -m bench imports them when it reads its flags
 
 
 def child(request, replies):
