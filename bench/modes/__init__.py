@@ -6,7 +6,7 @@ the bench itself (the speed table, the default mode); saved.py the modes on a re
 A mode is one registration: a Registration below (the bench's own are listed in BUILT_IN; another is register'ed).
 cli.py derives every list from registered(): the flags and their checks, the one mode the flags ask for, the files
 checked before any work, which modes hold --out's lock, and the modes --resume finishes. Adding a mode is its module
-and its registration in BUILT_IN (docs/bench.md, "A mode of your own").
+and its registration in BUILT_IN (docs/bench.md, "How the bench runs", shows the steps).
 """
 
 import importlib
