@@ -1,8 +1,9 @@
 """The bench runner: `python -m bench` (make bench). `ls bench/` shows it by role, each role importing only its own
 and those below it (tests/test_layout.py):
 
-    cli.py, __main__.py   the entry: parse the flags, choose the mode, hold the results folder's lock; every error
-                          the bench finds in its input is a BenchError, printed once, as one line, by __main__.py
+    cli.py, __main__.py   the entry: parse the flags, choose the mode, build the configuration, hold the results
+                          folder's lock; every error the bench finds in its input is a BenchError, printed once, as
+                          one line, by __main__.py
     modes/                a plan, a way to do one run and a way to finish: speed.py (the bench: the speed table),
                           check.py (--check), maxbatch.py (--max-batch), accuracy.py (--to-accuracy), scaling.py
                           (--scaling), each with its own flags
@@ -22,6 +23,7 @@ and those below it (tests/test_layout.py):
                           sample.py (the tree's memory, the machine's load), energy.py
     catalogue.py          every row the bench can run, one line each: what the plan, the diffs, the check, the
                           Makefile and the tests read
+    config.py             what a bench is asked to do: one typed record (frozen), built by cli.py from the flags
     schema.py             every field of a run's record, once
     data.py               the generated data (python -m bench.data)
 

@@ -17,8 +17,8 @@ results/throughput.png, memory.png, tradeoff.png, time.png, curves.json and curv
 results/report.html, and each run's output under results/logs/<bench>/.
 Every mode (the bench, the default, and --resume, --check, --max-batch and the rest) is one registration in
 bench/modes/: this module parses the flags every mode shares, asks the registrations for theirs, picks the one mode
-asked for and runs it. The arguments are parsed before the machine is looked at; every error is a BenchError,
-printed once by __main__.
+asked for, builds the configuration (bench/config.py: one typed record, never changed) and runs the mode on it. The
+arguments are parsed before the machine is looked at; every error is a BenchError, printed once by __main__.
 """
 
 import argparse
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import filelock
 
-from bench import BenchError, catalogue, check_folder, data
+from bench import BenchError, catalogue, check_folder, config, data
 from bench.modes import registered
-from bench.stages import record
+from bench.stages import record, slurm
 
 MAX_TIMEOUT = 7 * 24 * 3600
 LOCK = ".bench.lock"  # in --out: held while a bench uses the folder (see lock())
@@ -46,17 +46,17 @@ def close(name, names):
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
-def check_outputs(args):
+def check_outputs(asked):
     """Before any work, for a mode that writes in --out: the folder can be written, and nothing of the same name as
     an output file of any mode is a folder; a runs.csv the mode appends to reads."""
-    mode = registered()[args.mode]
+    mode, out = registered()[asked.mode], asked.outputs.out
     if not mode.writes_out:
         return
-    check_folder(args.out, "--out")
+    check_folder(out, "--out")
     for name in dict.fromkeys(name for m in registered().values() for name in m.outputs):
-        if (args.out / name).is_dir():
-            fail(f"{args.out / name} is a folder: the bench writes a file of that name")
-    runs = args.out / "runs.csv"
+        if (out / name).is_dir():
+            fail(f"{out / name} is a folder: the bench writes a file of that name")
+    runs = out / "runs.csv"
     if "runs.csv" in mode.outputs and runs.is_file() and runs.stat().st_size:
         record.read_runs(runs)  # a damaged file is named before the data is generated, not after
 
@@ -88,9 +88,10 @@ def budget_flag(text):
 
 
 def parse_args(argv=None):
-    """The flags; those whose default depends on the machine and the workload stay None (see plan.DEFAULTS). The
-    flags every mode shares are here; a mode's own live with it (its registration's add_flags, check_flags); a bad
-    one is a BenchError, one line."""
+    """The configuration the command line asks for (bench/config.py); the fields whose default depends on the machine
+    and the workload stay None (see plan.DEFAULTS). The flags every mode shares are here; a mode's own live with it
+    (its registration's add_flags, check_flags and own); a bad one is a BenchError, one line. The parsed flags go no
+    further than this function and the registrations' checks."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     work_flags(p)
     run_flags(p)
@@ -98,15 +99,17 @@ def parse_args(argv=None):
         if mode.add_flags is not None:
             mode.add_flags(p)
     p.error = fail
-    args = p.parse_args(argv)
-    rows_asked(args)
-    check_work(args)
-    args.mode = mode_of(args)
+    flags = p.parse_args(argv)
+    rows = rows_asked(flags)
+    check_work(flags, rows)
+    asked = mode_of(flags)
+    shared = config.of(flags, asked, **rows, out=Path(flags.out), baseline_dir=Path(flags.baseline_dir))
     for mode in registered().values():
         if mode.check_flags is not None:
-            mode.check_flags(args)
-    args.out, args.baseline_dir = Path(args.out), Path(args.baseline_dir)
-    return args
+            mode.check_flags(flags, shared)
+    nodes = slurm.nodes_of(shared.launch)  # with the Slurm launcher: its allocation's, read once the flags are checked
+    return config.of(flags, asked, registered()[asked].own, **rows, out=shared.outputs.out,
+                     baseline_dir=shared.outputs.baseline_dir, nodes=nodes)  # fmt: skip
 
 
 def work_flags(p):
@@ -173,60 +176,64 @@ def run_flags(p):
     p.add_argument("--gpus", type=int, help="with --dry-run: plan for a machine with this many GPUs")
 
 
-def rows_asked(args):
-    """--variants and --loaders as lists of known rows (the catalogue's, or train_all.py's combinations)."""
-    args.default_variants = args.variants is None  # every variant; dp is left out where there is no GPU (plan.py)
-    args.variants = list(catalogue.TRAIN) if args.variants is None else [v for v in args.variants.split(",") if v]
-    args.default_loaders = args.loaders is None  # both; none for vit, whose data is another workload's (plan.py)
-    args.loaders = [v for v in (args.loaders or ",".join(catalogue.LOADERS)).split(",") if v and v != "none"]
-    for name in args.variants:
+def rows_asked(flags):
+    """--variants and --loaders as lists of known rows (the catalogue's, or train_all.py's combinations): the fields
+    of the configuration's rows (bench/config.py Rows)."""
+    default_variants = flags.variants is None  # every variant; dp is left out where there is no GPU (plan.py)
+    variants = tuple(catalogue.TRAIN) if flags.variants is None else tuple(v for v in flags.variants.split(",") if v)
+    default_loaders = flags.loaders is None  # both; none for vit, whose data is another workload's (plan.py)
+    loaders = tuple(v for v in (flags.loaders or ",".join(catalogue.LOADERS)).split(",") if v and v != "none")
+    for name in variants:
         if name not in catalogue.TRAIN and not catalogue.combination(name):  # a bad combination is its own error
             fail(
                 f"unknown variant {name!r}{close(name, catalogue.TRAIN)}: choose from {', '.join(catalogue.TRAIN)},"
                 " or all:SWITCH[:SWITCH...]"
             )
-    if len(set(args.variants)) < len(args.variants):
-        fail(f"--variants names a row twice: {','.join(args.variants)}")
-    for name in args.loaders:
+    if len(set(variants)) < len(variants):
+        fail(f"--variants names a row twice: {','.join(variants)}")
+    for name in loaders:
         if name not in catalogue.LOADERS:
             fail(
                 f"unknown loader benchmark {name!r}{close(name, catalogue.LOADERS)}: choose from"
                 f" {', '.join(catalogue.LOADERS)} or none"
             )
+    return dict(variants=variants, loaders=loaders, default_variants=default_variants, default_loaders=default_loaders)
 
 
-def check_work(args):
-    """The counts in their ranges, and the data named once."""
-    counts = dict(batch_size=args.batch_size, steps=args.steps, repeats=args.repeats, eval_samples=args.eval_samples)
-    counts.update(loader_steps=args.loader_steps, timeout=args.timeout, nproc=args.nproc)
+def check_work(flags, rows):
+    """The counts in their ranges, and the data named once (flags: the flags as parsed; rows: rows_asked's)."""
+    counts = dict(
+        batch_size=flags.batch_size, steps=flags.steps, repeats=flags.repeats, eval_samples=flags.eval_samples
+    )
+    counts.update(loader_steps=flags.loader_steps, timeout=flags.timeout, nproc=flags.nproc)
     for name, value in counts.items():
         if value not in (None, "auto") and value < 1:
             fail(f"--{name.replace('_', '-')} must be >= 1")
-    for name, value in dict(warmup_steps=args.warmup_steps, workers=args.workers, gpus=args.gpus).items():
+    for name, value in dict(warmup_steps=flags.warmup_steps, workers=flags.workers, gpus=flags.gpus).items():
         if value is not None and value < 0:
             fail(f"--{name.replace('_', '-')} must be >= 0")
     cores = os.cpu_count() or 1
-    if args.workers is not None and args.workers > 8 * cores:
-        fail(f"--workers {args.workers}: at most 8 loading processes per core ({8 * cores} here)")
-    if not 0 <= args.seed < 2**31:
-        fail(f"--seed {args.seed}: must be from 0 to 2**31 - 1")
-    if args.timeout is not None and args.timeout > MAX_TIMEOUT:
-        fail(f"--timeout {args.timeout}: at most {MAX_TIMEOUT} s (a week)")
-    if args.chunk is not None and not 0 < args.chunk <= MAX_TIMEOUT / 60:
-        fail(f"--chunk {args.chunk:g}: minutes above 0, at most a week")
-    if args.gpus is not None and not args.dry_run:
+    if flags.workers is not None and flags.workers > 8 * cores:
+        fail(f"--workers {flags.workers}: at most 8 loading processes per core ({8 * cores} here)")
+    if not 0 <= flags.seed < 2**31:
+        fail(f"--seed {flags.seed}: must be from 0 to 2**31 - 1")
+    if flags.timeout is not None and flags.timeout > MAX_TIMEOUT:
+        fail(f"--timeout {flags.timeout}: at most {MAX_TIMEOUT} s (a week)")
+    if flags.chunk is not None and not 0 < flags.chunk <= MAX_TIMEOUT / 60:
+        fail(f"--chunk {flags.chunk:g}: minutes above 0, at most a week")
+    if flags.gpus is not None and not flags.dry_run:
         fail("--gpus plans for another machine: it goes with --dry-run")
-    if args.data is not None and args.workload is not None:
+    if flags.data is not None and flags.workload is not None:
         fail("--data names your own folder, --workload a generated one: give one of them")
-    if args.data is not None and args.data.startswith("synthetic"):
+    if flags.data is not None and flags.data.startswith("synthetic"):
         fail("--data synthetic is what the ceiling rows train on: name a folder of images (or a --workload)")
-    if not args.variants and not args.loaders:
+    if not rows["variants"] and not rows["loaders"]:
         fail("nothing to run: --variants and --loaders are both empty")
 
 
-def mode_of(args):
+def mode_of(flags):
     """The one mode the flags ask for (the default, the bench, where none is); two are refused."""
-    modes = [name for name, mode in registered().items() if mode.asked is not None and mode.asked(args)]
+    modes = [name for name, mode in registered().items() if mode.asked is not None and mode.asked(flags)]
     if len(modes) > 1:
         fail(f"--{modes[0].replace('_', '-')} and --{modes[1].replace('_', '-')} are two modes: give one")
     return modes[0] if modes else next(name for name, mode in registered().items() if mode.asked is None)
@@ -245,13 +252,14 @@ def lock(folder):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    mode = registered()[args.mode]
-    if not args.dry_run:
-        check_outputs(args)
-    held = lock(args.out) if not args.dry_run and mode.locked and args.out.is_dir() else None
+    asked = parse_args(argv)
+    mode = registered()[asked.mode]
+    if not asked.dry_run:
+        check_outputs(asked)
+    out = asked.outputs.out
+    held = lock(out) if not asked.dry_run and mode.locked and out.is_dir() else None
     try:
-        mode.run(args)
+        mode.run(asked)
     finally:
         if held is not None:
             held.release()

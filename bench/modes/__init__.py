@@ -25,11 +25,16 @@ BUILT_IN = ("saved.RESUME", "saved.SUMMARIZE", "check.MODE", "saved.README", "ma
 class Registration:
     """One mode, as cli.py runs it.
 
-    name: its name (args.mode; its flag is --NAME with - for _, as the two-modes error spells it)
-    run: run(args): the mode, its --dry-run included; an int it returns is the exit code
-    asked: asked(args): whether the flags ask for it; None for the default mode (the bench), run when none is asked
-    add_flags, check_flags: add its flags to the parser; check them (every mode's checks run, whichever mode is asked:
-        a flag of one mode given with another is refused there)
+    name: its name (config.mode; its flag is --NAME with - for _, as the two-modes error spells it)
+    run: run(config): the mode, its --dry-run included, on the configuration (bench/config.py); an int it returns is
+        the exit code
+    asked: asked(flags): whether the command line (argparse's flags, as parsed) asks for it; None for the default
+        mode (the bench), run when none is asked
+    add_flags, check_flags: add its flags to the parser; check_flags(flags, config): check them, as parsed, against
+        the configuration of the flags every mode shares (every mode's checks run, whichever mode is asked: a flag of
+        one mode given with another is refused there)
+    own: own(flags, config): the record of its own flags (a frozen dataclass; config.own when it is asked), None
+        for a mode with no flags of its own; bench/config.py read(KIND) reads them by name
     outputs: the files it writes in --out (before any work, none of them may be a folder; --save-baseline keeps them);
         runs.csv among them: a damaged one is named before any work
     writes_out: it writes in --out: the folder is made and checked, and every mode's outputs, before any work
@@ -42,6 +47,7 @@ class Registration:
     asked: Callable | None = None
     add_flags: Callable | None = None
     check_flags: Callable | None = None
+    own: Callable | None = None
     outputs: tuple = ()
     writes_out: bool = True
     locked: bool = True
@@ -84,14 +90,14 @@ def this_machine():
     return info
 
 
-def planned_for(args):
+def planned_for(config):
     """This machine, with the GPUs --gpus plans for (a dry run for another machine) where it is given."""
     info = this_machine()
-    return info if args.gpus is None else {**info, "gpu_count": args.gpus}
+    return info if config.gpus is None else {**info, "gpu_count": config.gpus}
 
 
-def planned_bench(args):
+def planned_bench(config):
     """(this machine as planned for, planned_for; the logs folder of a new bench in --out)."""
     from bench import logs_of
 
-    return planned_for(args), logs_of(args.out, new_id())
+    return planned_for(config), logs_of(config.outputs.out, new_id())

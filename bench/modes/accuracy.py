@@ -10,12 +10,14 @@ log and metrics are under logs/<bench>/to-accuracy/. --budget bounds the mode: v
 
 import json
 import shlex
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from bench import BenchError, data, logs_of, write_whole
+from bench.config import read
 from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
 from bench.outputs import plots
@@ -52,36 +54,47 @@ def add_flags(p):
     p.add_argument("--max-epochs", type=int, help="with --to-accuracy: the epochs before a variant gives up (CPU 5)")
 
 
-def check_flags(args):
-    if args.to_accuracy is not None and not 0 < args.to_accuracy <= 1:
-        raise BenchError(f"--to-accuracy {args.to_accuracy:g}: a share of the validation images, above 0 and at most 1")
-    if args.max_epochs is not None and args.mode != "to_accuracy":
+def check_flags(flags, config):
+    if flags.to_accuracy is not None and not 0 < flags.to_accuracy <= 1:
+        raise BenchError(
+            f"--to-accuracy {flags.to_accuracy:g}: a share of the validation images, above 0 and at most 1"
+        )
+    if flags.max_epochs is not None and config.mode != "to_accuracy":
         raise BenchError("--max-epochs goes with --to-accuracy")
-    if args.max_epochs is not None and args.max_epochs < 1:
-        raise BenchError(f"--max-epochs {args.max_epochs}: 1 or more")
+    if flags.max_epochs is not None and flags.max_epochs < 1:
+        raise BenchError(f"--max-epochs {flags.max_epochs}: 1 or more")
 
 
-def runs_of(args, info, gpu_count, logs, generate=True):
+@dataclass(frozen=True)
+class Flags:
+    """--to-accuracy's own flags: the accuracy to reach, and the epochs before a variant gives up (None: the
+    machine's default)."""
+
+    to_accuracy: float
+    max_epochs: int | None = None
+
+
+def runs_of(config, info, gpu_count, logs, generate=True):
     """One run per training variant (the ceilings left out), at the mode's model, batch and epochs."""
     kind = "gpu" if gpu_count else "cpu"
     chosen = dict(DEFAULTS[kind])
-    given = dict(model=args.model, batch_size=args.batch_size, warmup_steps=args.warmup_steps)
+    given = dict(model=config.work.model, batch_size=config.work.batch_size, warmup_steps=config.work.warmup_steps)
     chosen.update({k: v for k, v in given.items() if v is not None})  # 0 is given
-    epochs = args.max_epochs or chosen["max_epochs"]
-    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
-    if generate and not args.data:
-        data.ensure("hard", args.seed, data.HARD)
-    described = plan.describe(path, "custom" if args.data else "hard")
-    work = plan.Work(chosen["model"], chosen["batch_size"], None, chosen["warmup_steps"], "all", seed=args.seed)
-    nproc = args.nproc or gpu_count or 2
-    variants = [v for v in plan.ordered(plan.asked_variants(args, gpu_count), gpu_count) if "synthetic" not in v]
+    epochs = config.own.max_epochs or chosen["max_epochs"]
+    path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
+    if generate and not config.work.data:
+        data.ensure("hard", config.work.seed, data.HARD)
+    described = plan.describe(path, "custom" if config.work.data else "hard")
+    work = plan.Work(chosen["model"], chosen["batch_size"], None, chosen["warmup_steps"], "all", seed=config.work.seed)
+    nproc = config.launch.nproc or gpu_count or 2
+    variants = [v for v in plan.ordered(plan.asked_variants(config, gpu_count), gpu_count) if "synthetic" not in v]
     if not variants:
         raise BenchError("--to-accuracy trains training variants: --variants names none (the ceilings are left out)")
     runs = []
     for variant in variants:
-        run = plan.training_run(variant, 1, path, described, work, gpu_count, nproc, args.workers,
+        run = plan.training_run(variant, 1, path, described, work, gpu_count, nproc, config.work.workers,
                                 info["cpu_cores"], "hard", cache=logs)  # fmt: skip
-        runs.append(run.with_flags(flags={"--epochs": epochs, "--target-accuracy": args.to_accuracy}))
+        runs.append(run.with_flags(flags={"--epochs": epochs, "--target-accuracy": config.own.to_accuracy}))
     return runs, epochs
 
 
@@ -130,30 +143,32 @@ class ToAccuracy(execute.Mode):
         if not base.empty:
             table["speedup"] = base["train_s"].iloc[0] / table["train_s"]
         spent = sum(r.get("run_s") or 0 for r in records)
-        write(self.args.out, table, self.info, spent, self.options["target"], found)
-        print(f"to accuracy: {spent / 60:.1f} min in runs; {self.args.out}/accuracy.md, accuracy.csv,"
+        write(self.config.outputs.out, table, self.info, spent, self.options["target"], found)
+        print(f"to accuracy: {spent / 60:.1f} min in runs; {self.config.outputs.out}/accuracy.md, accuracy.csv,"
               " accuracy_curves.png")  # fmt: skip
         return 0
 
 
-def main(args, info, bench_id):
+def main(config, info, bench_id):
     """Plan a run per training variant and run them through the executor."""
-    logs = logs_of(args.out, bench_id)
-    runs, epochs = runs_of(args, info, info["gpu_count"], logs)
+    logs = logs_of(config.outputs.out, bench_id)
+    runs, epochs = runs_of(config, info, info["gpu_count"], logs)
     gpu = bool(info["gpu_count"])
-    budget_s = cost.budget_s(args.budget, gpu)
+    budget_s = cost.budget_s(config.limits.budget, gpu)
     budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
     most = cost.accuracy_s(runs, epochs, gpu, info["cpu_bf16_native"])
-    print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
+    print(f"to accuracy {config.own.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
           f" {most / 60:.0f} min{budget}", flush=True)  # fmt: skip
     for run in runs:
         run.estimate_s = cost.accuracy_s([run], epochs, gpu, info["cpu_bf16_native"])
-    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
-    works = dict(hard=plan.Work(data=str(path), generated=not args.data, seed=args.seed))
-    options = dict(target=args.to_accuracy, epochs=epochs, timeout=cost.timeout_s(args.timeout, gpu, "accuracy"))
-    mode = ToAccuracy(args, info, bench_id, runs, works, options)
+    path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
+    works = dict(hard=plan.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
+    options = dict(
+        target=config.own.to_accuracy, epochs=epochs, timeout=cost.timeout_s(config.limits.timeout, gpu, "accuracy")
+    )
+    mode = ToAccuracy(config, info, bench_id, runs, works, options)
     execute.start(mode)
-    execute.execute(mode, budget_s, args.chunk)
+    execute.execute(mode, budget_s, config.limits.chunk)
 
 
 def line(row):
@@ -198,22 +213,23 @@ def write(out, table, info, spent, target, found):
         plots.plot_curves(found, out / "accuracy_curves.png", {"hard": title})
 
 
-def run(args):
+def run(config):
     """Time to a validation accuracy for each training variant."""
-    info = planned_for(args)
+    info = planned_for(config)
     bench_id = new_id()
-    logs = logs_of(args.out, bench_id)
-    if args.dry_run:
-        runs, epochs = runs_of(args, info, info["gpu_count"], logs, generate=False)
+    logs = logs_of(config.outputs.out, bench_id)
+    if config.dry_run:
+        runs, epochs = runs_of(config, info, info["gpu_count"], logs, generate=False)
         estimate = cost.accuracy_s(runs, epochs, info["gpu_count"], info["cpu_bf16_native"])
-        print(f"to accuracy {args.to_accuracy:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
+        target = config.own.to_accuracy
+        print(f"to accuracy {target:g}: {len(runs)} variants, at most {epochs} epochs each, at most about"
               f" {estimate / 60:.0f} min:")  # fmt: skip
         for r in runs:
             print(f"  {r.variant}: {shlex.join(r.cmd)}")
         return
-    main(args, info, bench_id)
+    main(config, info, bench_id)
 
 
-MODE = Registration("to_accuracy", run, asked=lambda args: args.to_accuracy is not None, add_flags=add_flags,
-                    check_flags=check_flags, outputs=("accuracy.csv", "accuracy.md", "accuracy_curves.png"),
-                    executes=ToAccuracy)  # fmt: skip
+MODE = Registration("to_accuracy", run, asked=lambda flags: flags.to_accuracy is not None, add_flags=add_flags,
+                    check_flags=check_flags, own=read(Flags),
+                    outputs=("accuracy.csv", "accuracy.md", "accuracy_curves.png"), executes=ToAccuracy)  # fmt: skip

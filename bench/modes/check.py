@@ -56,13 +56,27 @@ def add_flags(p):
     )
 
 
-def check_flags(args):
-    if args.paths is not None and args.mode != "check":
+def check_flags(flags, config):
+    if flags.paths is not None and config.mode != "check":
         raise BenchError("--paths goes with --check")
-    if args.paths is not None:
-        args.paths = [word for word in args.paths.split(",") if word.strip()]
-        if not args.paths:
-            raise BenchError("--paths names no word: give one or more, comma-separated (e.g. --paths dali,fsdp)")
+    if flags.paths is not None and not words(flags.paths):
+        raise BenchError("--paths names no word: give one or more, comma-separated (e.g. --paths dali,fsdp)")
+
+
+def words(paths):
+    """--paths' words, comma-separated (None: every path)."""
+    return None if paths is None else tuple(word for word in paths.split(",") if word.strip())
+
+
+@dataclass(frozen=True)
+class Flags:
+    """--check's own flags: the words of the paths to run (--paths; None: every path)."""
+
+    paths: tuple | None = None
+
+
+def own(flags, config):
+    return Flags(words(flags.paths))
 
 
 def paths(gpus, model=MODEL):
@@ -265,14 +279,14 @@ class Check(execute.Mode):
 
     name, what = "check", "paths"
 
-    def __init__(self, args, info, bench_id, runs, works, options=None):
-        super().__init__(args, info, bench_id, runs, works, options)
+    def __init__(self, config, info, bench_id, runs, works, options=None):
+        super().__init__(config, info, bench_id, runs, works, options)
         gpus = self.options["gpus"]
         self.every = chosen(in_order(paths(gpus, self.options["model"]), gpus), self.options.get("paths"))
-        self.snapshot = args.out / "check" / "snapshot.pickle"
+        self.snapshot = config.outputs.out / "check" / "snapshot.pickle"
 
     def folder(self):
-        return self.args.out / "check"
+        return self.config.outputs.out / "check"
 
     def prepare(self):
         check_folder(self.folder(), "--out")
@@ -318,19 +332,19 @@ class Check(execute.Mode):
         return 1 if failed else 0
 
 
-def main(args, info, bench_id):
+def main(config, info, bench_id):
     """Plan the paths that apply here and run them through the executor; print and write the table; exit 1 if one
     failed."""
-    gpus = info["gpu_count"] if args.gpus is None else args.gpus  # --gpus: the plan of another machine (--dry-run)
-    every = chosen(in_order(paths(gpus, args.model or MODEL), gpus), args.paths)
+    gpus = info["gpu_count"] if config.gpus is None else config.gpus  # --gpus: the plan of another machine (--dry-run)
+    every = chosen(in_order(paths(gpus, config.work.model or MODEL), gpus), config.own.paths)
     todo = [p for p in every if applies(p, gpus) is None]
     minutes = cost.check_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
     for line in capabilities(info):
         print(line)
     source = MEASURED["gpu" if gpus else "cpu"]
     print(f"check: {len(todo)} of {len(every)} paths apply here, about {minutes:.0f} min ({source})", flush=True)
-    folder, snapshot = args.out / "check", args.out / "check" / "snapshot.pickle"
-    if args.dry_run:
+    folder, snapshot = config.outputs.out / "check", config.outputs.out / "check" / "snapshot.pickle"
+    if config.dry_run:
         for path in todo:
             print(" ".join(command(path, data.ROOT + "/data/check", snapshot)))
         return
@@ -346,15 +360,15 @@ def main(args, info, bench_id):
             runs.append(run)
     options = dict(
         gpus=gpus,
-        model=args.model or MODEL,
-        timeout=cost.timeout_s(args.timeout, gpus, "check"),
-        paths=args.paths,
+        model=config.work.model or MODEL,
+        timeout=cost.timeout_s(config.limits.timeout, gpus, "check"),
+        paths=config.own.paths,
     )
-    mode = Check(args, info, bench_id, runs, dict(check=Work(data=str(where))), options)
+    mode = Check(config, info, bench_id, runs, dict(check=Work(data=str(where))), options)
     execute.start(mode)
-    budget = cost.budget_s(args.budget)
-    execute.execute(mode, budget, args.chunk)
+    budget = cost.budget_s(config.limits.budget)
+    execute.execute(mode, budget, config.limits.chunk)
 
 
-MODE = Registration("check", lambda args: main(args, this_machine(), new_id()), asked=lambda args: args.check,
-                    add_flags=add_flags, check_flags=check_flags, executes=Check)  # fmt: skip
+MODE = Registration("check", lambda config: main(config, this_machine(), new_id()), asked=lambda flags: flags.check,
+                    add_flags=add_flags, check_flags=check_flags, own=own, executes=Check)  # fmt: skip

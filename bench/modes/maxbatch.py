@@ -25,17 +25,18 @@ Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log 
 started.
 """
 
-import argparse
 import math
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
+from bench.config import read, varied
 from bench.modes import Registration, planned_bench, speed
 from bench.observe import machine
 from bench.outputs import plots
@@ -93,11 +94,18 @@ def add_flags(p):
     p.add_argument("--memory-limit", type=int, metavar="MIB", help="with --max-batch on a CPU: each probe's memory")
 
 
-def check_flags(args):
-    if args.memory_limit is not None and args.mode != "max_batch":
+def check_flags(flags, config):
+    if flags.memory_limit is not None and config.mode != "max_batch":
         raise BenchError("--memory-limit goes with --max-batch")
-    if args.memory_limit is not None and args.memory_limit < 1:
-        raise BenchError(f"--memory-limit {args.memory_limit}: MiB, 1 or more")
+    if flags.memory_limit is not None and flags.memory_limit < 1:
+        raise BenchError(f"--memory-limit {flags.memory_limit}: MiB, 1 or more")
+
+
+@dataclass(frozen=True)
+class Flags:
+    """--max-batch's own flags: each probe's memory on a CPU, in MiB (None: the machine's)."""
+
+    memory_limit: int | None = None
 
 
 def step(batch, processes=1):
@@ -333,58 +341,65 @@ class MaxBatch(execute.Mode):
             searches, [(r, why) for r, why in unrun if not timed(r)], [r for r in records if timed(r["run"])]
         )
         spent = sum(r.get("run_s") or 0 for r in records)
-        write(self.args.out, table, self.info, spent)
-        print(f"max batch: {spent / 60:.1f} min in runs; {self.args.out}/max_batch.md, max_batch.csv, max_batch.png")
+        write(self.config.outputs.out, table, self.info, spent)
+        out = self.config.outputs.out
+        print(f"max batch: {spent / 60:.1f} min in runs; {out}/max_batch.md, max_batch.csv, max_batch.png")
         return 0
 
 
-def run(args):
+def run(config):
     """The largest batch each training variant affords: the plan's runs at other batches."""
-    info, logs = planned_bench(args)
+    info, logs = planned_bench(config)
     gpu_count = info["gpu_count"]
-    if not gpu_count and not args.memory_limit:
+    if not gpu_count and not config.own.memory_limit:
         raise BenchError("--max-batch on a CPU needs --memory-limit MIB: without it a probe would take all of the"
                          " machine's memory")  # fmt: skip
-    if gpu_count and args.memory_limit:
+    if gpu_count and config.own.memory_limit:
         raise BenchError("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the"
                          " limit")  # fmt: skip
-    whole = argparse.Namespace(**{**vars(args), "budget": "none"})  # the budget is the mode's, not the bench's plan's
+    whole = varied(config, budget="none")  # the budget is the mode's, not the bench's plan's
     runs, works, _ = plan.make_plan(
-        whole, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+        whole, gpu_count, info["cpu_cores"], logs, config.dry_run, info["cpu_bf16_native"], calibrate.steps
     )
-    if args.dry_run:
+    if config.dry_run:
         train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
-        budget_s = cost.budget_s(args.budget, gpu_count)
-        rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
+        budget_s = cost.budget_s(config.limits.budget, gpu_count)
+        rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
         print(f"{say_estimate(train, bool(gpu_count), budget_s, rounds)}:")
         for r in train:
             print(f"  {r.variant}: {shlex.join(r.with_flags(flags={'--batch-size': 'N'}).cmd)}")
         return
     try:
-        main(args, info, runs, logs, works)
+        main(config, info, runs, logs, works)
     finally:
-        redraw(args.out, info)
+        redraw(config.outputs.out, info)
 
 
-def main(args, info, runs, logs, works):
+def main(config, info, runs, logs, works):
     """Search each training run's variant through the executor; write and print the table. works: the plan's work
     of each workload."""
     train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
     if not train:
         raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
     gpu = bool(info["gpu_count"])
-    budget_s = cost.budget_s(args.budget, gpu)
-    limit = f"{args.memory_limit:,} MiB of address space per process" if args.memory_limit else "the GPU's memory"
-    rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
+    budget_s = cost.budget_s(config.limits.budget, gpu)
+    limit = (
+        f"{config.own.memory_limit:,} MiB of address space per process"
+        if config.own.memory_limit
+        else "the GPU's memory"
+    )
+    rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
     print(f"{say_estimate(train, gpu, budget_s, rounds)}; in {limit}", flush=True)
     timed_s = {run.variant: run.estimate_s + cost.compile_s(run.variant, 1, gpu) for run in train}
     for run in train:
         run.estimate_s = cost.maxbatch_s([run], gpu, PROBES)
-    options = dict(memory_limit=args.memory_limit, timeout=cost.timeout_s(args.timeout, gpu), rounds=rounds)
+    options = dict(
+        memory_limit=config.own.memory_limit, timeout=cost.timeout_s(config.limits.timeout, gpu), rounds=rounds
+    )
     options["timed_s"] = timed_s
-    mode = MaxBatch(args, info, logs.name, train, works, options)
+    mode = MaxBatch(config, info, logs.name, train, works, options)
     execute.start(mode)
-    execute.execute(mode, budget_s, args.chunk)
+    execute.execute(mode, budget_s, config.limits.chunk)
 
 
 def finish(rows, unrun=(), rounds=()):
@@ -496,6 +511,6 @@ def redraw(out, info):
             print(f"warning: the bench's plots in {out} are as they were: {e}", file=sys.stderr)
 
 
-MODE = Registration("max_batch", run, asked=lambda args: args.max_batch, add_flags=add_flags,
-                    check_flags=check_flags, outputs=("max_batch.csv", "max_batch.md", "max_batch.png"),
-                    executes=MaxBatch)  # fmt: skip
+MODE = Registration("max_batch", run, asked=lambda flags: flags.max_batch, add_flags=add_flags,
+                    check_flags=check_flags, own=read(Flags), outputs=("max_batch.csv", "max_batch.md",
+                    "max_batch.png"), executes=MaxBatch)  # fmt: skip

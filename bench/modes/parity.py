@@ -27,6 +27,7 @@ parity.csv, parity.md and parity_curves.png to --out; each run's log and metrics
 import json
 import math
 import shlex
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from bench import BenchError, catalogue, data, logs_of, write_whole
+from bench.config import read
 from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
 from bench.outputs import plots
@@ -68,44 +70,56 @@ def add_flags(p):
     p.add_argument("--seeds", type=int, help=f"with --parity: the baseline's seeds, its band (default {SEEDS})")
 
 
-def check_flags(args):
-    if args.seeds is not None and args.mode != "parity":
+def check_flags(flags, config):
+    if flags.seeds is not None and config.mode != "parity":
         raise BenchError("--seeds goes with --parity")
-    if args.seeds is not None and not 2 <= args.seeds <= 20:
-        raise BenchError(f"--seeds {args.seeds}: 2 to 20 (a band needs the spread of two seeds at least)")
-    if args.mode == "parity" and args.steps == "auto":
+    if flags.seeds is not None and not 2 <= flags.seeds <= 20:
+        raise BenchError(f"--seeds {flags.seeds}: 2 to 20 (a band needs the spread of two seeds at least)")
+    if config.mode == "parity" and config.work.steps == "auto":
         raise BenchError("--parity trains a fixed number of steps: give --steps N")
 
 
-def runs_of(args, info, gpu_count, logs, generate=True):
+@dataclass(frozen=True)
+class Flags:
+    """--parity's own flags: the baseline's seeds (None: SEEDS)."""
+
+    seeds: int | None = None
+
+
+def runs_of(config, info, gpu_count, logs, generate=True):
     """The baseline at each seed, then every technique at --seed: the same model, data, batch and steps."""
     chosen = dict(DEFAULTS["gpu" if gpu_count else "cpu"])
-    given = dict(model=args.model, batch_size=args.batch_size, steps=args.steps, warmup_steps=args.warmup_steps)
+    given = dict(
+        model=config.work.model,
+        batch_size=config.work.batch_size,
+        steps=config.work.steps,
+        warmup_steps=config.work.warmup_steps,
+    )
     chosen.update({k: v for k, v in given.items() if v is not None})  # 0 is given
     if chosen["warmup_steps"] >= chosen["steps"]:
         raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps")
-    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
-    if generate and not args.data:
-        data.ensure("hard", args.seed, data.HARD)
-    described = plan.describe(path, "custom" if args.data else "hard")
-    nproc = args.nproc or gpu_count or 2
-    variants = [v for v in plan.ordered(plan.asked_variants(args, gpu_count), gpu_count) if "synthetic" not in v]
+    path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
+    if generate and not config.work.data:
+        data.ensure("hard", config.work.seed, data.HARD)
+    described = plan.describe(path, "custom" if config.work.data else "hard")
+    nproc = config.launch.nproc or gpu_count or 2
+    variants = [v for v in plan.ordered(plan.asked_variants(config, gpu_count), gpu_count) if "synthetic" not in v]
     if "baseline" not in variants or len(variants) < 2:
         raise BenchError("--parity compares techniques with the baseline: --variants needs baseline and one more")
     runs = []
-    for seed in range(args.seeds or SEEDS):
+    for seed in range(config.own.seeds or SEEDS):
         work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
-                         seed=args.seed + seed)  # fmt: skip
-        run = plan.training_run("baseline", seed + 1, path, described, work, gpu_count, nproc, args.workers,
+                         seed=config.work.seed + seed)  # fmt: skip
+        run = plan.training_run("baseline", seed + 1, path, described, work, gpu_count, nproc, config.work.workers,
                                 info["cpu_cores"], "hard")  # fmt: skip
-        runs.append(run.with_flags(name=f"baseline-seed{args.seed + seed}"))
+        runs.append(run.with_flags(name=f"baseline-seed{config.work.seed + seed}"))
     if any(catalogue.TWINS.get(v) in variants for v in variants):  # the machine's own nondeterminism: seed 0 again
         runs.append(runs[0].with_flags(name=f"{runs[0].name}-again", repeat=len(runs) + 1))
     work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
-                     seed=args.seed)  # fmt: skip
+                     seed=config.work.seed)  # fmt: skip
     for variant in variants:
         if variant != "baseline":
-            runs.append(plan.training_run(variant, 1, path, described, work, gpu_count, nproc, args.workers,
+            runs.append(plan.training_run(variant, 1, path, described, work, gpu_count, nproc, config.work.workers,
                                           info["cpu_cores"], "hard", cache=logs))  # fmt: skip
     return runs
 
@@ -258,33 +272,36 @@ class Parity(execute.Mode):
         at_seed = {
             r["variant"]: r
             for r in records
-            if r.get("seed") == self.options.get("seed", self.args.seed) and not r.get("again")
+            if r.get("seed") == self.options.get("seed", self.config.work.seed) and not r.get("again")
         }
         rows = [verdict(r, seeds, at_seed.get(catalogue.TWINS.get(r["variant"])), again) for r in records
                 if r["variant"] != "baseline"]  # fmt: skip
         rows += [dict(variant=run.variant, verdict="failed", error=f"not run: {why}") for run, why in unrun]
         table = pd.DataFrame(rows).reindex(columns=COLUMNS)
         spent = sum(r.get("run_s") or 0 for r in records)
-        write(self.args.out, table, seeds, [r for r in records if not r.get("again")], self.info, spent)
-        print(f"parity: {spent / 60:.1f} min in runs; {self.args.out}/parity.md, parity.csv, parity_curves.png")
+        out = self.config.outputs.out
+        write(out, table, seeds, [r for r in records if not r.get("again")], self.info, spent)
+        print(f"parity: {spent / 60:.1f} min in runs; {out}/parity.md, parity.csv, parity_curves.png")
         return 0
 
 
-def main(args, info, bench_id):
+def main(config, info, bench_id):
     """Plan the runs and run them through the executor."""
-    logs = logs_of(args.out, bench_id)
-    runs = runs_of(args, info, info["gpu_count"], logs)
+    logs = logs_of(config.outputs.out, bench_id)
+    runs = runs_of(config, info, info["gpu_count"], logs)
     gpu = bool(info["gpu_count"])
-    budget_s = cost.budget_s(args.budget, gpu)
+    budget_s = cost.budget_s(config.limits.budget, gpu)
     say(runs, gpu, info, budget_s)
     for run in runs:
         run.estimate_s = cost.parity_s([run], gpu, info["cpu_bf16_native"])
-    path = Path(args.data) if args.data else Path(data.ROOT) / "data" / "hard"
-    works = dict(hard=plan.Work(data=str(path), generated=not args.data, seed=args.seed))
-    options = dict(seeds=args.seeds or SEEDS, seed=args.seed, timeout=cost.timeout_s(args.timeout, gpu))
-    mode = Parity(args, info, bench_id, runs, works, options)
+    path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
+    works = dict(hard=plan.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
+    options = dict(
+        seeds=config.own.seeds or SEEDS, seed=config.work.seed, timeout=cost.timeout_s(config.limits.timeout, gpu)
+    )
+    mode = Parity(config, info, bench_id, runs, works, options)
     execute.start(mode)
-    execute.execute(mode, budget_s, args.chunk)
+    execute.execute(mode, budget_s, config.limits.chunk)
 
 
 def say(runs, gpu, info, budget_s=None):
@@ -331,18 +348,19 @@ def write(out, table, seeds, records, info, spent):
                           out / "parity_curves.png", title)  # fmt: skip
 
 
-def run(args):
+def run(config):
     """Does each technique learn the same as the baseline's seeds?"""
-    info = planned_for(args)
+    info = planned_for(config)
     bench_id = new_id()
-    if args.dry_run:
-        runs = runs_of(args, info, info["gpu_count"], logs_of(args.out, bench_id), generate=False)
-        say(runs, bool(info["gpu_count"]), info, cost.budget_s(args.budget, info["gpu_count"]))
+    if config.dry_run:
+        runs = runs_of(config, info, info["gpu_count"], logs_of(config.outputs.out, bench_id), generate=False)
+        say(runs, bool(info["gpu_count"]), info, cost.budget_s(config.limits.budget, info["gpu_count"]))
         for r in runs:
             print(f"  {r.name}: {shlex.join(r.cmd)}")
         return
-    main(args, info, bench_id)
+    main(config, info, bench_id)
 
 
-MODE = Registration("parity", run, asked=lambda args: args.parity, add_flags=add_flags, check_flags=check_flags,
-                    outputs=("parity.csv", "parity.md", "parity_curves.png"), executes=Parity)  # fmt: skip
+MODE = Registration("parity", run, asked=lambda flags: flags.parity, add_flags=add_flags, check_flags=check_flags,
+                    own=read(Flags), outputs=("parity.csv", "parity.md", "parity_curves.png"),
+                    executes=Parity)  # fmt: skip

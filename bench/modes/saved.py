@@ -2,7 +2,10 @@
 again), --save-baseline (keep them as baseline/NAME) and --readme (the README's result blocks, from the saved runs
 they show). Each is a registration (RESUME, SUMMARIZE, SAVE_BASELINE, README; see bench/modes/__init__.py)."""
 
+from dataclasses import dataclass
+
 from bench import BenchError, check_folder
+from bench.config import read
 from bench.modes import Registration, registered, speed, this_machine
 from bench.stages import baseline, execute, record
 
@@ -14,29 +17,46 @@ def resume_flags(p):
     )
 
 
-def check_resume(args):
-    if args.allow_changed and args.mode != "resume":
+@dataclass(frozen=True)
+class ResumeFlags:
+    """--resume's own flags: the bench to finish (its name, or last), and whether to go on where the data or the
+    code changed (--allow-changed)."""
+
+    resume: str = "last"
+    allow_changed: bool = False
+
+
+@dataclass(frozen=True)
+class SaveBaselineFlags:
+    """--save-baseline's own flag: the saved baseline's name ('': this machine's class)."""
+
+    save_baseline: str = ""
+
+
+def check_resume(flags, config):
+    if flags.allow_changed and config.mode != "resume":
         raise BenchError("--allow-changed goes with --resume")
 
 
-def resume(args):
+def resume(config):
     """Finish the last bench of any mode (or the one named): its planned runs with no finished record."""
     resumable = {m.executes.name: m.executes for m in registered().values() if m.executes is not None}
-    execute.resume(args, this_machine(), resumable)
+    execute.resume(config, this_machine(), resumable, config.own.resume, config.own.allow_changed)
 
 
 def summarize_flags(p):
     p.add_argument("--summarize", action="store_true", help="tables and plots from the last bench in runs.csv")
 
 
-def summarize_again(args):
+def summarize_again(config):
     """Tables and plots again from the last bench in runs.csv."""
-    if not (args.out / "runs.csv").exists():
-        raise BenchError(f"no {args.out}/runs.csv: run the bench first")
-    runs = record.read_runs(args.out / "runs.csv")
+    out = config.outputs.out
+    if not (out / "runs.csv").exists():
+        raise BenchError(f"no {out}/runs.csv: run the bench first")
+    runs = record.read_runs(out / "runs.csv")
     bench_id = runs["bench_id"].iloc[-1]
-    info = speed.saved_machine(args.out, runs[runs["bench_id"] == bench_id])  # the runs' machine, not this one
-    speed.report(speed.write_outputs(args.out, bench_id, info), args.out, info, args.baseline_dir)
+    info = speed.saved_machine(out, runs[runs["bench_id"] == bench_id])  # the runs' machine, not this one
+    speed.report(speed.write_outputs(out, bench_id, info), out, info, config.outputs.baseline_dir)
 
 
 def readme_flags(p):
@@ -47,7 +67,7 @@ def readme_flags(p):
     )
 
 
-def readme(args):
+def readme(config):
     """The result blocks of the README and docs/, from the saved runs of each folder they show
     (bench/outputs/readme.py)."""
     from bench.outputs import readme as blocks
@@ -60,7 +80,7 @@ def readme(args):
 
     for folder in blocks.rewrite(resummarize):
         print(f"README.md and docs/: the results of {folder}, summarized again from its runs.csv")
-    for folder in sorted(args.baseline_dir.glob("*/runs.csv")):  # every saved baseline gets its report too
+    for folder in sorted(config.outputs.baseline_dir.glob("*/runs.csv")):  # every saved baseline gets its report too
         resummarize(folder.parent)
         print(f"{folder.parent}: summary and report.html written again from its runs.csv")
 
@@ -70,30 +90,31 @@ def save_baseline_flags(p):
     p.add_argument("--baseline-dir", default=str(baseline.BASELINE_DIR), help="where saved baselines are kept")
 
 
-def save_baseline(args):
+def save_baseline(config):
     """Keep results/ as the saved baseline of this machine's class (or of the name given): the bench's outputs and
     every other mode's that are there (each registration's outputs)."""
-    check_folder(args.baseline_dir, "--baseline-dir")
+    out, saved = config.outputs.out, config.outputs.baseline_dir
+    check_folder(saved, "--baseline-dir")
     others = [name for m in registered().values() if m is not speed.MODE for name in m.outputs if name != "runs.csv"]
-    kept = [name for name in ["summary.csv", *others] if (args.out / name).exists()]
+    kept = [name for name in ["summary.csv", *others] if (out / name).exists()]
     if not kept:
-        raise BenchError(f"no {args.out}/summary.csv (nor a table of --to-accuracy, --max-batch or --scaling) to save:"
+        raise BenchError(f"no {out}/summary.csv (nor a table of --to-accuracy, --max-batch or --scaling) to save:"
                          " run the bench first")  # fmt: skip
     info = this_machine()  # a mode's tables alone: this machine's; a bench's rows: their machine (one from a GPU)
-    if (args.out / "runs.csv").exists():
-        runs = record.read_runs(args.out / "runs.csv")
-        info = speed.saved_machine(args.out, runs[runs["bench_id"] == runs["bench_id"].iloc[-1]])
+    if (out / "runs.csv").exists():
+        runs = record.read_runs(out / "runs.csv")
+        info = speed.saved_machine(out, runs[runs["bench_id"] == runs["bench_id"].iloc[-1]])
     outputs = [name for m in registered().values() for name in m.outputs if name != "runs.csv"]  # runs.csv: its own
-    folder = baseline.save(args.out, args.save_baseline or info["machine_class"], info, outputs, args.baseline_dir)
+    folder = baseline.save(out, config.own.save_baseline or info["machine_class"], info, outputs, saved)
     tables_kept = dict.fromkeys(name.split(".")[0] for name in kept if name.endswith(".csv"))
-    print(f"saved {', '.join(f'{args.out}/{name}.*' for name in tables_kept)} as {folder}")
+    print(f"saved {', '.join(f'{out}/{name}.*' for name in tables_kept)} as {folder}")
 
 
-RESUME = Registration("resume", resume, asked=lambda args: args.resume, add_flags=resume_flags,
-                      check_flags=check_resume, outputs=("runs.csv",))  # fmt: skip
-SUMMARIZE = Registration("summarize", summarize_again, asked=lambda args: args.summarize, add_flags=summarize_flags)
+RESUME = Registration("resume", resume, asked=lambda flags: flags.resume, add_flags=resume_flags,
+                      check_flags=check_resume, own=read(ResumeFlags), outputs=("runs.csv",))  # fmt: skip
+SUMMARIZE = Registration("summarize", summarize_again, asked=lambda flags: flags.summarize, add_flags=summarize_flags)
 # --readme writes README.md and the folders it shows, --save-baseline --baseline-dir: neither writes --out
-README = Registration("readme", readme, asked=lambda args: args.readme, add_flags=readme_flags, writes_out=False,
+README = Registration("readme", readme, asked=lambda flags: flags.readme, add_flags=readme_flags, writes_out=False,
                       locked=False)  # fmt: skip
-SAVE_BASELINE = Registration("save_baseline", save_baseline, asked=lambda args: args.save_baseline is not None,
-                             add_flags=save_baseline_flags, writes_out=False)  # fmt: skip
+SAVE_BASELINE = Registration("save_baseline", save_baseline, asked=lambda flags: flags.save_baseline is not None,
+                             add_flags=save_baseline_flags, own=read(SaveBaselineFlags), writes_out=False)  # fmt: skip

@@ -15,16 +15,16 @@ them: --resume goes on); each run's log and metrics are under logs/<bench>/scali
 runs are at other batches and process counts than the bench's.
 """
 
-import argparse
 import random
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
+from bench.config import varied
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
 from bench.outputs import plots
@@ -66,16 +66,28 @@ def add_flags(p):
     )
 
 
-def check_flags(args):
-    """--scaling's counts and rows read, its mode weak unless told."""
-    if args.scaling_mode is not None and args.mode != "scaling":
+def check_flags(flags, config):
+    """--scaling's counts and rows read."""
+    if flags.scaling_mode is not None and config.mode != "scaling":
         raise BenchError("--scaling-mode goes with --scaling")
-    if args.scaling is not None:
-        args.scaling = counts_flag(args.scaling)
-        args.scaling_variants = variants_of(args.variants)
-        if args.workload == "all":
+    if flags.scaling is not None:
+        counts_flag(flags.scaling)
+        variants_of(config.rows.variants)
+        if config.work.workload == "all":
             raise BenchError("--scaling runs one workload: --workload small or imagenet, or --data")
-        args.scaling_mode = args.scaling_mode or "weak"
+
+
+@dataclass(frozen=True)
+class Flags:
+    """--scaling's own flags: the process counts (sorted), the distributed rows scaled, weak or strong."""
+
+    counts: tuple
+    variants: tuple
+    scaling_mode: str = "weak"
+
+
+def own(flags, config):
+    return Flags(counts_flag(flags.scaling), variants_of(config.rows.variants), flags.scaling_mode or "weak")
 
 
 def counts_flag(text):
@@ -88,14 +100,14 @@ def counts_flag(text):
         raise BenchError(f"--scaling {text}: process counts of 1 or more")
     if len(set(counts)) < len(counts):
         raise BenchError(f"--scaling {text}: each count once")
-    return sorted(counts)
+    return tuple(sorted(counts))
 
 
 def variants_of(asked):
     """The distributed variants to scale: ddp and all by default (the bench's whole list), else those named."""
-    if asked == list(catalogue.TRAIN):
-        return ["ddp", "all"]
-    chosen = [v for v in asked if catalogue.distributed(v)]
+    if list(asked) == list(catalogue.TRAIN):
+        return ("ddp", "all")
+    chosen = tuple(v for v in asked if catalogue.distributed(v))
     if not chosen:
         raise BenchError("--scaling runs the distributed rows (ddp, fsdp, all): --variants names none of them")
     return chosen
@@ -113,27 +125,29 @@ def check_counts(counts, gpu_count, cores, nodes=0):
         raise BenchError(f"--scaling {counts[-1]}: {cores} CPU cores here, and each CPU process needs one")
 
 
-def runs_of(args, counts, gpu_count, cores, work, logs):
+def runs_of(config, counts, gpu_count, cores, work, logs):
     """Every round's runs: each variant at each count; the rounds after the first in a shuffled order."""
-    if args.scaling_mode == "strong":
+    if config.own.scaling_mode == "strong":
         odd = [n for n in counts if work.batch_size % n]
         if odd:
             raise BenchError(f"--scaling-mode strong splits the batch {work.batch_size} over the processes: it does"
                              f" not divide by {odd[0]}")  # fmt: skip
     path, info = work.data, dict(image_size=work.image_size, classes=range(work.classes))
-    variants = variants_of(args.variants)
-    rounds = ROUNDS if args.repeats == "auto" else args.repeats
+    variants = variants_of(config.rows.variants)
+    rounds = ROUNDS if config.limits.repeats == "auto" else config.limits.repeats
     runs = []
     for repeat in range(1, rounds + 1):
         order = [(v, n) for v in variants for n in counts]
         if repeat > 1:
-            random.Random(f"{args.seed}-{repeat}").shuffle(order)
+            random.Random(f"{config.work.seed}-{repeat}").shuffle(order)
         for variant, n in order:
-            batch = work.batch_size * n if args.scaling_mode == "weak" else work.batch_size
+            batch = work.batch_size * n if config.own.scaling_mode == "weak" else work.batch_size
             chosen = replace(work, batch_size=batch)
-            nodes, per_node = slurm.spread(n, gpu_count or cores, args.nodes) if args.nodes else (0, n)
-            run = plan.training_run(variant, repeat, path, info, chosen, gpu_count, per_node, args.workers, cores,
-                                    "scaling", prefix=f"n{n}-", cache=logs)  # fmt: skip
+            nodes, per_node = (
+                slurm.spread(n, gpu_count or cores, config.launch.nodes) if config.launch.nodes else (0, n)
+            )
+            run = plan.training_run(variant, repeat, path, info, chosen, gpu_count, per_node, config.work.workers,
+                                    cores, "scaling", prefix=f"n{n}-", cache=logs)  # fmt: skip
             runs.append(slurm.on_nodes(run, nodes) if nodes else run)
     return runs
 
@@ -200,58 +214,60 @@ class Scaling(execute.Mode):
         done, rounds = max(r["repeat"] for r in records), max(r.repeat for r in self.runs)
         spent = sum(r.get("wall_s") or 0 for r in records)
         spent_out = bool(how["paused"]) and "budget" in how["paused"]
-        write(self.args.out, table, self.info, spent, done, rounds, spent_out)
+        write(self.config.outputs.out, table, self.info, spent, done, rounds, spent_out)
         for record in table.to_dict("records"):
             print(f"  {line(record)}")
-        print(f"scaling: {spent / 60:.1f} min in runs; {self.args.out}/scaling.md, scaling.csv, scaling.png")
+        print(f"scaling: {spent / 60:.1f} min in runs; {self.config.outputs.out}/scaling.md, scaling.csv, scaling.png")
         return 0
 
 
-def run(args):
+def run(config):
     """DDP's rows at each process count: speed-up and efficiency."""
-    info, logs = planned_bench(args)
+    info, logs = planned_bench(config)
     gpu_count = info["gpu_count"]
-    counts = args.scaling
-    check_counts(counts, gpu_count, info["cpu_cores"], args.nodes)
-    one = argparse.Namespace(**{**vars(args), "variants": args.scaling_variants, "loaders": [], "repeats": 1})
-    one.budget = "none"  # the plan gives the work; the budget is the mode's
-    one.nproc = min(counts[-1], gpu_count) if args.nodes and gpu_count else counts[-1]  # per node
-    one.workload = args.workload or (None if args.data else "small")
+    counts = config.own.counts
+    check_counts(counts, gpu_count, info["cpu_cores"], config.launch.nodes)
+    nproc = min(counts[-1], gpu_count) if config.launch.nodes and gpu_count else counts[-1]  # per node
+    workload = config.work.workload or (None if config.work.data else "small")
+    # the plan gives the work; the budget is the mode's
+    one = varied(config, variants=config.own.variants, loaders=(), repeats=1, budget="none", nproc=nproc,
+                 workload=workload)  # fmt: skip
     _, works, _ = plan.make_plan(
-        one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+        one, gpu_count, info["cpu_cores"], logs, config.dry_run, info["cpu_bf16_native"], calibrate.steps
     )
     work = next(iter(works.values()))
-    runs = runs_of(args, counts, gpu_count, info["cpu_cores"], work, logs)
-    if args.dry_run:
+    runs = runs_of(config, counts, gpu_count, info["cpu_cores"], work, logs)
+    if config.dry_run:
         gpu = bool(gpu_count)
         minutes = cost.scaling_s(runs, gpu, info["cpu_bf16_native"]) / 60
-        print(
-            f"scaling ({args.scaling_mode}): {len(runs)} runs, about {minutes:.0f} min{cost.cold_compiles(runs, gpu)}:"
-        )
+        compiles = cost.cold_compiles(runs, gpu)
+        print(f"scaling ({config.own.scaling_mode}): {len(runs)} runs, about {minutes:.0f} min{compiles}:")
         for r in runs:
             print(f"  round {r.repeat}: {r.variant} x{r.processes}: {shlex.join(slurm.launched(r))}")
         return
-    main(args, info, runs, logs, counts, works)
+    main(config, info, runs, logs, counts, works)
 
 
-def main(args, info, runs, logs, counts, works):
+def main(config, info, runs, logs, counts, works):
     """Run the rounds through the executor."""
     gpu = bool(info["gpu_count"])
-    budget_s = cost.budget_s(args.budget, gpu)
+    budget_s = cost.budget_s(config.limits.budget, gpu)
     rounds = max(r.repeat for r in runs)
-    print(f"scaling ({args.scaling_mode}): {', '.join(variants_of(args.variants))} at {', '.join(map(str, counts))}"
+    print(f"scaling ({config.own.scaling_mode}): {', '.join(config.own.variants)} at {', '.join(map(str, counts))}"
           f" processes, {rounds} rounds, about {cost.scaling_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"
           f"{cost.cold_compiles(runs, gpu)}"
           + (f" (budget {budget_s / 60:g} min)" if budget_s else ""), flush=True)  # fmt: skip
     if not gpu:
         print(f"  on a CPU the processes share its {info['cpu_cores']} cores (each gets cores / processes threads):"
               " this measures what DDP costs, not what more GPUs would give", flush=True)  # fmt: skip
-    options = dict(counts=counts, scaling_mode=args.scaling_mode, timeout=cost.timeout_s(args.timeout, gpu))
+    options = dict(
+        counts=counts, scaling_mode=config.own.scaling_mode, timeout=cost.timeout_s(config.limits.timeout, gpu)
+    )
     for run in runs:  # the executor's budget and --chunk go by them until a run of the kind has been measured
         run.estimate_s = cost.run_s(run, cost.scaling_window_s(gpu), gpu, info["cpu_bf16_native"])
-    mode = Scaling(args, info, logs.name, runs, works, options)
+    mode = Scaling(config, info, logs.name, runs, works, options)
     execute.start(mode)
-    execute.execute(mode, budget_s, args.chunk)
+    execute.execute(mode, budget_s, config.limits.chunk)
 
 
 def line(row):
@@ -311,6 +327,6 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
     plots.plot_scaling(table, out / "scaling.png", title)
 
 
-MODE = Registration("scaling", run, asked=lambda args: args.scaling is not None, add_flags=add_flags,
-                    check_flags=check_flags, outputs=("scaling.csv", "scaling.md", "scaling.png"),
+MODE = Registration("scaling", run, asked=lambda flags: flags.scaling is not None, add_flags=add_flags,
+                    check_flags=check_flags, own=own, outputs=("scaling.csv", "scaling.md", "scaling.png"),
                     executes=Scaling)  # fmt: skip

@@ -196,17 +196,19 @@ class Bench(execute.Mode):
 
     def prepare(self):
         super().prepare()
-        upgraded = record.prepare_runs_file(self.args.out / "runs.csv")
+        upgraded = record.prepare_runs_file(self.config.outputs.out / "runs.csv")
         if upgraded:
             print(upgraded)
-        if self.options.get("tensorboard") or self.args.tensorboard:
+        if self.options.get("tensorboard") or self.config.outputs.tensorboard:
             print(f"the curves, as they come: tensorboard --logdir {self.logs / 'tensorboard'}", flush=True)
 
     def do(self, run, job):
         # --profile and --tensorboard as the bench began (a resumed bench keeps them), or as a --resume adds them
-        profile = (self.options.get("profile") or self.args.profile) and run.repeat == 1
+        profile = (self.options.get("profile") or self.config.outputs.profile) and run.repeat == 1
         run = self.warmed(run)
-        row = job.launch(run, tensorboard=self.options.get("tensorboard") or self.args.tensorboard, profile=profile)
+        row = job.launch(
+            run, tensorboard=self.options.get("tensorboard") or self.config.outputs.tensorboard, profile=profile
+        )
         if row is not None:
             row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
         return row
@@ -240,14 +242,14 @@ class Bench(execute.Mode):
             self.needs.setdefault((row.get("workload"), row.get("variant")), []).append(need)
 
     def keep(self, row):
-        record.append_row(self.args.out / "runs.csv", row)
+        record.append_row(self.config.outputs.out / "runs.csv", row)
         if getattr(self, "needs", None) is not None:  # else read with the rest when first asked
             self.note_need(row)
 
     def recorded(self):
-        if not (self.args.out / "runs.csv").exists():
+        if not (self.config.outputs.out / "runs.csv").exists():
             return []
-        rows = record.read_runs(self.args.out / "runs.csv")
+        rows = record.read_runs(self.config.outputs.out / "runs.csv")
         return rows[rows["bench_id"] == self.bench_id].to_dict("records")
 
     def say(self, run, row):
@@ -262,7 +264,7 @@ class Bench(execute.Mode):
     def more(self, runs, records):
         if not self.options.get("auto"):
             return None, None
-        group, ended = next_round(self.args.out, self.bench_id, self.works, self.options["context"],
+        group, ended = next_round(self.config.outputs.out, self.bench_id, self.works, self.options["context"],
                                   max(r.repeat for r in runs) + 1)  # fmt: skip
         if group is not None:
             names = ", ".join(dict.fromkeys(r.variant for r in group))
@@ -270,11 +272,11 @@ class Bench(execute.Mode):
         return group, ended
 
     def finish(self, records, unrun, how):
-        out = self.args.out
-        if how["ended"] or (how["paused"] and self.options.get("auto") and not self.args.chunk):
+        out = self.config.outputs.out
+        if how["ended"] or (how["paused"] and self.options.get("auto") and not self.config.limits.chunk):
             note = f"Rounds stopped: {how['ended'] or how['paused']}."
             write_whole(self.logs / "rounds.txt", lambda tmp: Path(tmp).write_text(note + "\n"))
-        report(write_outputs(out, self.bench_id, self.info), out, self.info, self.args.baseline_dir)
+        report(write_outputs(out, self.bench_id, self.info), out, self.info, self.config.outputs.baseline_dir)
         failed = [r for r in records if r.get("status") != "ok"]
         if failed and not how["stopped"]:
             print(
@@ -284,47 +286,52 @@ class Bench(execute.Mode):
         return 0
 
 
-def run(args):
+def run(config):
     """Plan the bench for this machine, store the plan, and run it."""
     info = this_machine()
-    gpu_count = info["gpu_count"] if args.gpus is None else args.gpus
+    gpu_count = info["gpu_count"] if config.gpus is None else config.gpus
     bench_id = new_id()
-    logs = logs_of(args.out, bench_id)
-    if not args.dry_run:
+    logs = logs_of(config.outputs.out, bench_id)
+    if not config.dry_run:
         logs.mkdir(parents=True, exist_ok=True)
     native = info["cpu_bf16_native"]
     started = time.monotonic()
-    saved = saved_costs(args, info, gpu_count)
+    saved = saved_costs(config, info, gpu_count)
     runs, works, fit = plan.make_plan(
-        args, gpu_count, info["cpu_cores"], logs, args.dry_run, native, calibrate.steps, saved
+        config, gpu_count, info["cpu_cores"], logs, config.dry_run, native, calibrate.steps, saved
     )
-    if args.dry_run:
+    if config.dry_run:
         print_plan(runs, works, gpu_count)
         plan.print_estimate(fit, runs)
         return
     plan.print_estimate(fit, runs)
-    options = dict(auto=fit.auto, context=asdict(fit.context), profile=args.profile, tensorboard=args.tensorboard)
-    bench = Bench(args, info, bench_id, runs, works, options)  # the options kept for --resume
+    options = dict(
+        auto=fit.auto,
+        context=asdict(fit.context),
+        profile=config.outputs.profile,
+        tensorboard=config.outputs.tensorboard,
+    )
+    bench = Bench(config, info, bench_id, runs, works, options)  # the options kept for --resume
     execute.start(bench)
-    execute.execute(bench, fit.budget_s, args.chunk, time.monotonic() - started)
+    execute.execute(bench, fit.budget_s, config.limits.chunk, time.monotonic() - started)
 
 
-def saved_costs(args, info, gpu_count):
+def saved_costs(config, info, gpu_count):
     """A GPU plan's costs from the saved GPU runs (baseline/): this GPU's where it has some, else every GPU's."""
     if not gpu_count:
         return {}
-    runs = baseline.gpu_runs(args.baseline_dir)
+    runs = baseline.gpu_runs(config.outputs.baseline_dir)
     return cost.saved_costs(runs, info.get("gpu_name")) if not runs.empty else {}
 
 
-def check_flags(args):
+def check_flags(flags, config):
     """The launcher's flags (bench/stages/slurm.py), and what a bench (or its --resume) alone records."""
-    slurm.check_flags(args)
-    if args.tensorboard and args.mode not in ("run", "resume"):
-        raise BenchError(f"--tensorboard goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
-    if args.profile and args.mode not in ("run", "resume"):
-        raise BenchError(f"--profile goes with a bench or --resume, not --{args.mode.replace('_', '-')}")
-    if args.tensorboard and importlib.util.find_spec("tensorboard") is None:
+    slurm.check_flags(config)
+    if config.outputs.tensorboard and config.mode not in ("run", "resume"):
+        raise BenchError(f"--tensorboard goes with a bench or --resume, not --{config.mode.replace('_', '-')}")
+    if config.outputs.profile and config.mode not in ("run", "resume"):
+        raise BenchError(f"--profile goes with a bench or --resume, not --{config.mode.replace('_', '-')}")
+    if config.outputs.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise BenchError(f"--tensorboard needs the tensorboard package: {sys.executable} -m pip install tensorboard")
 
 

@@ -22,7 +22,6 @@ Writes tune_loader.csv (a row per setting and phase), tune_loader.md and tune_lo
 under logs/<bench>/tune-loader/.
 """
 
-import argparse
 import dataclasses
 import importlib.util
 import math
@@ -33,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import BenchError, write_whole
+from bench.config import varied
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
 from bench.outputs import plots
@@ -57,13 +57,13 @@ def add_flags(p):
     )
 
 
-def check_flags(args):
-    if args.mode != "tune_loader":
+def check_flags(flags, config):
+    if config.mode != "tune_loader":
         return
-    if not args.default_variants:
+    if not config.rows.default_variants:
         raise BenchError("--tune-loader sweeps the loader's settings of the baseline: --variants is not its (--loaders"
                          " picks the loaders it sweeps)")  # fmt: skip
-    if not args.loaders:
+    if not config.rows.loaders:
         raise BenchError("--tune-loader sweeps a loader: --loaders names none")
 
 
@@ -222,9 +222,9 @@ class TuneLoader(execute.Mode):
     def finish(self, records, unrun, how):
         names = {r["setting"]: flags_of(r["grid"]) for r in records if r.get("grid")}
         names["own"] = f"{flags_of(self.options['own'])} (the bench's own)"
-        table = write(self.args.out, records, names, self.info)
+        table = write(self.config.outputs.out, records, names, self.info)
         spent = sum(r.get("run_s") or 0 for r in records)
-        print(f"tune loader: {spent / 60:.1f} min in runs; {self.args.out}/tune_loader.md, tune_loader.csv,"
+        print(f"tune loader: {spent / 60:.1f} min in runs; {self.config.outputs.out}/tune_loader.md, tune_loader.csv,"
               " tune_loader.png")  # fmt: skip
         print(table.attrs["recommendation"])
         return 0
@@ -250,64 +250,64 @@ def runs_of(planned, cores, gpu):
     return runs
 
 
-def most(args, info):
+def most(config, info):
     """The most loading processes the sweep tries: --workers where given, else the cores."""
-    return args.workers if args.workers is not None else info["cpu_cores"]
+    return config.work.workers if config.work.workers is not None else info["cpu_cores"]
 
 
-def say(args, info, planned):
+def say(config, info, planned):
     """The plan in a line (by --dry-run too): the loader runs, the rounds of training, the estimate and the budget."""
     gpu = bool(info["gpu_count"])
-    runs = runs_of(planned, most(args, info), gpu)
-    rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
+    runs = runs_of(planned, most(config, info), gpu)
+    rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
     train_s = planned["synthetic"].estimate_s + (CANDIDATES + 1) * planned["baseline"].estimate_s
     total = sum(planned[r.variant].estimate_s for r in runs) + rounds * train_s
-    budget_s = cost.budget_s(args.budget, gpu)
+    budget_s = cost.budget_s(config.limits.budget, gpu)
     print(f"tune loader: {len(runs)} loader settings alone, then {plural(rounds, 'round')} of training at the bench's"
           f" own and the {CANDIDATES} best with the ceiling, about {total / 60:.0f} min"
           f"{f' (budget {budget_s / 60:g} min)' if budget_s else ''}", flush=True)  # fmt: skip
 
 
-def run(args):
+def run(config):
     """The loader's settings for this machine: the plan's loader and baseline rows."""
-    info, logs = planned_bench(args)
+    info, logs = planned_bench(config)
     gpu_count = info["gpu_count"]
-    loaders = [name for name in args.loaders if name == "loader" or importlib.util.find_spec("nvidia.dali")]
+    loaders = [name for name in config.rows.loaders if name == "loader" or importlib.util.find_spec("nvidia.dali")]
     if "loader" not in loaders:
         raise BenchError(
             "--tune-loader trains at the torchvision loader's settings: --loaders needs loader (DALI's threads beside)"
         )
-    one = argparse.Namespace(**{**vars(args), "variants": ["synthetic", "baseline"], "loaders": loaders})
-    one.repeats, one.budget, one.default_variants, one.default_loaders = 1, "none", False, False
+    one = varied(config, variants=("synthetic", "baseline"), loaders=tuple(loaders), repeats=1, budget="none",
+                 default_variants=False, default_loaders=False)  # fmt: skip
     runs, works, _ = plan.make_plan(
-        one, gpu_count, info["cpu_cores"], logs, args.dry_run, info["cpu_bf16_native"], calibrate.steps
+        one, gpu_count, info["cpu_cores"], logs, config.dry_run, info["cpu_bf16_native"], calibrate.steps
     )
     first = next(iter(works))  # one workload: the default's, or the one asked for
     planned = {r.variant: r for r in runs if r.repeat == 1 and r.workload == first}
-    if args.dry_run:
-        say(args, info, planned)
-        for r in runs_of(planned, most(args, info), bool(gpu_count)):
+    if config.dry_run:
+        say(config, info, planned)
+        for r in runs_of(planned, most(config, info), bool(gpu_count)):
             print(f"  {r.name}: {shlex.join(r.cmd)}")
         print(f"  then rounds of: {shlex.join(planned['baseline'].cmd)} (and the ceiling, synthetic)")
         return
-    main(args, info, planned, logs, works)
+    main(config, info, planned, logs, works)
 
 
-def main(args, info, planned, logs, works):
+def main(config, info, planned, logs, works):
     """planned: the plan's runs by variant (baseline, synthetic, loader, loader_dali where DALI is installed)."""
     gpu = bool(info["gpu_count"])
-    say(args, info, planned)
-    runs = runs_of(planned, most(args, info), gpu)
+    say(config, info, planned)
+    runs = runs_of(planned, most(config, info), gpu)
     for run in runs:
         run.estimate_s = planned[run.variant].estimate_s
-    rounds = args.repeats if isinstance(args.repeats, int) else ROUNDS
-    budget_s = cost.budget_s(args.budget, gpu)
+    rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
+    budget_s = cost.budget_s(config.limits.budget, gpu)
     own = own_setting(planned["baseline"])
-    options = dict(rounds=rounds, timeout=cost.timeout_s(args.timeout, gpu), own=own)
+    options = dict(rounds=rounds, timeout=cost.timeout_s(config.limits.timeout, gpu), own=own)
     options["train"] = [dataclasses.asdict(planned["baseline"]), dataclasses.asdict(planned["synthetic"])]
-    mode = TuneLoader(args, info, logs.name, runs, works, options)
+    mode = TuneLoader(config, info, logs.name, runs, works, options)
     execute.start(mode)
-    execute.execute(mode, budget_s, args.chunk)
+    execute.execute(mode, budget_s, config.limits.chunk)
 
 
 def write(out, records, names, info):
@@ -349,6 +349,6 @@ def write(out, records, names, info):
     return table
 
 
-MODE = Registration("tune_loader", run, asked=lambda args: args.tune_loader, add_flags=add_flags,
+MODE = Registration("tune_loader", run, asked=lambda flags: flags.tune_loader, add_flags=add_flags,
                     check_flags=check_flags, outputs=("tune_loader.csv", "tune_loader.md", "tune_loader.png"),
                     executes=TuneLoader)  # fmt: skip

@@ -37,10 +37,10 @@ class Mode:
     what = "runs"  # what the runs are, in the progress lines
     subfolder = None  # the runs' logs and metrics in logs/BENCH/SUBFOLDER, or in logs/BENCH itself
 
-    def __init__(self, args, info, bench_id, runs, works, options=None):
-        self.args, self.info, self.bench_id, self.runs, self.works = args, info, bench_id, runs, works
+    def __init__(self, config, info, bench_id, runs, works, options=None):
+        self.config, self.info, self.bench_id, self.runs, self.works = config, info, bench_id, runs, works
         self.options = dict(options or {})  # what the mode needs besides its runs to go on after --resume
-        self.logs = logs_of(args.out, bench_id)
+        self.logs = logs_of(config.outputs.out, bench_id)
 
     # ------------------------------------------------------------------------ what a mode may change
     def groups(self, runs):
@@ -268,13 +268,14 @@ def last_of_each(records):
     return list(last.values())
 
 
-def resume(args, info, modes):
-    """Finish a bench of any mode: its saved plan, less the runs with a finished record. modes: name -> Mode class."""
-    plans = sorted((args.out / LOGS).glob("*/plan.json"))
-    if args.resume != "last":
-        plans = [p for p in plans if p.parent.name == args.resume]
+def resume(config, info, modes, which="last", allow_changed=False):
+    """Finish a bench of any mode (which: its name, or the last): its saved plan, less the runs with a finished
+    record. modes: name -> Mode class; allow_changed: go on where the data or the code changed, the new rows marked."""
+    plans = sorted((config.outputs.out / LOGS).glob("*/plan.json"))
+    if which != "last":
+        plans = [p for p in plans if p.parent.name == which]
     if not plans:
-        raise BenchError(f"no bench {args.resume!r} to resume in {args.out}/logs/ (a bench stores its plan there)")
+        raise BenchError(f"no bench {which!r} to resume in {config.outputs.out}/logs/ (a bench stores its plan there)")
     saved, runs = plan.load(plans[-1])
     if saved["machine_class"] != info["machine_class"]:
         raise BenchError(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}:"
@@ -284,7 +285,7 @@ def resume(args, info, modes):
         raise BenchError(f"{plans[-1]} is of a mode this bench does not know ({name!r})")
     make_data(saved["works"])
     changed = changes(plans[-1].parent, saved["works"])  # before anything runs
-    if changed and not args.allow_changed:
+    if changed and not allow_changed:
         what = " and its ".join(changed)
         raise BenchError(f"bench {saved['bench_id']}: its {what} changed since it started, so its rows would not"
                          " measure one thing: start a new bench, or --resume --allow-changed to go on with the new rows"
@@ -294,8 +295,8 @@ def resume(args, info, modes):
               " are marked (changed_since_start in runs.csv)", file=sys.stderr)  # fmt: skip
         info = {**info, "changed_since_start": ",".join(changed)}
     options = saved.get("options") or dict(context=saved.get("context"), auto=saved.get("auto", False))
-    mode = modes[name](args, info, saved["bench_id"], runs, saved["works"], options)
+    mode = modes[name](config, info, saved["bench_id"], runs, saved["works"], options)
     before = len({r["run"] for r in mode.recorded() if r.get("status") == "ok"} & {r.name for r in runs})
     print(f"resuming {name} {saved['bench_id']}: {before} of {len(runs)} {mode.what} finished before")
-    budget = cost.budget_s(args.budget)  # the plan fitted its own; a new one here
-    execute(mode, budget, args.chunk, resumed=True)
+    budget = cost.budget_s(config.limits.budget)  # the plan fitted its own; a new one here
+    execute(mode, budget, config.limits.chunk, resumed=True)

@@ -191,12 +191,12 @@ class Run:
         return dataclasses.replace(self, **changes, flags={**self.flags, **flags})
 
 
-def asked_variants(args, gpu_count):
+def asked_variants(config, gpu_count):
     """The training variants asked for; by default every one, but dp where there is no GPU: there DataParallel is a
     passthrough whose row costs bench time and says nothing (make check still runs it, and says so)."""
-    if args.default_variants and not gpu_count:
-        return [v for v in args.variants if v not in TRAIN or catalogue.BY_NAME[v].on_cpu]
-    return args.variants
+    if config.rows.default_variants and not gpu_count:
+        return [v for v in config.rows.variants if v not in TRAIN or catalogue.BY_NAME[v].on_cpu]
+    return config.rows.variants
 
 
 def ordered(variants, gpu_count):
@@ -274,14 +274,14 @@ class Known:
         return fixed, weight, extra
 
 
-def known_costs(args, gpu_count, names, variants, saved):
+def known_costs(config, gpu_count, names, variants, saved):
     """{workload: Known} for the GPU workloads whose planned rows have saved runs at their model and batch, and whose
     steps are auto: their steps come from those runs instead of a calibration run."""
     if not gpu_count or not saved:
         return {}
     known = {}
     for name in names:
-        chosen = work(args, gpu_count, name)
+        chosen = work(config, gpu_count, name)
         rows = {v: saved[(chosen.model, int(chosen.batch_size), v)] for v in variants
                 if (chosen.model, int(chosen.batch_size), v) in saved}  # fmt: skip
         if chosen.steps != "auto" or not rows:
@@ -332,19 +332,19 @@ def whole_rounds(runs, budget_s, overhead_s):
     return kept
 
 
-def workloads(args, gpu_count):
+def workloads(config, gpu_count):
     """The workloads of this bench: --data DIR is one of the user's own ("custom")."""
-    if args.data is not None:
+    if config.work.data is not None:
         return ["custom"]
-    if args.workload == "all":
+    if config.work.workload == "all":
         return [*data.WORKLOADS, "vit"]
-    if args.workload is None and gpu_count:  # a GPU's default: a CNN on photos and a transformer
-        named = [] if args.default_variants else [family(v) for v in args.variants]
+    if config.work.workload is None and gpu_count:  # a GPU's default: a CNN on photos and a transformer
+        named = [] if config.rows.default_variants else [family(v) for v in config.rows.variants]
         techniques = [v for v in named if v not in ("baseline", "synthetic")]
         if techniques:  # a few rows asked for by name (make compare): one workload, the transformer where all are its
             return ["vit" if all(v in TRANSFORMER_ONLY for v in techniques) else "imagenet"]
         return ["imagenet", "vit"]
-    return [args.workload or "small"]
+    return [config.work.workload or "small"]
 
 
 def data_workload(workload, gpu):
@@ -363,32 +363,33 @@ def default_rows(workload, variants, default):
 PROFILE_STEPS = 4  # --profile: the steps a run records after its window (meter.PROFILE_WARMUP + PROFILE_ACTIVE)
 
 
-def work(args, gpu_count, workload):
+def work(config, gpu_count, workload):
     """The flags of a workload's runs: the user's where given, this machine's defaults elsewhere."""
     defaults = DEFAULTS[("gpu" if gpu_count else "cpu", workload)]
-    flags = dict(model=args.model, batch_size=args.batch_size, steps=args.steps, warmup_steps=args.warmup_steps)
-    flags.update(eval_samples=args.eval_samples)  # the optimizer: the workload's, no flag of the bench's
+    asked = config.work
+    flags = dict(model=asked.model, batch_size=asked.batch_size, steps=asked.steps, warmup_steps=asked.warmup_steps)
+    flags.update(eval_samples=asked.eval_samples)  # the optimizer: the workload's, no flag of the bench's
     given = {name: flags.get(name) for name in defaults}
     chosen = Work(**{name: defaults[name] if value is None else value for name, value in given.items()})
     if chosen.steps != "auto" and chosen.warmup_steps >= chosen.steps:
         raise BenchError(f"--warmup-steps {chosen.warmup_steps} leaves none of the {chosen.steps} steps to time")
-    tail = PROFILE_STEPS if args.profile else 0
+    tail = PROFILE_STEPS if config.outputs.profile else 0
     if tail and chosen.steps != "auto" and chosen.warmup_steps + tail >= chosen.steps:
         raise BenchError(
             f"--profile records {tail} steps after the window: --warmup-steps {chosen.warmup_steps} and --steps"
             f" {chosen.steps} leave none to time"
         )
-    chosen.timeout = timeout_s(args.timeout, gpu_count)
-    chosen.seed, chosen.loader_steps = args.seed, args.loader_steps
+    chosen.timeout = timeout_s(config.limits.timeout, gpu_count)
+    chosen.seed, chosen.loader_steps = config.work.seed, config.work.loader_steps
     return chosen
 
 
-def folder(args, workload, generate=True, gpu=False):
+def folder(config, workload, generate=True, gpu=False):
     """The data folder of a workload: the user's, or the generated one (made when missing, unless only planning)."""
     if workload == "custom":
-        path = Path(args.data).resolve()
+        path = Path(config.work.data).resolve()
         if not path.exists():
-            raise BenchError(f"data folder {args.data} does not exist")
+            raise BenchError(f"data folder {config.work.data} does not exist")
         return str(path)
     workload = data_workload(workload, gpu)
     return data.ensure(workload) if generate else str(ROOT / "data" / workload)
@@ -530,17 +531,17 @@ def round_runs(repeat, works, variants, loaders, context, saved=None):
     return runs
 
 
-def make_plan(args, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None, saved=None):
+def make_plan(config, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None, saved=None):
     """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
     ({workload: Work}) and how the plan fits its budget (a Fit, for print_estimate). In order: what is asked and what
     it may cost (asked: reads the saved runs and the data folders), then prepare (the data made, read, the model
     tried: the only writes and script imports), calibrate (steps "auto", unless dry_run, by calibrate: the caller's,
     bench/stages/calibrate.py's steps, so that planning launches nothing itself), then plan: the runs, pure (the same
     inputs give the same plan). Rounds run repeat after repeat, each workload's round whole, rows in priority order."""
-    ask = asked(args, gpu_count, cores, bf16_native, saved)
-    found = prepare(args, gpu_count, ask.names, dry_run)
-    steps = calibrated(args, gpu_count, cores, ask, found, dry_run, calibrate, log)
-    return plan(args, gpu_count, cores, ask, found, steps, log, bf16_native)
+    ask = asked(config, gpu_count, cores, bf16_native, saved)
+    found = prepare(config, gpu_count, ask.names, dry_run)
+    steps = calibrated(config, gpu_count, cores, ask, found, dry_run, calibrate, log)
+    return plan(config, gpu_count, cores, ask, found, steps, log, bf16_native)
 
 
 @dataclass(frozen=True)
@@ -558,31 +559,31 @@ class Asked:
     window: float
 
 
-def asked(args, gpu_count, cores, bf16_native=True, saved=None):
+def asked(config, gpu_count, cores, bf16_native=True, saved=None):
     """The Asked of the flags on this machine (nothing launched, written or imported)."""
-    names = workloads(args, gpu_count)
-    nproc = args.nproc or gpu_count or 2
+    names = workloads(config, gpu_count)
+    nproc = config.launch.nproc or gpu_count or 2
     if gpu_count and nproc > gpu_count:
         raise BenchError(f"--nproc {nproc}: DDP runs one process per GPU and this machine has {gpu_count} GPU(s)")
-    gpu, variants = bool(gpu_count), ordered(asked_variants(args, gpu_count), gpu_count)
-    budget = budget_s(args.budget, gpu)
-    known = known_costs(args, gpu_count, names, variants, saved)
-    making = to_generate(args, names, gpu, cores)  # {generated workload: seconds}: data not made yet, made first
+    gpu, variants = bool(gpu_count), ordered(asked_variants(config, gpu_count), gpu_count)
+    budget = budget_s(config.limits.budget, gpu)
+    known = known_costs(config, gpu_count, names, variants, saved)
+    making = to_generate(config, names, gpu, cores)  # {generated workload: seconds}: data not made yet, made first
     window = fit_window(
-        budget, variants, args.loaders, names, first_rounds(args.repeats), gpu, bf16_native, known,
+        budget, variants, config.rows.loaders, names, first_rounds(config.limits.repeats), gpu, bf16_native, known,
         sum(making.values()),
     )  # fmt: skip
     return Asked(names, variants, nproc, budget, known, making, window)
 
 
-def prepare(args, gpu_count, names, dry_run=False):
+def prepare(config, gpu_count, names, dry_run=False):
     """{workload: (its Work as the flags and the machine give it, its data folder, what loader.py finds there)}: the
     data made where missing (unless dry_run), read by the scripts' loader, and a model of one's own tried (unless
     dry_run). A batch larger than the training set is refused here."""
     found = {}
     for workload in names:
-        chosen = work(args, gpu_count, workload)
-        path = folder(args, workload, generate=not dry_run, gpu=bool(gpu_count))
+        chosen = work(config, gpu_count, workload)
+        path = folder(config, workload, generate=not dry_run, gpu=bool(gpu_count))
         info = describe(path, data_workload(workload, bool(gpu_count)))
         if chosen.batch_size > info.get("train_size", math.inf):
             raise BenchError(f"--batch-size {chosen.batch_size} is larger than the training set of {path} "
@@ -593,7 +594,7 @@ def prepare(args, gpu_count, names, dry_run=False):
     return found
 
 
-def calibrated(args, gpu_count, cores, ask, found, dry_run=False, calibrate=None, log=None):
+def calibrated(config, gpu_count, cores, ask, found, dry_run=False, calibrate=None, log=None):
     """{workload: (warm-up steps, steps)} where steps are "auto": from the saved runs' step times (enough steps for
     the fastest row's window), else calibrated on this machine (calibrate, launched by the caller's function), else a
     loader row's default; none while dry_run."""
@@ -608,15 +609,15 @@ def calibrated(args, gpu_count, cores, ask, found, dry_run=False, calibrate=None
         elif not dry_run and ask.variants:
             if calibrate is None:
                 raise BenchError("--steps auto: this mode plans no calibration run; give --steps N")
-            made = calibrate(path, info, chosen, gpu_count, ask.variants, log, ask.nproc, ask.window, args.workers,
-                             cores)  # fmt: skip
+            made = calibrate(path, info, chosen, gpu_count, ask.variants, log, ask.nproc, ask.window,
+                             config.work.workers, cores)  # fmt: skip
             steps[workload] = (chosen.warmup_steps, made)
         elif not dry_run:  # loader rows alone: no training row to calibrate on
             steps[workload] = (chosen.warmup_steps, chosen.warmup_steps + LOADER_ONLY_STEPS)
     return steps
 
 
-def plan(args, gpu_count, cores, ask, found, steps, log=None, bf16_native=True):
+def plan(config, gpu_count, cores, ask, found, steps, log=None, bf16_native=True):
     """(runs, {workload: Work}, Fit) from what was asked, found and calibrated: pure, nothing launched, written or
     imported, the same inputs giving the same plan."""
     gpu, works = bool(gpu_count), {}
@@ -634,33 +635,34 @@ def plan(args, gpu_count, cores, ask, found, steps, log=None, bf16_native=True):
             classes=len(info["classes"]),
             train_size=info.get("train_size"),
             steps_auto=auto,
-            variants=default_rows(workload, ask.variants, args.default_variants),
+            variants=default_rows(workload, ask.variants, config.rows.default_variants),
             data_workload=data_workload(workload, gpu),
         )
     context = Context(
         gpu_count,
         ask.nproc,
-        args.workers,
+        config.work.workers,
         cores,
         log and str(log),
         bf16_native,
         ask.window,
         ask.variants,
-        args.loaders,
-        args.nodes or 0,
-        args.default_loaders,
+        config.rows.loaders,
+        config.launch.nodes or 0,
+        config.rows.default_loaders,
     )
     runs = []
-    for repeat in range(1, first_rounds(args.repeats) + 1):
+    for repeat in range(1, first_rounds(config.limits.repeats) + 1):
         runs += round_runs(
-            repeat, works, ask.variants, args.loaders, context, {w: k.saved for w, k in ask.known.items()}
+            repeat, works, ask.variants, config.rows.loaders, context, {w: k.saved for w, k in ask.known.items()}
         )
     overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations + sum(ask.making.values())
-    kept, left_out = fit_budget(runs, ask.budget, overhead, min(first_rounds(args.repeats), SETTLING_ROUNDS))
+    kept, left_out = fit_budget(runs, ask.budget, overhead, min(first_rounds(config.limits.repeats), SETTLING_ROUNDS))
     context.variants = [v for v in ask.variants if v not in left_out]  # rounds added later: the rows kept
-    context.loaders = [v for v in args.loaders if v not in left_out]
-    fit = Fit(budget_s=ask.budget, window_s=ask.window if gpu else None, rounds_asked=first_rounds(args.repeats),
-              auto=args.repeats == "auto", left_out=left_out, context=context,
+    context.loaders = [v for v in config.rows.loaders if v not in left_out]
+    rounds_asked = first_rounds(config.limits.repeats)
+    fit = Fit(budget_s=ask.budget, window_s=ask.window if gpu else None, rounds_asked=rounds_asked,
+              auto=config.limits.repeats == "auto", left_out=left_out, context=context,
               rounds=len({r.repeat for r in kept}), overhead_s=overhead, gpu=gpu,
               total_s=overhead + sum(r.estimate_s for r in kept),
               round_s=[sum(r.estimate_s for r in group) for group in rounds(kept)],
@@ -668,10 +670,10 @@ def plan(args, gpu_count, cores, ask, found, steps, log=None, bf16_native=True):
     return kept, works, fit
 
 
-def to_generate(args, names, gpu, cores):
+def to_generate(config, names, gpu, cores):
     """{generated workload: its estimated seconds} for each one whose folder is not made yet (or was made with other
     parameters): the bench makes it before its first run, inside its budget."""
-    if args.data is not None:
+    if config.work.data is not None:
         return {}
     found = {}
     for name in dict.fromkeys(data_workload(w, gpu) for w in names):

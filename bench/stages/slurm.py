@@ -33,16 +33,21 @@ def add_flags(p):
     p.add_argument("--nodes", type=int, help="with --launcher slurm: the nodes the DDP rows run on (all of the job's)")
 
 
-def check_flags(args):
-    """--nodes with the Slurm launcher alone, which reads them from its allocation."""
-    if args.nodes is not None and args.launcher != "slurm":
+def check_flags(config):
+    """--nodes with the Slurm launcher alone, which reads them from its allocation (nodes_of)."""
+    launch = config.launch
+    if launch.nodes is not None and launch.launcher != "slurm":
         raise BenchError("--nodes goes with --launcher slurm")
-    if args.nodes is not None and args.nodes < 1:
-        raise BenchError(f"--nodes {args.nodes}: 1 or more")
-    if args.launcher == "slurm":
-        if args.mode not in ("run", "scaling"):
-            raise BenchError(f"--launcher slurm goes with a bench or --scaling, not --{args.mode.replace('_', '-')}")
-        args.nodes = len(allocation(args.nodes)["hosts"])
+    if launch.nodes is not None and launch.nodes < 1:
+        raise BenchError(f"--nodes {launch.nodes}: 1 or more")
+    if launch.launcher == "slurm" and config.mode not in ("run", "scaling"):
+        raise BenchError(f"--launcher slurm goes with a bench or --scaling, not --{config.mode.replace('_', '-')}")
+
+
+def nodes_of(launch):
+    """The nodes the distributed rows run on: with the Slurm launcher, the allocation's (the first --nodes of them,
+    where given); else none."""
+    return len(allocation(launch.nodes)["hosts"]) if launch.launcher == "slurm" else launch.nodes
 
 
 def allocation(nodes=None):

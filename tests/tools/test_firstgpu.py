@@ -74,11 +74,11 @@ def test_every_bench_command_is_one_the_bench_takes(step, tmp_path):
     """Each bench step's flags parse, and its plan is made on a GPU machine (--dry-run --gpus 1): no typo waits for
     the GPU; its budget leaves the part's later steps their time."""
     flags = [firstgpu.fill(part, tmp_path, 3.0) for part in step.cmd[2:]]
-    args = cli.parse_args(flags)
+    asked = cli.parse_args(flags)
     out = flags[flags.index("--out") + 1]
-    assert args.out == Path(out) and out.startswith(str(tmp_path))
-    if args.resume:  # a bench part 1 began: its flags are the saved plan's, and resume has no dry run
-        assert args.mode == "resume" and args.budget == "none" and flags[-4:] == ["--out", out, "--budget", "none"]
+    assert asked.outputs.out == Path(out) and out.startswith(str(tmp_path))
+    if asked.mode == "resume":  # a bench part 1 began: its flags are the saved plan's, and resume has no dry run
+        assert asked.limits.budget == "none" and flags[-4:] == ["--out", out, "--budget", "none"]
         return
     result = run("-m", "bench", *flags, "--dry-run", "--gpus", 1)
     assert result.returncode == 0, result.stderr

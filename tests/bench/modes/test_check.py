@@ -124,7 +124,7 @@ def test_the_check_runs_a_gpus_own_paths_first_and_paths_picks_by_name():
 def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(check.data, "ensure", lambda *args, **kwargs: str(tmp_path / "data"))
     info = dict(gpu_count=0, cpu_model="X", cpu_cores=2, cpu_isa="avx2", cpu_bf16_native=False, machine_class="cpu-x")
-    args = cli.parse_args(["--check", "--out", str(tmp_path / "out")])  # the flags as python -m bench parses them
+    config = cli.parse_args(["--check", "--out", str(tmp_path / "out")])  # the flags as python -m bench parses them
 
     def launch(run, folder, timeout, stop, failing=(), **options):
         failed = any(f in run.cmd for f in failing)
@@ -141,11 +141,11 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
 
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a, failing=["train_checkpoint.py"]))
     with pytest.raises(SystemExit) as done:
-        check.main(args, info, "b1")
+        check.main(config, info, "b1")
     assert done.value.code == 1
     text = (tmp_path / "out" / "check" / "check.md").read_text()
     assert "| train_checkpoint.py | fails | boom |" in text
     assert "bf16 emulated (no AVX-512-BF16 or AMX)" in text
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a))
-    check.main(args, info, "b2")  # no SystemExit: every path works
+    check.main(config, info, "b2")  # no SystemExit: every path works
     assert "check: 17 of 17 paths work here" in capsys.readouterr().out

@@ -1,11 +1,10 @@
 """bench/modes/maxbatch.py (--max-batch): doubling then bisecting, the step-down on a failure, the estimate, each
 variant timed at its largest batch, memory.png."""
 
-import argparse
-
 import pandas as pd
 import pytest
 
+from bench.config import Config, Limits, Outputs
 from bench.modes import maxbatch
 from bench.stages import cost, execute, summarize
 from bench.stages.plan import Run, Work
@@ -169,9 +168,9 @@ def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, ste
     work = Work(
         batch_size=256, steps=steps, warmup_steps=30, eval_samples=2000, train_size=train_size, data=str(tmp_path)
     )
-    args = argparse.Namespace(budget=None, memory_limit=None, timeout=None, out=tmp_path, chunk=None, repeats="auto")
+    asked = Config(mode="max_batch", outputs=Outputs(out=tmp_path), own=maxbatch.Flags(memory_limit=None))
     info = dict(gpu_count=1, gpu_name="H100", machine_class="gpu-test")
-    maxbatch.main(args, info, [job], tmp_path / "logs" / "b1", dict(small=work))
+    maxbatch.main(asked, info, [job], tmp_path / "logs" / "b1", dict(small=work))
     *probes, measured = made
     assert probes and all(r.name.startswith("baseline-batch") for r in probes) and len(probes) == len(probed) - 1
 
@@ -217,9 +216,10 @@ def test_each_variant_is_timed_at_its_largest_batch_in_paired_rounds(monkeypatch
     work = Work(batch_size=64, steps=40, warmup_steps=5, eval_samples=500, train_size=100_000, data=str(tmp_path))
     jobs = [Run(f"{v}-1", v, "train", 1, 1, [f"train_{v}.py"], "small", model="net", batch_size=64,
                 flags={"--batch-size": "64"}) for v in ("baseline", "checkpoint")]  # fmt: skip
-    args = argparse.Namespace(budget=None, memory_limit=4500, timeout=None, out=tmp_path, chunk=None, repeats=3)
+    asked = Config(mode="max_batch", limits=Limits(repeats=3), outputs=Outputs(out=tmp_path),
+                   own=maxbatch.Flags(memory_limit=4500))  # fmt: skip
     info = dict(gpu_count=0, machine_class="cpu-test", cpu_cores=2)
-    maxbatch.main(args, info, jobs, tmp_path / "logs" / "b1", dict(small=work))
+    maxbatch.main(asked, info, jobs, tmp_path / "logs" / "b1", dict(small=work))
     rounds = [r for r in made if maxbatch.timed(r)]
     assert [r.name for r in rounds] == ["baseline-largest-r1", "baseline-largest-r1", "checkpoint-largest-r1",
                                         "checkpoint-largest-r2", "baseline-largest-r2", "baseline-largest-r3",

@@ -2,40 +2,54 @@
 in --help, its checks, its outputs checked before any work, the lock, the two-modes error, --save-baseline's care,
 and runs to its outputs; the bench's own modes are registered in their order, and the default is the bench."""
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bench import BenchError, cli, modes
+from bench.config import read
 from bench.modes import Registration, speed
 
 
 def count_flags(p):
     p.add_argument("--count-images", action="store_true", help="count the images of --data, per class")
+    p.add_argument("--count-glob", default="*.*", help="with --count-images: the images' names to count")
 
 
-def check_count(args):
-    if args.count_images and args.data is None:
+def check_count(flags, config):
+    if config.mode == "count_images" and config.work.data is None:
         raise BenchError("--count-images counts the images of --data: name a folder")
+    if flags.count_glob != "*.*" and config.mode != "count_images":
+        raise BenchError("--count-glob goes with --count-images")
 
 
-def count_images(args):
+@dataclass(frozen=True)
+class CountFlags:
+    """The made-up mode's own flag, read by its name (config.own)."""
+
+    count_glob: str
+
+
+def count_images(config):
     """The made-up mode's work: the images of --data per class, a table and a line; while it runs, --out is locked."""
+    out = config.outputs.out
     with pytest.raises(BenchError, match="another bench is using"):
-        cli.lock(args.out)
+        cli.lock(out)
     counts = {}
-    for image in sorted(Path(args.data).glob("*/*/*.*")):
+    for image in sorted(Path(config.work.data).glob(f"*/*/{config.own.count_glob}")):
         counts[image.parent.name] = counts.get(image.parent.name, 0) + 1
-    (args.out / "count.csv").write_text("class,images\n" + "".join(f"{k},{v}\n" for k, v in counts.items()))
-    (args.out / "count.md").write_text(f"{sum(counts.values())} images in {len(counts)} classes\n")
+    (out / "count.csv").write_text("class,images\n" + "".join(f"{k},{v}\n" for k, v in counts.items()))
+    (out / "count.md").write_text(f"{sum(counts.values())} images in {len(counts)} classes\n")
 
 
 COUNT = Registration(
     "count_images",
     count_images,
-    asked=lambda args: args.count_images,
+    asked=lambda flags: flags.count_images,
     add_flags=count_flags,
     check_flags=check_count,
+    own=read(CountFlags),
     outputs=("count.csv", "count.md"),
 )
 
@@ -69,7 +83,10 @@ def test_a_registered_modes_flags_are_the_benchs(counting, tmp_path, capsys):
         cli.parse_args(["--count-images"])
     with pytest.raises(BenchError, match="^--check and --count-images are two modes: give one$"):
         cli.parse_args(["--check", "--count-images", "--data", str(tmp_path)])
-    assert cli.parse_args(["--count-images", "--data", str(tmp_path)]).mode == "count_images"
+    asked = cli.parse_args(["--count-images", "--data", str(tmp_path), "--count-glob", "*.png"])
+    assert asked.mode == "count_images" and asked.own == CountFlags("*.png")  # its own flags, typed, in config.own
+    with pytest.raises(BenchError, match="^--count-glob goes with --count-images$"):
+        cli.parse_args(["--count-glob", "*.png"])
     (tmp_path / "out" / "count.md").mkdir(parents=True)  # its output a folder: refused before any work, in any mode
     with pytest.raises(BenchError, match="count.md is a folder: the bench writes a file of that name"):
         cli.main(["--summarize", "--out", str(tmp_path / "out")])

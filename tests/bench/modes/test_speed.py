@@ -7,6 +7,7 @@ import types
 import pandas as pd
 import pytest
 
+from bench.config import Config, Outputs
 from bench.modes import speed
 from bench.stages import execute, plan, summarize
 from helpers import dry_run, fast_first, run
@@ -66,12 +67,10 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     monkeypatch.setattr(plan, "round_runs", round_runs)
     variants = list(effects)
     runs = [run for r in range(1, summarize.MIN_ROUNDS + 1) for run in round_runs(r, None, variants, [], None)]
-    args = types.SimpleNamespace(
-        out=tmp_path, chunk=None, baseline_dir=tmp_path / "baseline", tensorboard=False, profile=False
-    )
+    asked = Config(outputs=Outputs(out=tmp_path, baseline_dir=tmp_path / "baseline"))
     works = dict(small=plan.Work(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
-    bench = speed.Bench(args, MACHINE, "b1", runs, works, dict(auto=True, context=context))
+    bench = speed.Bench(asked, MACHINE, "b1", runs, works, dict(auto=True, context=context))
     bench.logs.mkdir(parents=True)
     execute.execute(bench, budget_s)
     return fake.launched, (bench.logs / "rounds.txt").read_text()

@@ -79,18 +79,18 @@ def test_the_planner_launches_nothing_it_asks_the_calibration_it_is_given(monkey
     work and the window it fitted; a mode that gives none is told to give --steps (no run is launched from plan.py)."""
     monkeypatch.setattr(launch, "launch", lambda *a, **k: pytest.fail("the planner launched a run"))
     argv = ["--data", str(tiny_data), "--variants", "baseline,amp", "--loaders", "none", "--repeats", "1"]
-    args = cli.parse_args([*argv, "--batch-size", "8"])
+    config = cli.parse_args([*argv, "--batch-size", "8"])
     asked = []
 
     def steps(path, info, chosen, gpu_count, variants, log, nproc, window_s, workers, cores):
         asked.append((chosen.warmup_steps, variants, window_s))
         return chosen.warmup_steps + 123
 
-    runs, works, _ = plan.make_plan(args, 1, 2, tmp_path, dry_run=False, calibrate=steps)
+    runs, works, _ = plan.make_plan(config, 1, 2, tmp_path, dry_run=False, calibrate=steps)
     assert asked == [(20, ["baseline", "amp"], cost.WINDOW_S)] and works["custom"].steps == 143
     assert {r.cmd[r.cmd.index("--steps") + 1] for r in runs} == {"143"}
     with pytest.raises(BenchError, match="--steps auto: this mode plans no calibration run; give --steps N"):
-        plan.make_plan(args, 1, 2, tmp_path, dry_run=False)
+        plan.make_plan(config, 1, 2, tmp_path, dry_run=False)
 
 
 def test_a_calibration_that_hangs_ends_the_bench_in_one_line(monkeypatch, tmp_path):

@@ -34,10 +34,10 @@ def test_the_plan_itself_launches_writes_and_imports_nothing_and_is_the_same_twi
     """make_plan's steps: asked, prepare (the data read, by the scripts' loader), calibrated (the caller's function
     launches), then plan: with every way to launch, write or import refused, it plans, twice the same."""
     flags = ["--data", str(tiny_data), "--variants", "baseline,amp", "--loaders", "loader", "--steps", "auto"]
-    args = cli.parse_args([*flags, "--out", str(tmp_path)])
-    ask = plan.asked(args, 0, 2)
-    found = plan.prepare(args, 0, ask.names)
-    steps = plan.calibrated(args, 0, 2, ask, found, calibrate=lambda *given: 17)
+    config = cli.parse_args([*flags, "--out", str(tmp_path)])
+    ask = plan.asked(config, 0, 2)
+    found = plan.prepare(config, 0, ask.names)
+    steps = plan.calibrated(config, 0, 2, ask, found, calibrate=lambda *given: 17)
     assert steps == {"custom": (found["custom"][0].warmup_steps, 17)}
 
     def refuse(*given, **named):
@@ -59,8 +59,8 @@ def test_the_plan_itself_launches_writes_and_imports_nothing_and_is_the_same_twi
     ]:  # fmt: skip  (__import__ last: setattr itself imports)
         monkeypatch.setattr(module, name, refuse)
     try:
-        first = plan.plan(args, 0, 2, ask, found, steps, tmp_path / "logs")
-        second = plan.plan(args, 0, 2, ask, found, steps, tmp_path / "logs")
+        first = plan.plan(config, 0, 2, ask, found, steps, tmp_path / "logs")
+        second = plan.plan(config, 0, 2, ask, found, steps, tmp_path / "logs")
     finally:
         monkeypatch.undo()
     assert not (tmp_path / "logs").exists()
@@ -303,8 +303,8 @@ def test_the_bench_refuses_a_bad_model_before_the_first_run(models, tiny_data, t
 @pytest.mark.parametrize("cores", [2, 16])
 def test_every_row_of_a_plan_uses_the_same_cores(cores, described, tmp_path):
     """processes x threads = the cores, for every row, DDP's torchrun rows included (torchrun would set 1)."""
-    args = cli.parse_args(["--dry-run", "--out", str(tmp_path)])
-    runs, _, _ = plan.make_plan(args, 0, cores, dry_run=True)
+    config = cli.parse_args(["--dry-run", "--out", str(tmp_path)])
+    runs, _, _ = plan.make_plan(config, 0, cores, dry_run=True)
     trained = [r for r in runs if r.kind == "train"]
     assert {r.variant for r in trained if r.processes == 2} == {"ddp", "all"}
     assert all(r.processes * int(r.env["OMP_NUM_THREADS"]) == cores for r in trained)
@@ -312,13 +312,13 @@ def test_every_row_of_a_plan_uses_the_same_cores(cores, described, tmp_path):
 
 
 def test_rounds_after_the_first_run_in_a_shuffled_order_the_seed_fixes(described, tmp_path):
-    args = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none"])
-    runs, _, _ = plan.make_plan(args, 0, 2, dry_run=True)
+    config = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none"])
+    runs, _, _ = plan.make_plan(config, 0, 2, dry_run=True)
     order = {r: [run.variant for run in runs if run.repeat == r and run.kind == "train"] for r in (1, 2, 3)}
     # no GPU: dp, a passthrough, left out; a CNN's workload leaves the transformers' techniques to theirs
     assert order[1] == plan.ordered([v for v in catalogue.TRAIN if v not in ("dp", *catalogue.TRANSFORMER_ONLY)], 0)
     assert sorted(order[2]) == sorted(order[1]) and order[2] != order[1] and order[3] != order[2]
-    again, _, _ = plan.make_plan(args, 0, 2, dry_run=True)
+    again, _, _ = plan.make_plan(config, 0, 2, dry_run=True)
     assert [r.name for r in again] == [r.name for r in runs]
 
 
@@ -327,8 +327,8 @@ def test_dp_is_left_out_of_a_cpu_bench_by_default_but_runs_where_asked_or_on_a_g
     in --variants it runs, and on a GPU machine it is in by default."""
 
     def trained(argv, gpus):
-        args = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "1", "--budget", "none", *argv])
-        return {r.variant for r in plan.make_plan(args, gpus, 2, dry_run=True)[0] if r.kind == "train"}
+        config = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "1", "--budget", "none", *argv])
+        return {r.variant for r in plan.make_plan(config, gpus, 2, dry_run=True)[0] if r.kind == "train"}
 
     assert "dp" not in trained([], 0) and {"baseline", "ddp", "amp"} <= trained([], 0)
     assert trained(["--variants", "baseline,dp"], 0) == {"baseline", "dp"}
@@ -337,8 +337,8 @@ def test_dp_is_left_out_of_a_cpu_bench_by_default_but_runs_where_asked_or_on_a_g
 
 @pytest.mark.usefixtures("described")
 def test_the_vit_workload_runs_the_transformer_techniques_and_a_gpu_plan_keeps_its_budget(tmp_path):
-    args = cli.parse_args(["--workload", "vit", "--dry-run", "--out", str(tmp_path)])
-    runs, works, _ = plan.make_plan(args, 0, 2, dry_run=True)
+    config = cli.parse_args(["--workload", "vit", "--dry-run", "--out", str(tmp_path)])
+    runs, works, _ = plan.make_plan(config, 0, 2, dry_run=True)
     rows = {r.variant for r in runs}
     assert rows == {"synthetic", "amp-synthetic", "baseline", "amp", "tf32", "fused", "compile", "all", "checkpoint",
                     "ddp", "fsdp"}  # fmt: skip
