@@ -358,9 +358,7 @@ def run(config):
         raise BenchError("--memory-limit is a CPU's stand-in for a GPU's memory: on a GPU the device's memory is the"
                          " limit")  # fmt: skip
     whole = varied(config, budget="none")  # the budget is the mode's, not the bench's plan's
-    runs, works, _ = plan.make_plan(
-        whole, gpu_count, info["cpu_cores"], logs, config.dry_run, info["cpu_bf16_native"], calibrate.steps
-    )
+    runs, works, _ = plan.make_plan(whole, gpu_count, info["cpu_cores"], logs, info["cpu_bf16_native"], calibrate.steps)
     if config.dry_run:
         train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
         budget_s = cost.budget_s(config.limits.budget, gpu_count)

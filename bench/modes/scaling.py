@@ -232,9 +232,7 @@ def run(config):
     # the plan gives the work; the budget is the mode's
     one = varied(config, variants=config.own.variants, loaders=(), repeats=1, budget="none", nproc=nproc,
                  workload=workload)  # fmt: skip
-    _, works, _ = plan.make_plan(
-        one, gpu_count, info["cpu_cores"], logs, config.dry_run, info["cpu_bf16_native"], calibrate.steps
-    )
+    _, works, _ = plan.make_plan(one, gpu_count, info["cpu_cores"], logs, info["cpu_bf16_native"], calibrate.steps)
     work = next(iter(works.values()))
     runs = runs_of(config, counts, gpu_count, info["cpu_cores"], work, logs)
     if config.dry_run:

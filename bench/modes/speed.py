@@ -297,9 +297,7 @@ def run(config):
     native = info["cpu_bf16_native"]
     started = time.monotonic()
     saved = saved_costs(config, info, gpu_count)
-    runs, works, fit = plan.make_plan(
-        config, gpu_count, info["cpu_cores"], logs, config.dry_run, native, calibrate.steps, saved
-    )
+    runs, works, fit = plan.make_plan(config, gpu_count, info["cpu_cores"], logs, native, calibrate.steps, saved)
     if config.dry_run:
         print_plan(runs, works, gpu_count)
         plan.print_estimate(fit, runs)

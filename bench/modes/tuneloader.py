@@ -279,9 +279,7 @@ def run(config):
         )
     one = varied(config, variants=("synthetic", "baseline"), loaders=tuple(loaders), repeats=1, budget="none",
                  default_variants=False, default_loaders=False)  # fmt: skip
-    runs, works, _ = plan.make_plan(
-        one, gpu_count, info["cpu_cores"], logs, config.dry_run, info["cpu_bf16_native"], calibrate.steps
-    )
+    runs, works, _ = plan.make_plan(one, gpu_count, info["cpu_cores"], logs, info["cpu_bf16_native"], calibrate.steps)
     first = next(iter(works))  # one workload: the default's, or the one asked for
     planned = {r.variant: r for r in runs if r.repeat == 1 and r.workload == first}
     if config.dry_run:

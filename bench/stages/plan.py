@@ -531,16 +531,17 @@ def round_runs(repeat, works, variants, loaders, context, saved=None):
     return runs
 
 
-def make_plan(config, gpu_count, cores, log=None, dry_run=False, bf16_native=True, calibrate=None, saved=None):
-    """The runs of the bench for the parsed arguments on a machine with gpu_count GPUs, what each workload's work is
+def make_plan(config, gpu_count, cores, log=None, bf16_native=True, calibrate=None, saved=None):
+    """The runs of the bench for the configuration (bench/config.py) on a machine with gpu_count GPUs, what each
+    workload's work is
     ({workload: Work}) and how the plan fits its budget (a Fit, for print_estimate). In order: what is asked and what
     it may cost (asked: reads the saved runs and the data folders), then prepare (the data made, read, the model
-    tried: the only writes and script imports), calibrate (steps "auto", unless dry_run, by calibrate: the caller's,
+    tried: the only writes and script imports), calibrate (steps "auto", unless --dry-run, by calibrate: the caller's,
     bench/stages/calibrate.py's steps, so that planning launches nothing itself), then plan: the runs, pure (the same
     inputs give the same plan). Rounds run repeat after repeat, each workload's round whole, rows in priority order."""
     ask = asked(config, gpu_count, cores, bf16_native, saved)
-    found = prepare(config, gpu_count, ask.names, dry_run)
-    steps = calibrated(config, gpu_count, cores, ask, found, dry_run, calibrate, log)
+    found = prepare(config, gpu_count, ask.names)
+    steps = calibrated(config, gpu_count, cores, ask, found, calibrate, log)
     return plan(config, gpu_count, cores, ask, found, steps, log, bf16_native)
 
 
@@ -576,10 +577,11 @@ def asked(config, gpu_count, cores, bf16_native=True, saved=None):
     return Asked(names, variants, nproc, budget, known, making, window)
 
 
-def prepare(config, gpu_count, names, dry_run=False):
+def prepare(config, gpu_count, names):
     """{workload: (its Work as the flags and the machine give it, its data folder, what loader.py finds there)}: the
-    data made where missing (unless dry_run), read by the scripts' loader, and a model of one's own tried (unless
-    dry_run). A batch larger than the training set is refused here."""
+    data made where missing (unless --dry-run), read by the scripts' loader, and a model of one's own tried (unless
+    --dry-run). A batch larger than the training set is refused here."""
+    dry_run = config.dry_run
     found = {}
     for workload in names:
         chosen = work(config, gpu_count, workload)
@@ -594,11 +596,11 @@ def prepare(config, gpu_count, names, dry_run=False):
     return found
 
 
-def calibrated(config, gpu_count, cores, ask, found, dry_run=False, calibrate=None, log=None):
+def calibrated(config, gpu_count, cores, ask, found, calibrate=None, log=None):
     """{workload: (warm-up steps, steps)} where steps are "auto": from the saved runs' step times (enough steps for
     the fastest row's window), else calibrated on this machine (calibrate, launched by the caller's function), else a
-    loader row's default; none while dry_run."""
-    steps = {}
+    loader row's default; none in a dry run."""
+    steps, dry_run = {}, config.dry_run
     for workload, (chosen, path, info) in found.items():
         if chosen.steps != "auto":
             continue

@@ -157,10 +157,10 @@ def test_the_environment_step_on_a_cpu(tmp_path):
 def test_loader_rows_alone_need_no_calibration(tiny_data, tmp_path):
     """A GPU plan of loader rows alone (the first GPU run's loader rate): no training row to calibrate on, so a fixed
     number of batches (it once tried to calibrate on no row, and its window fit divided by zero)."""
-    args = cli.parse_args(
+    config = cli.parse_args(
         ["--data", str(tiny_data), "--variants", "", "--loaders", "loader", "--batch-size", "8", "--repeats", "1"]
     )
-    runs, works, _ = plan.make_plan(args, 1, 2, tmp_path, dry_run=False)
+    runs, works, _ = plan.make_plan(config, 1, 2, tmp_path)
     (loader,) = runs
     assert loader.cmd[loader.cmd.index("--steps") + 1] == str(plan.LOADER_ONLY_STEPS)
 

@@ -86,11 +86,11 @@ def test_the_planner_launches_nothing_it_asks_the_calibration_it_is_given(monkey
         asked.append((chosen.warmup_steps, variants, window_s))
         return chosen.warmup_steps + 123
 
-    runs, works, _ = plan.make_plan(config, 1, 2, tmp_path, dry_run=False, calibrate=steps)
+    runs, works, _ = plan.make_plan(config, 1, 2, tmp_path, calibrate=steps)
     assert asked == [(20, ["baseline", "amp"], cost.WINDOW_S)] and works["custom"].steps == 143
     assert {r.cmd[r.cmd.index("--steps") + 1] for r in runs} == {"143"}
     with pytest.raises(BenchError, match="--steps auto: this mode plans no calibration run; give --steps N"):
-        plan.make_plan(config, 1, 2, tmp_path, dry_run=False)
+        plan.make_plan(config, 1, 2, tmp_path)
 
 
 def test_a_calibration_that_hangs_ends_the_bench_in_one_line(monkeypatch, tmp_path):

@@ -304,7 +304,7 @@ def test_the_bench_refuses_a_bad_model_before_the_first_run(models, tiny_data, t
 def test_every_row_of_a_plan_uses_the_same_cores(cores, described, tmp_path):
     """processes x threads = the cores, for every row, DDP's torchrun rows included (torchrun would set 1)."""
     config = cli.parse_args(["--dry-run", "--out", str(tmp_path)])
-    runs, _, _ = plan.make_plan(config, 0, cores, dry_run=True)
+    runs, _, _ = plan.make_plan(config, 0, cores)
     trained = [r for r in runs if r.kind == "train"]
     assert {r.variant for r in trained if r.processes == 2} == {"ddp", "all"}
     assert all(r.processes * int(r.env["OMP_NUM_THREADS"]) == cores for r in trained)
@@ -313,12 +313,12 @@ def test_every_row_of_a_plan_uses_the_same_cores(cores, described, tmp_path):
 
 def test_rounds_after_the_first_run_in_a_shuffled_order_the_seed_fixes(described, tmp_path):
     config = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none"])
-    runs, _, _ = plan.make_plan(config, 0, 2, dry_run=True)
+    runs, _, _ = plan.make_plan(config, 0, 2)
     order = {r: [run.variant for run in runs if run.repeat == r and run.kind == "train"] for r in (1, 2, 3)}
     # no GPU: dp, a passthrough, left out; a CNN's workload leaves the transformers' techniques to theirs
     assert order[1] == plan.ordered([v for v in catalogue.TRAIN if v not in ("dp", *catalogue.TRANSFORMER_ONLY)], 0)
     assert sorted(order[2]) == sorted(order[1]) and order[2] != order[1] and order[3] != order[2]
-    again, _, _ = plan.make_plan(config, 0, 2, dry_run=True)
+    again, _, _ = plan.make_plan(config, 0, 2)
     assert [r.name for r in again] == [r.name for r in runs]
 
 
@@ -328,7 +328,7 @@ def test_dp_is_left_out_of_a_cpu_bench_by_default_but_runs_where_asked_or_on_a_g
 
     def trained(argv, gpus):
         config = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "1", "--budget", "none", *argv])
-        return {r.variant for r in plan.make_plan(config, gpus, 2, dry_run=True)[0] if r.kind == "train"}
+        return {r.variant for r in plan.make_plan(config, gpus, 2)[0] if r.kind == "train"}
 
     assert "dp" not in trained([], 0) and {"baseline", "ddp", "amp"} <= trained([], 0)
     assert trained(["--variants", "baseline,dp"], 0) == {"baseline", "dp"}
@@ -338,14 +338,14 @@ def test_dp_is_left_out_of_a_cpu_bench_by_default_but_runs_where_asked_or_on_a_g
 @pytest.mark.usefixtures("described")
 def test_the_vit_workload_runs_the_transformer_techniques_and_a_gpu_plan_keeps_its_budget(tmp_path):
     config = cli.parse_args(["--workload", "vit", "--dry-run", "--out", str(tmp_path)])
-    runs, works, _ = plan.make_plan(config, 0, 2, dry_run=True)
+    runs, works, _ = plan.make_plan(config, 0, 2)
     rows = {r.variant for r in runs}
     assert rows == {"synthetic", "amp-synthetic", "baseline", "amp", "tf32", "fused", "compile", "all", "checkpoint",
                     "ddp", "fsdp"}  # fmt: skip
     assert all("--optimizer" in r.cmd and VIT in r.cmd for r in runs) and works["vit"].data.endswith("small")
-    small, _, _ = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 0, 2, dry_run=True)
+    small, _, _ = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 0, 2)
     assert not {r.variant for r in small} & catalogue.TRANSFORMER_ONLY  # a CNN's default bench is as it was
-    gpu, works, fit = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 1, 16, dry_run=True)
+    gpu, works, fit = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 1, 16)
     assert list(works) == ["imagenet", "vit"] and works["vit"].model == "vit_b_16"
     assert fit.rounds >= 2 and fit.total_s <= cost.BUDGET_MIN["gpu"] * 60 and not fit.left_out
     assert {r.variant for r in gpu if r.workload == "vit"} >= {"fsdp", "fused", "tf32", "ddp"}
