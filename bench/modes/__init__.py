@@ -26,8 +26,8 @@ class Registration:
     """One mode, as cli.py runs it.
 
     name: its name (config.mode; its flag is --NAME with - for _, as the two-modes error spells it)
-    run: run(config): the mode, its --dry-run included, on the configuration (bench/config.py); an int it returns is
-        the exit code
+    run: run(config): the mode, its --dry-run included, on the configuration (bench/config.py); an exit code other
+        than 0 is raised (SystemExit), as the executor does with its mode's finish()
     asked: asked(flags): whether the command line (argparse's flags, as parsed) asks for it; None for the default
         mode (the bench), run when none is asked
     add_flags, check_flags: add its flags to the parser; check_flags(flags, config): check them, as parsed, against
