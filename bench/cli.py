@@ -22,6 +22,7 @@ arguments are parsed before the machine is looked at; every error is a BenchErro
 """
 
 import argparse
+import dataclasses
 import difflib
 import os
 from pathlib import Path
@@ -107,9 +108,10 @@ def parse_args(argv=None):
     for mode in registered().values():
         if mode.check_flags is not None:
             mode.check_flags(flags, shared)
-    nodes = slurm.nodes_of(shared.launch)  # with the Slurm launcher: its allocation's, read once the flags are checked
-    return config.of(flags, asked, registered()[asked].own, **rows, out=shared.outputs.out,
-                     baseline_dir=shared.outputs.baseline_dir, nodes=nodes)  # fmt: skip
+    # with the Slurm launcher, the nodes are its allocation's, read once the flags are checked
+    checked = config.varied(shared, nodes=slurm.nodes_of(shared.launch))
+    own = registered()[asked].own
+    return dataclasses.replace(checked, own=own(flags, checked)) if own is not None else checked
 
 
 def work_flags(p):

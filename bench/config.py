@@ -114,22 +114,20 @@ def varied(config, **changes):
     return replace(config, **top, **{g: replace(getattr(config, g), **values) for g, values in groups.items()})
 
 
-def read(kind, **renamed):
+def read(kind):
     """A registration's builder of its own flags' record: kind (a frozen dataclass) from the parsed flags of the
-    same names (renamed: field -> the flag's name where they differ)."""
+    same names."""
 
     def build(flags, config):
-        return kind(**{f.name: vars(flags)[renamed.get(f.name, f.name)] for f in fields(kind)})
+        return kind(**{f.name: vars(flags)[f.name] for f in fields(kind)})
 
     return build
 
 
-def of(flags, mode, own=None, **made):
-    """The configuration from the command line as parsed and checked (bench/cli.py), for `mode`: each field the value
-    made for it from the flags (made: rows' lists, out as a Path), else its flag's as parsed; then own, the mode's own
-    flags' record (its registration's builder), which may read the configuration."""
+def of(flags, mode, **made):
+    """The configuration from the command line as parsed (bench/cli.py), for `mode`: each field the value made for it
+    from the flags (made: the rows' lists, out as a Path), else its flag's as parsed."""
     values = {**vars(flags), **made}
     groups = {g: Config.__dataclass_fields__[g].default_factory for g in GROUPS}
-    made = {g: kind(**{f.name: values[f.name] for f in fields(kind)}) for g, kind in groups.items()}
-    config = Config(mode=mode, dry_run=values["dry_run"], gpus=values["gpus"], **made)
-    return replace(config, own=own(flags, config)) if own is not None else config
+    built = {g: kind(**{f.name: values[f.name] for f in fields(kind)}) for g, kind in groups.items()}
+    return Config(mode=mode, dry_run=values["dry_run"], gpus=values["gpus"], **built)

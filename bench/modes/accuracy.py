@@ -78,7 +78,7 @@ def runs_of(config, info, gpu_count, logs, generate=True):
     """One run per training variant (the ceilings left out), at the mode's model, batch and epochs."""
     kind = "gpu" if gpu_count else "cpu"
     chosen = dict(DEFAULTS[kind])
-    given = dict(model=config.work.model, batch_size=config.work.batch_size, warmup_steps=config.work.warmup_steps)
+    given = {k: getattr(config.work, k) for k in ("model", "batch_size", "warmup_steps")}
     chosen.update({k: v for k, v in given.items() if v is not None})  # 0 is given
     epochs = config.own.max_epochs or chosen["max_epochs"]
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"

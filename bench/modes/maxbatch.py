@@ -381,19 +381,14 @@ def main(config, info, runs, logs, works):
         raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
     gpu = bool(info["gpu_count"])
     budget_s = cost.budget_s(config.limits.budget, gpu)
-    limit = (
-        f"{config.own.memory_limit:,} MiB of address space per process"
-        if config.own.memory_limit
-        else "the GPU's memory"
-    )
+    memory = config.own.memory_limit
+    limit = f"{memory:,} MiB of address space per process" if memory else "the GPU's memory"
     rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
     print(f"{say_estimate(train, gpu, budget_s, rounds)}; in {limit}", flush=True)
     timed_s = {run.variant: run.estimate_s + cost.compile_s(run.variant, 1, gpu) for run in train}
     for run in train:
         run.estimate_s = cost.maxbatch_s([run], gpu, PROBES)
-    options = dict(
-        memory_limit=config.own.memory_limit, timeout=cost.timeout_s(config.limits.timeout, gpu), rounds=rounds
-    )
+    options = dict(memory_limit=memory, timeout=cost.timeout_s(config.limits.timeout, gpu), rounds=rounds)
     options["timed_s"] = timed_s
     mode = MaxBatch(config, info, logs.name, train, works, options)
     execute.start(mode)

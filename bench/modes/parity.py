@@ -89,12 +89,7 @@ class Flags:
 def runs_of(config, info, gpu_count, logs, generate=True):
     """The baseline at each seed, then every technique at --seed: the same model, data, batch and steps."""
     chosen = dict(DEFAULTS["gpu" if gpu_count else "cpu"])
-    given = dict(
-        model=config.work.model,
-        batch_size=config.work.batch_size,
-        steps=config.work.steps,
-        warmup_steps=config.work.warmup_steps,
-    )
+    given = {k: getattr(config.work, k) for k in ("model", "batch_size", "steps", "warmup_steps")}
     chosen.update({k: v for k, v in given.items() if v is not None})  # 0 is given
     if chosen["warmup_steps"] >= chosen["steps"]:
         raise BenchError(f"--warmup-steps {chosen['warmup_steps']} leaves none of the {chosen['steps']} steps")

@@ -133,7 +133,7 @@ def runs_of(config, counts, gpu_count, cores, work, logs):
             raise BenchError(f"--scaling-mode strong splits the batch {work.batch_size} over the processes: it does"
                              f" not divide by {odd[0]}")  # fmt: skip
     path, info = work.data, dict(image_size=work.image_size, classes=range(work.classes))
-    variants = variants_of(config.rows.variants)
+    variants = config.own.variants
     rounds = ROUNDS if config.limits.repeats == "auto" else config.limits.repeats
     runs = []
     for repeat in range(1, rounds + 1):

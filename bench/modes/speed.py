@@ -303,12 +303,8 @@ def run(config):
         plan.print_estimate(fit, runs)
         return
     plan.print_estimate(fit, runs)
-    options = dict(
-        auto=fit.auto,
-        context=asdict(fit.context),
-        profile=config.outputs.profile,
-        tensorboard=config.outputs.tensorboard,
-    )
+    recorded = dict(profile=config.outputs.profile, tensorboard=config.outputs.tensorboard)
+    options = dict(auto=fit.auto, context=asdict(fit.context), **recorded)
     bench = Bench(config, info, bench_id, runs, works, options)  # the options kept for --resume
     execute.start(bench)
     execute.execute(bench, fit.budget_s, config.limits.chunk, time.monotonic() - started)

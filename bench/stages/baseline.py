@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from bench import BenchError, check_folder, logs_of, schema, write_whole
-from bench.observe.machine import ROOT
+from bench.config import Outputs
 from bench.stages import record
 
-BASELINE_DIR = ROOT / "baseline"
+BASELINE_DIR = Outputs.baseline_dir  # the configuration's default (--baseline-dir)
 OUTPUTS = ["summary.csv", "summary.md", "report.html", "throughput.png", "memory.png", "tradeoff.png", "time.png"]
 OUTPUTS += ["curves.json", "curves.png"]  # the learning curves: the logs they come from stay behind
 OUTPUTS += ["profiles.json"]  # --profile: each run's operators (its trace stays behind with the logs)

@@ -366,10 +366,7 @@ PROFILE_STEPS = 4  # --profile: the steps a run records after its window (meter.
 def work(config, gpu_count, workload):
     """The flags of a workload's runs: the user's where given, this machine's defaults elsewhere."""
     defaults = DEFAULTS[("gpu" if gpu_count else "cpu", workload)]
-    asked = config.work
-    flags = dict(model=asked.model, batch_size=asked.batch_size, steps=asked.steps, warmup_steps=asked.warmup_steps)
-    flags.update(eval_samples=asked.eval_samples)  # the optimizer: the workload's, no flag of the bench's
-    given = {name: flags.get(name) for name in defaults}
+    given = {name: getattr(config.work, name, None) for name in defaults}  # the optimizer: the workload's, no flag
     chosen = Work(**{name: defaults[name] if value is None else value for name, value in given.items()})
     if chosen.steps != "auto" and chosen.warmup_steps >= chosen.steps:
         raise BenchError(f"--warmup-steps {chosen.warmup_steps} leaves none of the {chosen.steps} steps to time")
