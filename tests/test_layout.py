@@ -84,6 +84,33 @@ def test_no_module_imports_one_above_its_role():
     assert upward == []
 
 
+def stage_names(path):
+    """The names a module takes from bench/stages/: 'summarize' for `from bench.stages import summarize`,
+    'WAIT_BOUND' for `from bench.stages.summarize import WAIT_BOUND`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench.stages"):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("bench.stages")]
+    return found
+
+
+def test_the_outputs_read_the_statistics_answers_and_never_work_them_out():
+    """One way down: the stages hand each row's numbers, answers and causes to bench/outputs/ as the summary's fields
+    (summarize.answered, causes.with_causes); the words take at most the stages' constants (their thresholds, the
+    causes' names), and no renderer imports a stage at all: a renderer that called a statistic row by row would have
+    to import it."""
+    outputs = {m: p for m, p in MODULES.items() if m.startswith("bench.outputs.")}
+    assert {"bench.outputs.verdicts", "bench.outputs.markdown", "bench.outputs.plots"} <= set(outputs)
+    taken = {m: stage_names(p) for m, p in outputs.items()}
+    assert not [f"{m}: {n}" for m, names in taken.items() for n in names if not n.isupper()]
+    assert not [
+        m for m, names in taken.items() if names and m not in ("bench.outputs.verdicts", "bench.outputs.answer")
+    ]
+    assert stage_names(MODULES["bench.modes.speed"]) and "summarize" in stage_names(MODULES["bench.modes.speed"])
+
+
 def test_no_import_circle_in_bench():
     graph = {name: module_imports(path) for name, path in MODULES.items()}
 

@@ -27,6 +27,8 @@ FAULTS = [
      "    if low > 1:\n        return \"faster\"", "    if high > 1:\n        return \"faster\""),
     ("verdicts: stalls at twice the threshold", "bench/stages/summarize.py",
      "STALL = 1.25 ", "STALL = 2.5 "),
+    ("answers: a row's data wait read as its compute", "bench/stages/summarize.py",
+     "    RowAnswer(\"wait_share\", float, waited),", "    RowAnswer(\"wait_share\", float, compute_ms),"),
     ("warm-up rule: the last step counted", "bench/stages/summarize.py",
      "    steps = list(warmup_ms[:-1])", "    steps = list(warmup_ms)"),
     ("payback: the saving per step as base / speed-up", "bench/stages/summarize.py",

@@ -76,7 +76,7 @@ def readme(config):
         if not (folder / "runs.csv").exists():
             raise BenchError(f"README.md or docs/ show {folder}, which holds no runs.csv")
         runs = record.read_runs(folder / "runs.csv")
-        speed.write_outputs(folder, runs["bench_id"].iloc[-1], speed.saved_machine(folder, runs))
+        return speed.write_outputs(folder, runs["bench_id"].iloc[-1], speed.saved_machine(folder, runs))
 
     for folder in blocks.rewrite(resummarize):
         print(f"README.md and docs/: the results of {folder}, summarized again from its runs.csv")

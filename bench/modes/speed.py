@@ -72,13 +72,15 @@ def tuned_of(out):
 
 
 def summary_of(runs, parity=None, largest=None, profiled=None, tuned=None):
-    """What summary.csv holds: the statistics of the runs (bench/stages/summarize.py), with the verdicts of a
-    --parity run in the same results folder (parity: its parity.csv), the speeds at the largest batches of a
-    --max-batch run there (largest: its max_batch.csv), the causes the operators of a bench with --profile show
-    (profiled: bench/outputs/profiles.py), then the words (bench/outputs/verdicts.py): a verdict for every row, a row
-    waiting for its data told the answer of a --tune-loader run there (tuned)."""
+    """The summary every output is drawn from, down one way: the statistics of the runs (bench/stages/summarize.py),
+    with the verdicts of a --parity run in the same results folder (parity: its parity.csv) and the speeds at the
+    largest batches of a --max-batch run there (largest: its max_batch.csv); each row's answers (summarize.answered)
+    and causes (bench/stages/causes.py, with the operators of a bench with --profile: profiled, from
+    bench/outputs/profiles.py); then the words (bench/outputs/verdicts.py): a verdict for every row, a row waiting for
+    its data told the answer of a --tune-loader run there (tuned). summary.csv holds its columns in_order."""
     numbers = summarize.with_largest(summarize.with_parity(summarize.summarize(runs), parity), largest)
-    return verdicts.with_verdicts(causes.with_profiles(numbers, profiled), tuned)
+    answers = causes.with_causes(summarize.answered(causes.with_profiles(numbers, profiled)))
+    return summarize.in_order(verdicts.with_verdicts(answers, tuned), answers=True)
 
 
 def write_outputs(out, bench_id, machine):
@@ -92,7 +94,8 @@ def write_outputs(out, bench_id, machine):
     summary = summary_of(runs, parity_of(out), max_batch_of(out), profiled, tuned_of(out))
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
-    write_whole(out / "summary.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    table = summarize.in_order(summary)  # summary.csv: the numbers, causes and verdicts, not each row's answers
+    write_whole(out / "summary.csv", lambda tmp: table.to_csv(tmp, index=False))
     rounds = [logs_of(out, bench_id) / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
     notes = [path.read_text().strip() for path in rounds if path.exists()][:1]
     text = markdown.markdown(summary, headings, f"{when}, bench {bench_id}", notes)

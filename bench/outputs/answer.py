@@ -32,9 +32,9 @@ import pandas as pd
 
 from bench import catalogue
 from bench.outputs import diffs, verdicts
-from bench.outputs.verdicts import plural
-from bench.stages import causes, summarize
-from bench.stages.summarize import num
+from bench.outputs.verdicts import number, plural
+from bench.stages.causes import NAMES
+from bench.stages.summarize import WAIT_BOUND
 
 ROUNDS_AT_MOST = (
     50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise
@@ -81,7 +81,7 @@ def cost(variant):
 
 
 def memory_words(row):
-    m = num(row, "memory_vs_baseline")
+    m = number(row, "memory_vs_baseline")
     if math.isnan(m):
         return ""
     answer = row.get("memory_answer")
@@ -102,49 +102,31 @@ def item(row, why=""):
 
 def why_it_costs(row):
     """The measured reason a row is slower, where its fields say one."""
-    if summarize.emulated_bf16(row):
+    if row.get("bf16_emulated") is True:
         return ": bf16 is emulated on this device"
-    if num(row, "world_size") > 1 and row.get("device") == "cpu":
+    if number(row, "world_size") > 1 and row.get("device") == "cpu":
         return f": {row.world_size:.0f} processes share the same cores"
-    if row.variant in catalogue.MULTI_GPU and row.get("device") == "cuda" and num(row, "world_size") < 2:
+    if row.variant in catalogue.MULTI_GPU and row.get("device") == "cuda" and number(row, "world_size") < 2:
         return ": one GPU, so only its overhead shows"
     return ""
 
 
-def rounds_to_settle(row):
-    """About how many paired rounds at the noise seen would settle the row: its interval's half-width (log scale)
-    shrinks as one over the square root of the rounds; None without an interval."""
-    estimate, low, high, rounds = (
-        row.speedup,
-        num(row, "speedup_low"),
-        num(row, "speedup_high"),
-        num(row, "rounds_paired"),
-    )
-    if math.isnan(low) or math.isnan(high) or rounds < 2:
-        return None
-    width, effect, band = math.log(high / low) / 2, abs(math.log(estimate)), math.log1p(summarize.BAND)
-    target = band - effect if effect < band else effect  # inside the band: settle as no difference; else as a change
-    if target <= 0 or width <= 0:
-        return math.inf
-    return math.ceil(rounds * (width / target) ** 2)
-
-
 def unsettled_item(row):
     """'compile 1.06x +-20%: about 27 rounds at this noise would settle it (--repeats 27)' (a row with an interval)."""
-    needed = rounds_to_settle(row)
+    needed = number(row, "rounds_to_settle")  # bench/stages/summarize.py
     if needed > ROUNDS_AT_MOST:
         more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
         more += " would narrow it"
     else:
-        more = f"about {needed} rounds at this noise would settle it (--repeats {needed})"
-    return f"{row.variant} {row.speedup:.2f}x +-{num(row, 'speedup_precision_pct'):.0f}%: {more}"
+        more = f"about {needed:.0f} rounds at this noise would settle it (--repeats {needed:.0f})"
+    return f"{row.variant} {row.speedup:.2f}x +-{number(row, 'speedup_precision_pct'):.0f}%: {more}"
 
 
 def above_ceiling(train):
     """(row, words) for each real row whose interval against its ceiling lies wholly above 100%."""
     flagged = []
     for _, row in train[train["dataset"] != "synthetic"].iterrows():
-        if summarize.against_ceiling(row)[0] == "above":
+        if row.get("ceiling_standing") == "above":
             ceiling = train[train["variant"] == row.get("ceiling")]
             flagged.append((row, above_why(row, ceiling.iloc[0] if not ceiling.empty else None)))
     return flagged
@@ -153,16 +135,16 @@ def above_ceiling(train):
 def above_why(row, ceiling):
     """Why a row may outrun its ceiling, from what was measured."""
     said = (
-        f"{row.variant} runs above its ceiling ({num(row, 'ceiling_low_pct'):.0f}% to"
-        f" {num(row, 'ceiling_high_pct'):.0f}% of {row.get('ceiling')}, by the paired rounds): the ceiling is not a"
+        f"{row.variant} runs above its ceiling ({number(row, 'ceiling_low_pct'):.0f}% to"
+        f" {number(row, 'ceiling_high_pct'):.0f}% of {row.get('ceiling')}, by the paired rounds): the ceiling is not a"
         " limit here, as a row cannot outrun training with no loading unless the two differ in more than loading"
     )
     if ceiling is not None and row.get("device") == "cpu":
-        mine, its = num(row, "cpu_model_cores"), num(ceiling, "cpu_model_cores")
+        mine, its = number(row, "cpu_model_cores"), number(ceiling, "cpu_model_cores")
         if not (math.isnan(mine) or math.isnan(its)):
             return (
                 f"{said}; on this CPU the model's process used {mine:.2f} cores against the ceiling's {its:.2f}"
-                f" (its loader: {num(row, 'cpu_loader_cores'):.2f}): how the cores were shared differs"
+                f" (its loader: {number(row, 'cpu_loader_cores'):.2f}): how the cores were shared differs"
             )
         return f"{said}; on a CPU the likely reason is how the cores were shared (not measured in these runs)"
     return f"{said}; the likely reason is noise between processes or a difference in set-up (not measured)"
@@ -181,7 +163,7 @@ def slower_than_parts(train):
     flagged, rows = [], {row.variant: row for _, row in compared(train).iterrows()}
     for variant, row in rows.items():
         parts = [rows[p] for p in parts_of(variant) if p in rows]
-        beaten = [p for p in parts if num(row, "speedup_high") < num(p, "speedup_low")]
+        beaten = [p for p in parts if number(row, "speedup_high") < number(p, "speedup_low")]
         if not beaten:
             continue
         best = max(beaten, key=lambda p: p.speedup)
@@ -225,8 +207,8 @@ def items(train):
     if groups.get("same"):
         said.append(("No difference", "; ".join(item(r) for r in groups["same"])))
     if groups.get("unsettled"):
-        once = [r for r in groups["unsettled"] if rounds_to_settle(r) is None]  # one round: no interval, one phrase
-        items = [unsettled_item(r) for r in groups["unsettled"] if rounds_to_settle(r) is not None]
+        once = [r for r in groups["unsettled"] if pd.isna(number(r, "rounds_to_settle"))]  # one round: no interval
+        items = [unsettled_item(r) for r in groups["unsettled"] if pd.notna(number(r, "rounds_to_settle"))]
         if once:
             items.append(f"{', '.join(f'{r.variant} {r.speedup:.2f}x' for r in once)}: one paired round, no interval"
                          " yet; run more rounds (--repeats)")  # fmt: skip
@@ -247,8 +229,8 @@ def items(train):
         said.append(
             (
                 "Best measured",
-                f"{best.variant}, {best.speedup:.2f}x ({num(best, 'speedup_low'):.2f}x to"
-                f" {num(best, 'speedup_high'):.2f}x){memory_words(best)}",
+                f"{best.variant}, {best.speedup:.2f}x ({number(best, 'speedup_low'):.2f}x to"
+                f" {number(best, 'speedup_high'):.2f}x){memory_words(best)}",
             )
         )
     said += why_items(train) + limit_items(train) + data_bound_items(train)
@@ -274,8 +256,8 @@ def why_items(train):
     if "cause" not in train:
         return []
     asked = train[train["cause"].notna()]
-    named = [f"{row.variant}: {causes.NAMES[row.cause]}" for _, row in asked.iterrows() if row.cause in causes.NAMES]
-    unshown = [row.variant for _, row in asked.iterrows() if row.cause not in causes.NAMES]
+    named = [f"{row.variant}: {NAMES[row.cause]}" for _, row in asked.iterrows() if row.cause in NAMES]
+    unshown = [row.variant for _, row in asked.iterrows() if row.cause not in NAMES]
     if unshown:
         named.append(f"{', '.join(unshown)}: not shown by what was measured (each verdict says what would show it)")
     return [("Why not faster", "; ".join(named))] if named else []
@@ -285,14 +267,14 @@ def data_bound_items(train):
     """The real rows that wait for their data WAIT_BOUND of their window or more: data-bound, with their distance
     from the ceiling, and where to find the loader's settings (python -m bench --tune-loader)."""
     rows = train[(train["dataset"] != "synthetic") & (train["runs_ok"] > 0)]
-    bound = [row for _, row in rows.iterrows() if summarize.waited(row) >= summarize.WAIT_BOUND]
+    bound = [row for _, row in rows.iterrows() if number(row, "wait_share") >= WAIT_BOUND]
     if not bound:
         return []
     words = []
     for row in bound:
-        pct = num(row, "ceiling_pct")
+        pct = number(row, "ceiling_pct")
         ceiling = f", at {pct:.0f}% of its ceiling" if pd.notna(pct) else ""
-        words.append(f"{row.variant} waits for data {summarize.waited(row):.0%} of its window{ceiling}")
+        words.append(f"{row.variant} waits for data {number(row, 'wait_share'):.0%} of its window{ceiling}")
     return [("Data-bound", "; ".join(words) + ": the loader, not the technique, sets the pace; python -m bench"
              " --tune-loader finds the loader's settings for this machine (docs/bench.md)")]  # fmt: skip
 

@@ -5,9 +5,7 @@ import pandas as pd
 
 from bench import catalogue
 from bench.outputs import answer, verdicts
-from bench.outputs.verdicts import busy_note, diverged_note, fmt, present, settled_note
-from bench.stages import summarize
-from bench.stages.summarize import num, torch_blind
+from bench.outputs.verdicts import busy_note, diverged_note, fmt, number, present, settled_note
 
 
 def cells(frame, columns):
@@ -29,7 +27,7 @@ def runs_cell(row):
 
 
 def interval_cell(row):
-    """The speed-up's 95% interval over the paired rounds (bench/stages/summarize.py)."""
+    """The speed-up's 95% interval over the paired rounds."""
     low, high = row.get("speedup_low"), row.get("speedup_high")
     if row.get("speed_answer") is None or pd.isna(row.get("speed_answer")):
         return ""
@@ -51,8 +49,9 @@ def answer_cell(row):
 def ceiling_cell(row):
     """The row's rate against its ceiling's, paired by round: a share where its interval lies below 100%, 'at it'
     where the interval holds 100% (the two cannot be told apart), 'ABOVE' where it lies wholly above."""
-    standing, pct, low, high = summarize.against_ceiling(row)
-    if standing is None:
+    standing = row.get("ceiling_standing")
+    pct, low, high = number(row, "ceiling_pct"), number(row, "ceiling_low_pct"), number(row, "ceiling_high_pct")
+    if not isinstance(standing, str):
         return ""
     words = {"one": f"{pct:.0f}% (one round)", "above": f"ABOVE it ({low:.0f}-{high:.0f}%)"}
     return words.get(standing, f"at it ({low:.0f}-{high:.0f}%)" if standing == "at" else f"{pct:.0f}%")
@@ -88,7 +87,7 @@ def payback_cell(row):
     answer = row.get("payback_answer")
     if not isinstance(answer, str):
         return ""
-    cold, warm = (fmt(num(row, f"payback_{which}_steps"), "{:,.0f}") or "-" for which in ("cold", "warm"))
+    cold, warm = (fmt(number(row, f"payback_{which}_steps"), "{:,.0f}") or "-" for which in ("cold", "warm"))
     steps = "" if cold == warm == "-" else f"{cold} / {warm}"
     if answer == "pays back":
         return steps
@@ -178,14 +177,14 @@ def train_columns(train):
     if "compile_s" in train and train["compile_s"].notna().any():
         columns += [("compile s, cold / median", compile_cell), ("pays back after, steps cold / warm", payback_cell)]
     if "achieved_tflop_per_s" in train and train["achieved_tflop_per_s"].notna().any():
-        columns += [("GFLOP per step", lambda r: fmt(num(r, "flop_per_step") / 1e9, "{:,.1f}"))]
+        columns += [("GFLOP per step", lambda r: fmt(number(r, "flop_per_step") / 1e9, "{:,.1f}"))]
         columns += [("TFLOP/s", lambda r: fmt(r.get("achieved_tflop_per_s"), "{:.3g}"))]
     if "mfu_pct" in train and train["mfu_pct"].notna().any():
         columns += [("MFU", lambda r: fmt(r.get("mfu_pct"), "{:.1f}%"))]
     if "energy_per_1k_samples_j" in train and train["energy_per_1k_samples_j"].notna().any():
-        columns += [("J per 1k samples", lambda r: fmt(num(r, "energy_per_1k_samples_j"), "{:,.1f}"))]
-        columns += [("energy vs baseline", lambda r: fmt(num(r, "energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"))]
-        columns += [("mean W", lambda r: fmt(num(r, "avg_power_w"), "{:,.0f}"))]
+        columns += [("J per 1k samples", lambda r: fmt(number(r, "energy_per_1k_samples_j"), "{:,.1f}"))]
+        columns += [("energy vs baseline", lambda r: fmt(number(r, "energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"))]
+        columns += [("mean W", lambda r: fmt(number(r, "avg_power_w"), "{:,.0f}"))]
     if "parity_verdict" in train and train["parity_verdict"].notna().any():
         columns += [("learns (--parity)", parity_cell)]
     if "largest_answer" in train and train["largest_answer"].notna().any():
@@ -194,9 +193,13 @@ def train_columns(train):
 
 
 def step_cell(row):
-    """A step at the row's rate; where its steps stall (summarize.stalls), its median and 90th percentile too."""
-    cell, stalled = fmt(summarize.step_ms(row), "{:.1f}"), summarize.stalls(row)
-    return f"{cell} (median {stalled[1]:,.0f}, p90 {stalled[0]:,.0f})" if cell and stalled else cell
+    """A step at the row's rate; where its steps stall (stall_p90_ms), its median and 90th percentile too."""
+    cell, p90, median = (
+        fmt(number(row, "step_ms"), "{:.1f}"),
+        number(row, "stall_p90_ms"),
+        number(row, "stall_median_ms"),
+    )
+    return f"{cell} (median {median:,.0f}, p90 {p90:,.0f})" if cell and pd.notna(p90) else cell
 
 
 def cores_cell(row):
@@ -239,7 +242,7 @@ def blind_note(train):
     blind = [
         row["variant"]
         for _, row in train.iterrows()
-        if torch_blind(row) and pd.notna(row.get("peak_mem_allocated_mib"))
+        if row.get("torch_blind") is True and pd.notna(row.get("peak_mem_allocated_mib"))
     ]
     if not blind:
         return None
@@ -251,7 +254,7 @@ def blind_note(train):
 
 def torch_cell(row, value):
     """A torch memory figure; a DALI row's marked: it leaves out DALI's own memory (see the note under the table)."""
-    return fmt(value) + (" (not seen)" if torch_blind(row) and pd.notna(value) else "")
+    return fmt(value) + (" (not seen)" if row.get("torch_blind") is True and pd.notna(value) else "")
 
 
 LOADER_COLUMNS = [

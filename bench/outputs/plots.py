@@ -19,7 +19,6 @@ import pandas as pd
 from bench import kept_for_bench, run_metrics, write_whole
 from bench.outputs.markdown import label
 from bench.outputs.verdicts import present
-from bench.stages import summarize
 
 matplotlib.use("Agg")  # files only, no screen needed
 import matplotlib.pyplot as plt  # noqa: E402
@@ -167,7 +166,7 @@ def plot_time(summary, path, headings):
     window it starved for data), in ms per step at the measured rate."""
     fig, parts = panels(summary, headings, trained, lambda rows: 0.45 * len(rows) + 1.8)
     for ax, rows, heading in parts:
-        step_ms = rows.apply(summarize.step_ms, axis=1)  # the one step time of the table and the verdicts
+        step_ms = rows["step_ms"]  # the one step time of the table and the verdicts
         wait_ms = step_ms * rows["data_wait_frac"].fillna(0)
         y = list(range(len(rows)))
         ax.barh(y, wait_ms, color="tab:orange", label="host waiting for data (data_wait_frac)")

@@ -18,9 +18,7 @@ import os
 import re
 from pathlib import Path
 
-import pandas as pd
-
-from bench import BenchError, schema, write_whole
+from bench import BenchError, write_whole
 from bench.observe.machine import ROOT
 from bench.outputs import answer, diffs, markdown, verdicts
 
@@ -52,12 +50,13 @@ def folders(text, modes=True):
     return [m.group("folder") for m in BLOCK.finditer(text) if modes or not m.group("mode")]
 
 
-def block(folder, link, headline=False, mode=None):
-    """The text of a block for the saved bench in folder, its files linked as link/NAME."""
+def block(folder, link, headline=False, mode=None, summary=None):
+    """The text of a block for the saved bench in folder, its files linked as link/NAME; a headline's from the summary
+    the folder was summarized to (summary: bench/modes/speed.py's write_outputs, each row's answers with it)."""
     if mode:
         return mode_block(folder, link, mode)
     if headline:
-        return headline_block(folder, link)
+        return headline_block(summary, folder, link)
     text = re.sub(r"^### ", "#### ", Path(folder, "summary.md").read_text(), flags=re.M)
     images = [f"![{what}]({link}/{name})" for name, what in PLOTS if Path(folder, name).exists()]
     return text + ("\n" + "\n".join(images) + "\n" if images else "")
@@ -72,9 +71,8 @@ def mode_block(folder, link, mode):
     return text + (f"\n![{what}]({link}/{plot})\n" if Path(folder, plot).exists() else "")
 
 
-def headline_block(folder, link):
+def headline_block(summary, folder, link):
     """Per workload its heading and the table's main columns; the settled count; links to the whole."""
-    summary = schema.upgrade(pd.read_csv(Path(folder, "summary.csv")))
     heading = Path(folder, "summary.md").read_text().splitlines()[0].removeprefix("### ")
     lines = []
     for workload in summary["workload"].unique():
@@ -100,12 +98,13 @@ def lines_block():
     return "\n".join(rows) + "\n"
 
 
-def render(text, page, root=ROOT):
-    """page's text with every block written again (the folders already summarized)."""
+def render(text, page, root=ROOT, summaries=None):
+    """page's text with every block written again (the folders already summarized: summaries, by folder)."""
 
     def result(m):
         link = os.path.relpath(root / m.group("folder"), page.parent)
-        body = block(root / m.group("folder"), link, bool(m.group("headline")), m.group("mode"))
+        summary = (summaries or {}).get(m.group("folder"))
+        body = block(root / m.group("folder"), link, bool(m.group("headline")), m.group("mode"), summary)
         return m.group(1) + body + m.group(6)
 
     text = BLOCK.sub(result, text)
@@ -113,15 +112,14 @@ def render(text, page, root=ROOT):
 
 
 def rewrite(resummarize, root=None):
-    """Summarize every folder the pages show again (resummarize(folder)), then write their blocks; return the
-    folders."""
+    """Summarize every folder the pages show again (resummarize(folder) returns its summary), then write their blocks
+    from those summaries; return the folders."""
     root = root or ROOT
     texts = {page: page.read_text() for page in pages(root)}
     shown = list(dict.fromkeys(folder for text in texts.values() for folder in folders(text, modes=False)))
-    for folder in shown:
-        resummarize(root / folder)
+    summaries = {folder: resummarize(root / folder) for folder in shown}
     for page, text in texts.items():
-        new = render(text, page, root)
+        new = render(text, page, root, summaries)
         if new != text:
             write_whole(page, lambda tmp, new=new: Path(tmp).write_text(new))
     return shown

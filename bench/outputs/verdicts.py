@@ -1,36 +1,26 @@
-"""The words of a bench: each row's verdict and the summary's notes, from the numbers and answers of
-bench/stages/summarize.py, never written by hand. Every number in a verdict is a field of the summary (or the plain
-arithmetic of one: a step is global_batch_size / samples_per_s), so it matches the table; memory is read alike.
-The renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and
-these words, and the cells' rules (fmt, present) are here once for all of them.
+"""The words of a bench: each row's verdict and the summary's notes, from the numbers, the answers and the causes
+the stages put in the summary (bench/stages/summarize.py, its ROW_ANSWERS; bench/stages/causes.py), never written by
+hand and never worked out here: every number in a verdict is a field of the summary, so it matches the table. The
+renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and these
+words, and the cells' rules (fmt, present) are here once for all of them.
 
-    with_verdicts(summary)   the summary's numbers (bench/stages) with a verdict for every row: what summary.csv
-                             holds (bench/modes/speed.py summary_of puts the two together)
+    with_verdicts(summary)   the summary (its numbers, answers and causes) with a verdict for every row: what
+                             summary.csv holds (bench/modes/speed.py summary_of puts them together)
 """
 
 import math
 
 import pandas as pd
 
-from bench.stages import causes
-from bench.stages.summarize import (
-    ACCURACY_GAP,
-    BAND,
-    CORES_CHANGE,
-    WAIT_BOUND,
-    WAIT_CHANGE,
-    WAIT_LITTLE,
-    against_ceiling,
-    classify,
-    clearly_faster,
-    compute_ms,
-    emulated_bf16,
-    in_order,
-    num,
-    stalls,
-    torch_blind,
-    waited,
-)
+from bench.stages.causes import UNSHOWN
+from bench.stages.summarize import ACCURACY_GAP, BAND, CORES_CHANGE, WAIT_BOUND, WAIT_CHANGE, WAIT_LITTLE
+
+
+def number(row, name):
+    """A number of the summary's row as the words and the cells read it: NaN where it has none (None, NaN: a rule
+    just does not fire, a cell is empty). The statistics read theirs alike (bench/stages/summarize.py num)."""
+    value = row.get(name)
+    return math.nan if value is None or pd.isna(value) else float(value)
 
 
 def present(value):
@@ -49,20 +39,17 @@ def fmt(value, pattern="{:,.0f}"):
 
 
 def with_verdicts(summary, tuned=None):
-    """summary with a `verdict` for every row: training rows against their workload's baseline, loader rows
-    against loader.py."""
+    """summary (its numbers, each row's answers and causes: bench/stages) with a `verdict` for every row: training
+    rows against their workload's baseline, loader rows against loader.py."""
     summary = summary.copy()
-    summary["verdict"], summary["cause"] = None, None
+    summary["verdict"] = None
     for i, row in summary.iterrows():
         workload = summary[summary["workload"] == row.workload]
         same = workload[workload["kind"] == row.kind]
         reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
         base = reference.iloc[0] if not reference.empty else None
-        found = causes.found(row, base, workload) if base is not None and causes.asked(row) else None
-        if found is not None:
-            summary.at[i, "cause"] = found[0][0].cause if found else "none shown"
-        summary.at[i, "verdict"] = verdict(row, base, found, tuned)
-    return in_order(summary)
+        summary.at[i, "verdict"] = verdict(row, base, row.get("causes_found"), tuned)
+    return summary
 
 
 def why_words(row, found, tuned=None):
@@ -71,8 +58,8 @@ def why_words(row, found, tuned=None):
     answer = row.get("speed_answer")
     why = {"faster": "Why not nearer its ceiling", "unsettled": "What may hold it back"}.get(answer, "Why not faster")
     if not found:
-        flags = causes.unshown(row)
-        return f" {why}: {causes.UNSHOWN}{': ' + ', '.join(flags) if flags else ''}."
+        flags = row.get("causes_unshown") or ()
+        return f" {why}: {UNSHOWN}{': ' + ', '.join(flags) if flags else ''}."
     (rule, numbers), others = found[0], found[1:]
     said = f" {why}: {rule.name}: {rule.words.format(**numbers)}; to try: {rule.remedy}."
     if tuned and rule.cause in ("data", "loader_limit"):
@@ -104,11 +91,15 @@ def verdict(row, base, found=None, tuned=None):
         )
     if base is None or name == base.variant:
         reached = ceiling_words(row)
-        parts = [f"compute {compute_ms(row):.1f} ms a step"] if pd.notna(compute_ms(row)) else []
-        parts += [f"waiting for data {waited(row):.0%} of the time"] if pd.notna(waited(row)) else []
+        parts = [f"compute {number(row, 'compute_ms'):.1f} ms a step"] if pd.notna(number(row, "compute_ms")) else []
+        parts += (
+            [f"waiting for data {number(row, 'wait_share'):.0%} of the time"]
+            if pd.notna(number(row, "wait_share"))
+            else []
+        )
         parts += [stall_words(row)] if stall_words(row) else []
-        if pd.notna(num(row, "energy_per_1k_samples_j")):
-            parts += [f"{num(row, 'energy_per_1k_samples_j'):,.1f} J per 1,000 samples ({row.energy_source})"]
+        if pd.notna(number(row, "energy_per_1k_samples_j")):
+            parts += [f"{number(row, 'energy_per_1k_samples_j'):,.1f} J per 1,000 samples ({row.energy_source})"]
         said = f": {', '.join(parts)}" if parts else ""
         return (
             f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{mfu_words(row)}"
@@ -121,8 +112,8 @@ def verdict(row, base, found=None, tuned=None):
     head = f"{name}: {speed(row, 'speed')}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
-    if pd.notna(num(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
-        head += f" and {num(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
+    if pd.notna(number(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
+        head += f" and {number(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
     named = {rule.cause for rule, _ in found or []}
     said = reasons(row, base, named)
     why = why_words(row, found, tuned) if found is not None else ""
@@ -132,13 +123,12 @@ def verdict(row, base, found=None, tuned=None):
 def stall_words(row):
     """'its steps stall: the slowest tenth take 102 ms or more against a median of 58 ms (1.8x), while the GPU waited
     for data 4% of the time: stalls between steps, not waits for data', or '' where its steps are steady."""
-    found = stalls(row)
-    if found is None:
+    p90, median = number(row, "stall_p90_ms"), number(row, "stall_median_ms")
+    if pd.isna(p90):
         return ""
-    p90, median = found
     said = f"its steps stall: the slowest tenth take {p90:,.0f} ms or more against a median of {median:,.0f} ms"
     said += f" ({p90 / median:.1f}x)"
-    wait = waited(row)
+    wait = number(row, "wait_share")
     if pd.notna(wait) and wait < WAIT_BOUND:
         who = "the GPU" if row.get("device") == "cuda" else "the model"
         said += f", while {who} waited for data {wait:.0%} of the time: stalls between steps, not waits for data"
@@ -151,17 +141,17 @@ def ran_eager(row):
     """Why a compiled row measured no compiled code ('compiled code did not run in its timed window'), or ''.
     Its runs count the timed steps whose loss came through compiled code (meter.py): none, and the row's speed is
     eager code's, whatever it reads (torch 2.11 once fell back to eager silently after the FLOP count)."""
-    if pd.isna(row.get("compile_mode")) or num(row, "compiled_steps_timed") != 0:
+    if pd.isna(row.get("compile_mode")) or number(row, "compiled_steps_timed") != 0:
         return ""
     return "compiled code did not run in its timed window (torch.compile fell back to eager code)"
 
 
 def mfu_words(row):
     """' It reaches 41% of this GPU's datasheet peak for its precision (MFU).', or '' where the peak is not known."""
-    mfu = num(row, "mfu_pct")
+    mfu = number(row, "mfu_pct")
     if pd.isna(mfu):
         return ""
-    peak, gpus = num(row, "peak_tflop_per_s"), num(row, "world_size")
+    peak, gpus = number(row, "peak_tflop_per_s"), number(row, "world_size")
     whose = "this GPU's" if not gpus > 1 else f"its {gpus:.0f} GPUs'"
     return f" It reaches {mfu:.0f}% of {whose} datasheet peak for its precision ({peak:.0f} TFLOP/s: MFU)."
 
@@ -170,23 +160,21 @@ def peer_words(row):
     """' Against ddp (the same 2 processes and global batch): 0.84x the speed (...), 0.95x the memory per process
     (...).', or '' for a row without a peer."""
     peer = row.get("peer")
-    if not isinstance(peer, str) or pd.isna(num(row, "speedup_vs_peer")):
+    if not isinstance(peer, str) or pd.isna(number(row, "speedup_vs_peer")):
         return ""
-    said = f" Against {peer} (the same {num(row, 'world_size'):.0f} processes and global batch): "
+    said = f" Against {peer} (the same {number(row, 'world_size'):.0f} processes and global batch): "
     said += ratio_words(row, "speedup_vs_peer", "the speed")
-    if pd.notna(num(row, "memory_vs_peer")):
+    if pd.notna(number(row, "memory_vs_peer")):
         said += ", " + ratio_words(row, "memory_vs_peer", "the memory per process")
     return said + "."
 
 
 def ratio_words(row, column, what):
     """'0.84x the speed, slower (0.80x to 0.88x)' by the interval (as the speed-up's answer), '(one round)' without."""
-    value, low, high = num(row, column), num(row, f"{column}_low"), num(row, f"{column}_high")
-    if pd.isna(low):
+    value, low, high = number(row, column), number(row, f"{column}_low"), number(row, f"{column}_high")
+    answer = row.get("peer_speed_answer" if column == "speedup_vs_peer" else "peer_memory_answer")
+    if pd.isna(low) or not isinstance(answer, str):
         return f"{value:.2f}x {what} (one round)"
-    answer = classify(low, high)
-    if "speed" not in what:
-        answer = dict(faster="more", slower="less").get(answer, answer)
     said = dict(same="no measurable difference", unsettled="not settled").get(answer, answer)
     return f"{value:.2f}x {what}, {said} ({low:.2f}x to {high:.2f}x)"
 
@@ -208,8 +196,9 @@ def not_applied(row):
 
 def ceiling_words(row):
     """'; it reaches 76% of the ceiling (71% to 80%)', or that it cannot be told from it, by the paired interval."""
-    standing, pct, low, high = against_ceiling(row)
-    if standing is None:
+    standing = row.get("ceiling_standing")
+    pct, low, high = number(row, "ceiling_pct"), number(row, "ceiling_low_pct"), number(row, "ceiling_high_pct")
+    if not isinstance(standing, str):
         return ""
     if standing == "one":
         return f"; it reaches {pct:.0f}% of the ceiling (one round)"
@@ -225,7 +214,12 @@ def interval_words(low, high, rounds):
 
 def speed(row, what):
     """'1.51x faster (95% interval 1.21x to 1.88x over 3 paired rounds)', 'not settled after 3 rounds ...'."""
-    s, low, high, rounds = row.speedup, num(row, "speedup_low"), num(row, "speedup_high"), num(row, "rounds_paired")
+    s, low, high, rounds = (
+        row.speedup,
+        number(row, "speedup_low"),
+        number(row, "speedup_high"),
+        number(row, "rounds_paired"),
+    )
     answer = row.get("speed_answer")
     if pd.isna(low):
         return f"{s:.2f}x the {what}, not settled: one paired round, no interval to judge the noise by"
@@ -244,7 +238,7 @@ def memory(row):
     what = "GPU memory" if row.get("memory_source") == "nvml_peak_mib" else "memory"
     if row.get("memory_source") == "peak_host_mem_mib":
         what = "host memory"
-    m, low, high = row.memory_vs_baseline, num(row, "memory_vs_baseline_low"), num(row, "memory_vs_baseline_high")
+    m, low, high = row.memory_vs_baseline, number(row, "memory_vs_baseline_low"), number(row, "memory_vs_baseline_high")
     answer = row.get("memory_answer")
     if pd.isna(low):
         return f"{m:.2f}x the {what} (one round)"
@@ -259,19 +253,20 @@ def reasons(row, base, named=()):
     """Why, from the fields: the data wait and the compute per step, then what else the row shows; what a cause
     named (named: bench/stages/causes.py's keys) is said there, not here."""
     said = []
-    wait, base_wait = waited(row), waited(base)
+    wait, base_wait = number(row, "wait_share"), number(base, "wait_share")
+    faster = row.get("speed_answer") == "faster"
     fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
-    if fresh_loader and pd.notna(base_wait) and base_wait < WAIT_LITTLE and not clearly_faster(row):
+    if fresh_loader and pd.notna(base_wait) and base_wait < WAIT_LITTLE and not faster:
         said.append(f"the baseline waited for data {base_wait:.0%} of the time, so a faster loader had little to win")
-    if base_wait >= WAIT_BOUND and wait >= WAIT_BOUND and not clearly_faster(row):
+    if base_wait >= WAIT_BOUND and wait >= WAIT_BOUND and not faster:
         said.append(
             f"the data wait stayed high ({base_wait:.0%} to {wait:.0%}): the input pipeline, not compute, sets the pace"
         )
-    if emulated_bf16(row) and row.speedup < 1 and "precision" not in named:
+    if row.get("bf16_emulated") is True and row.speedup < 1 and "precision" not in named:
         where = "GPU (before Ampere)" if row.get("device") == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
         said.append(f"bf16 is emulated on this {where}, so autocast costs more than it saves")
-    step = f"compute per step went from {compute_ms(base):.1f} ms to {compute_ms(row):.1f} ms"
-    if pd.isna(compute_ms(row)) or pd.isna(compute_ms(base)):
+    step = f"compute per step went from {number(base, 'compute_ms'):.1f} ms to {number(row, 'compute_ms'):.1f} ms"
+    if pd.isna(number(row, "compute_ms")) or pd.isna(number(base, "compute_ms")):
         step = None
     if pd.isna(wait) or pd.isna(base_wait):
         said += [step] if step else []
@@ -287,18 +282,18 @@ def reasons(row, base, named=()):
         said.append(cores)
     if stall_words(row) and "stalls" not in named:
         said.append(stall_words(row))
-    if torch_blind(row):
+    if row.get("torch_blind") is True:
         said.append(
             "its GPU memory is NVML's, which sees DALI's own memory where its batches live (torch's counters do not)"
             if row.get("memory_source") == "nvml_peak_mib"
             else "its GPU memory is not compared: its batches live in DALI's own memory, which torch's counters do"
             " not see, and NVML gave no figure"
         )
-    if num(row, "world_size") > 1:
+    if number(row, "world_size") > 1:
         where = "the same CPU" if row.get("device") == "cpu" else f"{row.world_size:.0f} GPUs"
         said.append(f"{row.world_size:.0f} processes of batch {row.global_batch_size / row.world_size:.0f} on {where}")
-    if pd.notna(num(row, "compile_s")):
-        cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(num(row, "compile_cold_s")) else ""
+    if pd.notna(number(row, "compile_s")):
+        cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(number(row, "compile_cold_s")) else ""
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
     if payback_words(row):
         said.append(payback_words(row))
@@ -306,10 +301,10 @@ def reasons(row, base, named=()):
         said.append(parity_words(row))
     if largest_words(row):
         said.append(largest_words(row))
-    if num(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
-        graphs, breaks = int(num(row, "compile_graphs")), int(num(row, "compile_graph_breaks"))
+    if number(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
+        graphs, breaks = int(number(row, "compile_graphs")), int(number(row, "compile_graph_breaks"))
         said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
-    if pd.notna(num(row, "val_acc")) and pd.notna(num(base, "val_acc")):
+    if pd.notna(number(row, "val_acc")) and pd.notna(number(base, "val_acc")):
         if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
             said.append(
                 f"its validation accuracy, {row.val_acc:.3f} against the baseline's {base.val_acc:.3f} after the"
@@ -357,7 +352,7 @@ def parity_words(row):
 
 def payback_steps(row):
     """'1,900 steps from a cold cache, 60 from a warm one' ('' where neither is known)."""
-    cold, warm = num(row, "payback_cold_steps"), num(row, "payback_warm_steps")
+    cold, warm = number(row, "payback_cold_steps"), number(row, "payback_warm_steps")
     if math.isnan(cold):
         return "" if math.isnan(warm) else f"{warm:,.0f} step{'' if warm == 1 else 's'} from a warm cache"
     said = f"{cold:,.0f} step{'' if cold == 1 else 's'} from a cold cache"
@@ -373,7 +368,7 @@ def payback_words(row):
     if answer == "never":
         return "compiling never pays back here: it is slower than the baseline"
     if answer == "not settled":
-        why = "its speed-up has no interval yet (one round)" if math.isnan(num(row, "speedup_low")) else (
+        why = "its speed-up has no interval yet (one round)" if math.isnan(number(row, "speedup_low")) else (
             "its speed-up's interval holds 1")  # fmt: skip
         would = f"at its estimated speed-up it would pay back after {steps}, but " if steps else ""
         return f"whether compiling pays back is not settled: {would}{why}"
@@ -385,8 +380,8 @@ def cores_words(row, base):
     (the baseline's: 0.4), which used 1.9 (1.6)'; None where not measured or not moved."""
     if row.get("device") != "cpu":
         return None
-    loader, model = num(row, "cpu_loader_cores"), num(row, "cpu_model_cores")
-    base_loader, base_model = num(base, "cpu_loader_cores"), num(base, "cpu_model_cores")
+    loader, model = number(row, "cpu_loader_cores"), number(row, "cpu_model_cores")
+    base_loader, base_model = number(base, "cpu_loader_cores"), number(base, "cpu_model_cores")
     if any(pd.isna(v) for v in (loader, model, base_loader, base_model)):
         return None
     fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")

@@ -350,6 +350,27 @@ def with_profiles(summary, profiled):
     return summary
 
 
+def with_causes(summary):
+    """summary with each row's causes, found once for the words to read: `cause` (summary.csv's: the first rule found,
+    "none shown" where none passed, None for a row not asked), `causes_found` ([(rule, its numbers)] of every rule
+    that passed, [] where none did, None for a row not asked) and `causes_unshown` (the flags that would show a cause
+    none of the rules found). Each row is read against its workload's reference (baseline; loader.py for a loader)."""
+    summary = summary.copy()
+    every, flags = [], []
+    for _, row in summary.iterrows():
+        workload = summary[summary["workload"] == row.workload]
+        same = workload[workload["kind"] == row.kind]
+        reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
+        mine = found(row, reference.iloc[0], workload) if not reference.empty and asked(row) else None
+        every.append(mine)
+        flags.append(tuple(unshown(row)) if mine == [] else ())
+    cause = [None if mine is None else mine[0][0].cause if mine else "none shown" for mine in every]
+    summary["cause"] = pd.Series(cause, index=summary.index, dtype=object)
+    summary["causes_found"] = pd.Series(every, index=summary.index, dtype=object)
+    summary["causes_unshown"] = pd.Series(flags, index=summary.index, dtype=object)
+    return summary
+
+
 def table():
     """docs/bench.md's table of the rules, as markdown."""
     lines = ["| cause | evidence | named when | what to try |", "|---|---|---|---|"]

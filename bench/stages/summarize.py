@@ -27,6 +27,7 @@ as the table's and time.png's; compute per step is that step less its data wait.
 """
 
 import math
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -193,6 +194,67 @@ def clearly_faster(row):
     return row.get("speed_answer") == "faster"
 
 
+def rounds_to_settle(row):
+    """About how many paired rounds at the noise seen would settle the row: its interval's half-width (log scale)
+    shrinks as one over the square root of the rounds; NaN without an interval, inf where no count would."""
+    estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
+    rounds = num(row, "rounds_paired")
+    if math.isnan(low) or math.isnan(high) or not rounds >= 2:
+        return math.nan
+    width, effect, band = math.log(high / low) / 2, abs(math.log(estimate)), math.log1p(BAND)
+    target = band - effect if effect < band else effect  # inside the band: settle as no difference; else as a change
+    if target <= 0 or width <= 0:
+        return math.inf
+    return math.ceil(rounds * (width / target) ** 2)
+
+
+def ratio_answer(row, column, memory=False):
+    """The answer of a ratio's interval (column_low to column_high) by classify, as the speed-up's; in memory's words
+    (more, less) where memory; None for a ratio of one round (no interval)."""
+    low, high = num(row, f"{column}_low"), num(row, f"{column}_high")
+    if math.isnan(low):
+        return None
+    answer = classify(low, high)
+    return dict(faster="more", slower="less").get(answer, answer) if memory else answer
+
+
+class RowAnswer(NamedTuple):
+    column: str
+    dtype: type  # float (NaN where none), str (None where none) or bool
+    of: Callable  # the row's answer, from the row's own numbers
+
+
+# each row's answers that the words and the renderers (bench/outputs/) read as fields, never working them out again.
+# They are the summary's numbers read once by the rules above, so answered() adds them to any summary (one read back
+# from summary.csv too); summary.csv holds only the numbers they come from (in_order leaves them out).
+ROW_ANSWERS = (
+    RowAnswer("step_ms", float, step_ms),  # ms a step at the measured rate
+    RowAnswer("compute_ms", float, compute_ms),  # the step less its data wait
+    RowAnswer("wait_share", float, waited),  # the share of the window waiting for data (a GPU's: the device's own)
+    RowAnswer("stall_p90_ms", float, lambda row: (stalls(row) or (math.nan, math.nan))[0]),  # where its steps stall
+    RowAnswer("stall_median_ms", float, lambda row: (stalls(row) or (math.nan, math.nan))[1]),
+    RowAnswer("ceiling_standing", str, lambda row: against_ceiling(row)[0]),  # below, at, above, one (round)
+    RowAnswer("torch_blind", bool, torch_blind),  # torch's memory counters do not see its batches (DALI on a GPU)
+    RowAnswer("bf16_emulated", bool, emulated_bf16),  # bf16 autocast on a device that only emulates bf16
+    RowAnswer("peer_speed_answer", str, lambda row: ratio_answer(row, "speedup_vs_peer")),  # against its PEERS row
+    RowAnswer("peer_memory_answer", str, lambda row: ratio_answer(row, "memory_vs_peer", memory=True)),
+    RowAnswer("rounds_to_settle", float, rounds_to_settle),  # paired rounds at this noise to settle it (inf: none)
+)
+
+
+def answered(summary):
+    """The summary with each row's answers (ROW_ANSWERS) as columns: what the words and the renderers read."""
+    summary = summary.copy()
+    rows = [row for _, row in summary.iterrows()]
+    for answer in ROW_ANSWERS:
+        values = [answer.of(row) for row in rows]
+        values = [bool(value) for value in values] if answer.dtype is bool else values
+        summary[answer.column] = pd.Series(
+            values, index=summary.index, dtype=float if answer.dtype is float else object
+        )
+    return summary
+
+
 # ----------------------------------------------------------------------------- the summary
 
 
@@ -298,9 +360,11 @@ def with_largest(summary, table):
     return summary
 
 
-def in_order(summary):
-    """The summary's columns in the schema's order (summary.csv's), the ratios last."""
-    return summary.reindex(columns=[c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values()))
+def in_order(summary, answers=False):
+    """The summary's columns in the schema's order (summary.csv's), the ratios last; with answers, every other column
+    after them (each row's answers and causes: what the words and the renderers read, not summary.csv)."""
+    columns = [c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values())
+    return summary.reindex(columns=columns + ([c for c in summary if c not in columns] if answers else []))
 
 
 def per_variant(runs):

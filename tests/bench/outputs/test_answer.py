@@ -1,11 +1,10 @@
 """bench/outputs/answer.py: the answer first, from made-up runs with known verdicts through the same summarize() the
 bench uses."""
 
-import pandas as pd
-
 from bench.modes import speed
 from bench.observe import machine
 from bench.outputs import answer, diffs, markdown, verdicts
+from bench.stages import summarize
 from helpers import STEADY, runs_of, scaled, told
 
 
@@ -38,8 +37,10 @@ def test_emulated_bf16_is_a_cost_not_a_trade_and_says_why():
 def test_a_row_not_settled_is_told_how_many_rounds_would_settle_it():
     wobbly = [(110.0, {}), (96.0, {}), (104.0, {})]  # about 1.03x, +-7%
     said, summary = told({"baseline": STEADY, "compile": wobbly})
-    rounds = answer.rounds_to_settle(summary.loc["compile"].rename("compile").to_frame().T.iloc[0])
-    assert summary.loc["compile", "speed_answer"] == "unsettled"
+    rounds = summarize.rounds_to_settle(summary.loc["compile"].rename("compile").to_frame().T.iloc[0])
+    assert (
+        summary.loc["compile", "speed_answer"] == "unsettled" and summary.loc["compile", "rounds_to_settle"] == rounds
+    )
     if rounds <= answer.ROUNDS_AT_MOST:
         assert f"about {rounds} rounds at this noise would settle it (--repeats {rounds})" in said["Not settled"]
     else:
@@ -71,17 +72,6 @@ def test_a_row_of_one_round_states_no_spread():
         said["Not settled"]
         == "amp 1.20x, compile 0.90x: one paired round, no interval yet; run more rounds (--repeats)"
     )
-
-
-def test_the_rounds_that_would_settle_a_row_grow_with_its_noise():
-    def needed(low, high, speedup=1.2):
-        return answer.rounds_to_settle(
-            pd.Series(dict(speedup=speedup, speedup_low=low, speedup_high=high, rounds_paired=3))
-        )
-
-    assert needed(1.0, 1.44) > needed(0.9, 1.6) / 4 and needed(0.8, 1.8) > needed(1.0, 1.44) > 3
-    assert needed(0.99, 1.45) > 3 and needed(1.15, 1.25) <= 3  # already narrow enough: no more than it had
-    assert 3 < needed(0.95, 1.05, speedup=1.0) < answer.ROUNDS_AT_MOST  # no difference within the band, given rounds
 
 
 def test_a_combination_slower_than_its_part_is_flagged_with_the_part_that_costs():

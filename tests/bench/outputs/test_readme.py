@@ -72,11 +72,11 @@ def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, 
         if (ROOT / folder / name).exists():
             shutil.copy(ROOT / folder / name, tmp_path / name)
     runs = record.read_runs(tmp_path / "runs.csv")
-    speed.write_outputs(tmp_path, runs["bench_id"].iloc[-1], speed.saved_machine(tmp_path, runs))
+    summary = speed.write_outputs(tmp_path, runs["bench_id"].iloc[-1], speed.saved_machine(tmp_path, runs))
     for m in readme.BLOCK.finditer(PAGES[page]):
         if m.group("folder") == folder:
             link = "../" + folder if page.parent.name == "docs" else folder
-            expected = readme.block(tmp_path, link, bool(m.group("headline")), m.group("mode"))
+            expected = readme.block(tmp_path, link, bool(m.group("headline")), m.group("mode"), summary)
             assert m.group("body") == expected, f"{page.name} is stale: python -m bench --readme writes {folder}"
             if m.group("mode"):  # the mode's own table, its machine named, and its plot
                 table, plot, _ = readme.MODES[m.group("mode")]

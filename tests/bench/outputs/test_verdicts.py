@@ -56,11 +56,10 @@ def test_a_slower_amp_row_names_emulated_bf16():
     amp = dict(base, variant="amp", rate_median=20.0, speedup=0.2, speedup_low=0.18, speedup_high=0.22, rounds_paired=3)
     amp["speed_answer"] = "slower"
     amp.update(amp_dtype="bf16", bf16_native=False, device="cpu")
-    line = words.verdict(pd.Series(amp), pd.Series(base))
+    rows = summarize.answered(pd.DataFrame([base, amp, dict(amp, variant="native", bf16_native=True)]))
+    line = words.verdict(rows.iloc[1], rows.iloc[0])  # the words read the row's answers (bf16_emulated)
     assert "0.20x slower" in line and "bf16 is emulated on this CPU (no AVX-512-BF16 or AMX)" in line
-    native = dict(amp, bf16_native=True)
-    line = words.verdict(pd.Series(native), pd.Series(base))
-    assert "emulated" not in line
+    assert "emulated" not in words.verdict(rows.iloc[2], rows.iloc[0])
 
 
 def test_fsdp_is_answered_against_ddp_at_the_same_processes():

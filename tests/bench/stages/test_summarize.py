@@ -164,3 +164,40 @@ def test_a_compiled_step_saves_the_baselines_step_less_its_own(speedup, cold_ste
     row = dict(speedup=speedup, speedup_low=speedup * 0.9, speedup_high=speedup * 1.1)
     row |= dict(compile_cold_s=52.0, compile_warm_s=2.5)
     assert summarize.payback(row, base) == ("pays back", cold_steps, warm_steps)
+
+
+def test_the_rounds_that_would_settle_a_row_grow_with_its_noise():
+    def needed(low, high, speedup=1.2):
+        return summarize.rounds_to_settle(
+            pd.Series(dict(speedup=speedup, speedup_low=low, speedup_high=high, rounds_paired=3))
+        )
+
+    assert needed(1.0, 1.44) > needed(0.9, 1.6) / 4 and needed(0.8, 1.8) > needed(1.0, 1.44) > 3
+    assert needed(0.99, 1.45) > 3 and needed(1.15, 1.25) <= 3  # already narrow enough: no more than it had
+    # no difference within the band, given rounds (fewer than answer.ROUNDS_AT_MOST, past which the words give up)
+    assert 3 < needed(0.95, 1.05, speedup=1.0) < 50
+    assert math.isnan(needed(math.nan, math.nan)) and needed(1.2, 1.2) == math.inf  # no interval; no noise to shrink
+
+
+def test_each_rows_answers_are_worked_out_once_and_again_alike_from_summary_csv(tmp_path):
+    """The words and the renderers read each row's answers as fields (summarize.answered): the same from a summary
+    read back from summary.csv (which holds only the numbers they come from) as from the bench's own; each is its
+    rule's (the step at the rate, the data wait less, the standing against the ceiling, the stall)."""
+    stalled = dict(step_time_median_ms=500.0, step_time_p90_ms=700.0, data_wait_frac=0.25, global_batch_size=64)
+    runs = made_up({"baseline": 1.0, "synthetic": 2.0, "bigger": 1.2}, rounds=3, noise=0.02)
+    runs["dataset"] = runs["variant"].map(lambda v: "synthetic" if v == "synthetic" else "generated")
+    runs = runs.assign(**{k: [v if variant == "bigger" else None for variant in runs["variant"]]
+                          for k, v in stalled.items() if k != "global_batch_size"})  # fmt: skip
+    summary = answers(runs)
+    columns = [a.column for a in summarize.ROW_ANSWERS]
+    bigger = summary.loc["bigger"]
+    assert bigger["step_ms"] == pytest.approx(1e3 * 64 / bigger["rate_median"])
+    assert bigger["compute_ms"] == pytest.approx(bigger["step_ms"] * 0.75) and bigger["wait_share"] == 0.25
+    assert (bigger["stall_p90_ms"], bigger["stall_median_ms"]) == (700.0, 500.0)  # 1.4x its median: it stalls
+    assert pd.isna(summary.loc["baseline", "stall_p90_ms"]) and bigger["ceiling_standing"] == "below"
+    assert bigger["torch_blind"] is False and bigger["bf16_emulated"] is False and bigger["rounds_to_settle"] >= 1
+    summarize.in_order(summary.reset_index()).to_csv(tmp_path / "summary.csv", index=False)
+    back = pd.read_csv(tmp_path / "summary.csv")
+    assert not set(columns) & set(back.columns)  # summary.csv: the numbers, not the answers
+    again = summarize.answered(back).set_index("variant")[columns]
+    pd.testing.assert_frame_equal(again, summary[columns], check_dtype=False)
