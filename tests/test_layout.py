@@ -111,6 +111,14 @@ def test_the_outputs_read_the_statistics_answers_and_never_work_them_out():
     assert stage_names(MODULES["bench.modes.speed"]) and "summarize" in stage_names(MODULES["bench.modes.speed"])
 
 
+def test_every_modes_tables_are_drawn_by_the_outputs():
+    """A mode hands its table to bench/outputs/ (markdown.py its .md, plots.py its PNG, verdicts.py its lines): no
+    module of bench/modes/ writes a markdown table's rule itself."""
+    modes = {m: p.read_text() for m, p in MODULES.items() if m.startswith("bench.modes.")}
+    assert len(modes) >= 8 and "|---|" in MODULES["bench.outputs.markdown"].read_text()
+    assert not [m for m, source in modes.items() if "|---|" in source or "| --- |" in source]
+
+
 def test_no_import_circle_in_bench():
     graph = {name: module_imports(path) for name, path in MODULES.items()}
 

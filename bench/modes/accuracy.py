@@ -20,8 +20,7 @@ from bench import BenchError, data, logs_of, write_whole
 from bench.config import read
 from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
-from bench.outputs import plots
-from bench.outputs.verdicts import fmt, present  # the cells' rules, one for every table
+from bench.outputs import markdown, plots, verdicts
 from bench.stages import cost, execute, plan
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
@@ -132,7 +131,7 @@ class ToAccuracy(execute.Mode):
         return result
 
     def say(self, run, record):
-        return line(record)
+        return verdicts.accuracy_line(record)
 
     def finish(self, records, unrun, how):
         rows = [{k: v for k, v in r.items() if k != "curves"} for r in records]
@@ -171,44 +170,14 @@ def main(config, info, bench_id):
     execute.execute(mode, budget_s, config.limits.chunk)
 
 
-def line(row):
-    if str(row.get("error")).startswith("not run"):
-        return f"{row['variant']}: {row['error']}"
-    if not present(row.get("reached")):
-        return f"{row['variant']}: failed: {row.get('error')}"
-    if row["reached"]:
-        text = f"{row['variant']}: reached {row['target']:g} in {row['epochs']} epochs, {row['train_s']:.1f} s training"
-        text += f" ({row['wall_s']:.1f} s with evaluation and start-up)"
-        if present(row.get("speedup")) and row["variant"] != "baseline":
-            text += f", {row['speedup']:.2f}x the baseline's speed to it"
-        return text
-    best = f"{row['best_val_acc']:.3f}" if present(row.get("best_val_acc")) else "none"
-    return f"{row['variant']}: did NOT reach {row['target']:g} in {row['max_epochs']} epochs (best {best})"
-
-
 def write(out, table, info, spent, target, found):
     out = Path(out)
     write_whole(out / "accuracy.csv", lambda tmp: table.to_csv(tmp, index=False))
     where = machine.where(info)
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Time to {target:g} validation accuracy: {where} ({when}, {spent / 60:.1f} min)"
-    lines = [
-        f"### {title}",
-        "",
-        "| variant | reached | epochs | training s | wall s | speed-up | final acc | best acc |",
-    ]
-    lines += ["|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        reached = {True: "yes", False: "**no**"}.get(row["reached"], "failed")
-        cells = [reached, fmt(row["epochs"], "{:.0f}"), fmt(row["train_s"], "{:.1f}"), fmt(row["wall_s"], "{:.1f}")]
-        cells += [
-            fmt(row["speedup"], "{:.2f}x"),
-            fmt(row["final_val_acc"], "{:.3f}"),
-            fmt(row["best_val_acc"], "{:.3f}"),
-        ]
-        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
-    lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
-    write_whole(out / "accuracy.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
+    text = markdown.accuracy(table, title)
+    write_whole(out / "accuracy.md", lambda tmp: Path(tmp).write_text(text))
     if found:
         plots.plot_curves(found, out / "accuracy_curves.png", {"hard": title})
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from bench import BenchError, check_folder, data, write_whole
 from bench.catalogue import TORCHRUN
 from bench.modes import Registration, new_id, this_machine
+from bench.outputs import markdown
 from bench.stages import cost, execute
 from bench.stages.plan import Run, Work
 
@@ -267,12 +268,6 @@ def verdict(path, row, snapshot):
     return "works", detail
 
 
-def table(results, lines):
-    rows = ["| path | result | detail |", "| --- | --- | --- |"]
-    rows += [f"| {name} | {result} | {detail.replace('|', '/')} |" for name, result, detail in results]
-    return "\n".join([*(f"- {line}" for line in lines), "", *rows]) + "\n"
-
-
 class Check(execute.Mode):
     """The check as a mode of the executor: a run a path; its record says works or fails, and why.
     options: gpus (the plan's), model, timeout."""
@@ -318,7 +313,7 @@ class Check(execute.Mode):
                 reason = next((w for r, w in unrun if r.variant == path.name), "not reached")
                 results.append((path.name, "not run", reason))
         lines = capabilities(self.info)
-        text = table(results, lines)
+        text = markdown.check(results, lines)
         folder = self.folder()
         write_whole(folder / "check.md", lambda tmp: Path(tmp).write_text(f"# python -m bench --check\n\n{text}"))
         failed = [name for name, result, _ in results if result == "fails"]

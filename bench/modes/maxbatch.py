@@ -39,8 +39,8 @@ from bench import BenchError, catalogue, write_whole
 from bench.config import read, varied
 from bench.modes import Registration, planned_bench, speed
 from bench.observe import machine
-from bench.outputs import plots
-from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
+from bench.outputs import markdown, plots, verdicts
+from bench.outputs.verdicts import plural
 from bench.stages import calibrate, cost, execute, plan, summarize
 from bench.stages.record import read_runs
 
@@ -333,7 +333,7 @@ class MaxBatch(execute.Mode):
             if record["status"] != "ok":
                 return f"FAILED at batch {record['batch']:,}: {record.get('error')}"
             return f"{record['samples_per_s']:,.1f} samples/s at batch {record['batch']:,} (round {record['round']})"
-        return line(record)
+        return verdicts.max_batch_line(record)
 
     def finish(self, records, unrun, how):
         searches = [r for r in records if not timed(r["run"])]
@@ -432,43 +432,6 @@ def finish(rows, unrun=(), rounds=()):
     return table
 
 
-def iso_words(row):
-    """'faster (95% interval 1.10x to 1.33x over 3 paired rounds)', from a row's rounds at the largest batches."""
-    answer = ANSWER_WORDS.get(row["speed_answer"], row["speed_answer"])
-    if not present(row.get("speed_low")):
-        return f"{answer} (one round: no interval)"
-    return (f"{answer} (95% interval {row['speed_low']:.2f}x to {row['speed_high']:.2f}x over"
-            f" {plural(row['rounds'], 'paired round')})")  # fmt: skip
-
-
-def line(row):
-    """One sentence for a variant."""
-    if pd.isna(row.get("max_batch")):
-        error = f": {row['error']}" if present(row.get("error")) else ""
-        return f"{row['variant']}: no batch found ({row['why_it_stops']}{error})"
-    text = f"{row['variant']}: batch {row['max_batch']:,.0f} fits"
-    if present(row.get("first_failed_batch")):
-        text += f", {row['first_failed_batch']:,.0f} does not ({row['why_it_stops']})"
-    else:
-        text += f" ({row['why_it_stops']})"
-    if present(row.get("samples_per_s")):
-        text += f"; {row['samples_per_s']:,.1f} samples/s there"
-        if present(row.get("epoch_starts_timed")) and row["epoch_starts_timed"] > 0:
-            steady = row.get("median_step_samples_per_s")
-            steady = f", {steady:,.1f} samples/s between them" if present(steady) else ""
-            text += (f" ({row['epoch_starts_timed']:.0f} epoch starts in the window: an epoch is a few steps at this"
-                     f" batch{steady})")  # fmt: skip
-    if present(row.get("batch_vs_baseline")) and row["variant"] != "baseline":
-        text += f"; {row['batch_vs_baseline']:.2f}x the baseline's batch"
-        if present(row.get("speed_vs_baseline")):
-            text += f" at {row['speed_vs_baseline']:.2f}x its speed at its own"
-        if present(row.get("speed_answer")):
-            text += f", {iso_words(row)}"
-    if present(row.get("error")):
-        text += f" ({row['error']})"
-    return text
-
-
 def write(out, table, info, spent):
     out = Path(out)
     write_whole(out / "max_batch.csv", lambda tmp: table.to_csv(tmp, index=False))
@@ -476,23 +439,10 @@ def write(out, table, info, spent):
     limit = table["memory_limit_mib"].dropna()
     memory = f"{limit.iloc[0]:,.0f} MiB of address space per process" if not limit.empty else "the GPU's memory"
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    lines = [f"### The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)", ""]
-    rounds = table["rounds"].max()
-    if present(rounds):
-        lines += [f"Each variant timed at its own largest batch in {plural(rounds, 'paired round')}; its speed against"
-                  " the baseline's at the baseline's own largest batch: the iso-memory comparison.", ""]  # fmt: skip
-    lines += ["| variant | max batch | first that failed | why it stops | samples/s there | batch vs baseline |"
-              " speed vs baseline at its largest | 95% interval | answer |"]  # fmt: skip
-    lines += ["|---|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        cells = [fmt(row["max_batch"], "{:,.0f}"), fmt(row["first_failed_batch"], "{:,.0f}"), row["why_it_stops"]]
-        cells += [fmt(row["samples_per_s"], "{:,.1f}"), fmt(row["batch_vs_baseline"], "{:.2f}x")]
-        interval = f"{row['speed_low']:.2f}x to {row['speed_high']:.2f}x" if present(row["speed_low"]) else ""
-        cells += [fmt(row["speed_vs_baseline"], "{:.2f}x"), interval, fmt(row["speed_answer"], "{}")]
-        lines.append(f"| {row['variant']} | " + " | ".join(str(c) for c in cells) + " |")
-    lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
-    write_whole(out / "max_batch.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
-    plots.plot_max_batch(table, out / "max_batch.png", lines[0].removeprefix("### "))
+    title = f"The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)"
+    text = markdown.max_batch(table, title)
+    write_whole(out / "max_batch.md", lambda tmp: Path(tmp).write_text(text))
+    plots.plot_max_batch(table, out / "max_batch.png", title)
 
 
 def redraw(out, info):

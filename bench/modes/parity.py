@@ -39,8 +39,8 @@ from bench import BenchError, catalogue, data, logs_of, write_whole
 from bench.config import read
 from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
-from bench.outputs import plots
-from bench.outputs.verdicts import fmt, plural, present
+from bench.outputs import markdown, plots
+from bench.outputs.verdicts import fmt, plural
 from bench.stages import cost, execute, plan
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
@@ -204,37 +204,6 @@ def verdict(result, seeds, twin=None, again=None):
     return dict(row, verdict="learns the same" if same_run else "not the same run")
 
 
-def words(row):
-    """'amp: learns worse from step 60: its loss 1.31x the baseline's mean at step 150 (band 0.62 to 0.81); final
-    accuracy 0.412 (band 0.455 to 0.520)'."""
-    said = row["verdict"]
-    if said == "failed":
-        return f"{row['variant']}: failed: {row.get('error')}"
-    if said == "diverged":
-        return f"{row['variant']}: diverged: its loss was NaN or inf from step {row['diverged_step']:.0f}"
-    if said != "learns the same" and pd.notna(row.get("from_step")):
-        said += f" from step {row['from_step']:.0f}"
-    parts = []
-    if said == "not the same run":
-        said += f" as {row['twin']}"
-        repeat = row.get("repeat_distance")
-        repeat = f"; the baseline run twice: {repeat:.3f}" if pd.notna(repeat) else ""
-        apart, seeds = row["twin_distance"], row["seed_distance"]
-        parts.append(f"at the same seed its curve is {apart:.3f} from {row['twin']}'s, {apart / seeds:.2f} of two"
-                     f" seeds' typical {seeds:.3f}{repeat}: do its processes start from one set of weights and see the"
-                     " same data?")  # fmt: skip
-    if pd.notna(row.get("final_loss")):
-        parts.append(f"its last loss {row['final_loss']:.3f}, {row['loss_vs_baseline']:.2f}x the baseline's mean"
-                     f" (band {row['band_loss_low']:.3f} to {row['band_loss_high']:.3f})")  # fmt: skip
-    if pd.notna(row.get("skipped_steps")):
-        parts.append(f"its fp16 scaler skipped the update of {row['skipped_steps']:.0f} of its"
-                     f" {fmt(row.get('steps'), '{:.0f}') or ''} steps (inf or NaN in the gradients)")  # fmt: skip
-    if pd.notna(row.get("final_val_acc")):
-        parts.append(f"final accuracy {row['final_val_acc']:.3f} (band {fmt(row.get('band_acc_low'), '{:.3f}')} to"
-                     f" {fmt(row.get('band_acc_high'), '{:.3f}')})")  # fmt: skip
-    return f"{row['variant']}: {said}" + (f": {'; '.join(parts)}" if parts else "")
-
-
 class Parity(execute.Mode):
     """The mode as the executor runs it: a run each (the baseline once a seed); the verdicts once all have run.
     options: seeds, seed (the techniques'), timeout."""
@@ -316,27 +285,8 @@ def write(out, table, seeds, records, info, spent):
     write_whole(out / "parity.csv", lambda tmp: table.to_csv(tmp, index=False))
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Does each technique learn the same? {machine.where(info)} ({when}, {spent / 60:.1f} min)"
-    lines = [
-        f"### {title}",
-        "",
-        f"The band: the baseline at {len(seeds)} seeds, a 95% prediction interval. A twin"
-        " (a row that computes the same run as another): its curve's distance from its twin's at the same seed,"
-        f" as a share of two seeds' typical distance ({TWIN_SHARE:g} or more: not the same run).",
-        "",
-    ]
-    lines += [
-        "| variant | verdict | from step | last loss | band | x baseline | final acc | band | twin: apart / seeds' |"
-    ]
-    lines += ["|---|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        loss_band_cell = f"{fmt(row['band_loss_low'], '{:.3f}')} to {fmt(row['band_loss_high'], '{:.3f}')}"
-        acc_band_cell = f"{fmt(row['band_acc_low'], '{:.3f}')} to {fmt(row['band_acc_high'], '{:.3f}')}"
-        cells = [row["verdict"], fmt(row["from_step"], "{:.0f}"), fmt(row["final_loss"], "{:.3f}"), loss_band_cell]
-        cells += [fmt(row["loss_vs_baseline"], "{:.2f}x"), fmt(row["final_val_acc"], "{:.3f}"), acc_band_cell]
-        cells += [f"{row['twin']}: {row['twin_distance'] / row['seed_distance']:.2f}" if present(row["twin"]) else ""]
-        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
-    lines += ["", *[f"- {words(row)}" for row in table.to_dict("records")], ""]
-    write_whole(out / "parity.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
+    text = markdown.parity(table, title, len(seeds), TWIN_SHARE)
+    write_whole(out / "parity.md", lambda tmp: Path(tmp).write_text(text))
     ok = [r for r in records if r.get("status") == "ok"]
     if ok:
         plots.plot_parity(loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"]), ok,

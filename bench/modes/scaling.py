@@ -27,8 +27,7 @@ from bench import BenchError, catalogue, write_whole
 from bench.config import varied
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
-from bench.outputs import plots
-from bench.outputs.verdicts import fmt, present  # the cells' rules, one for every table
+from bench.outputs import markdown, plots, verdicts
 from bench.stages import calibrate, cost, execute, plan, slurm, summarize
 
 ROUNDS = 3  # --repeats auto: rounds of every count
@@ -216,7 +215,7 @@ class Scaling(execute.Mode):
         spent_out = bool(how["paused"]) and "budget" in how["paused"]
         write(self.config.outputs.out, table, self.info, spent, done, rounds, spent_out)
         for record in table.to_dict("records"):
-            print(f"  {line(record)}")
+            print(f"  {verdicts.scaling_line(record)}")
         print(f"scaling: {spent / 60:.1f} min in runs; {self.config.outputs.out}/scaling.md, scaling.csv, scaling.png")
         return 0
 
@@ -268,29 +267,6 @@ def main(config, info, runs, logs, counts, works):
     execute.execute(mode, budget_s, config.limits.chunk)
 
 
-def line(row):
-    n = int(row["processes"])
-    if not row["rounds_ok"]:
-        return f"{row['variant']} x{n}: failed: {row['error']}"
-    text = f"{row['variant']} x{n}: {row['samples_per_s']:,.1f} samples/s"
-    if row["answer"] == "reference":
-        return text + " (the reference)"
-    if present(row["speedup"]):
-        text += f", {row['speedup']:.2f}x the reference"
-        if present(row["speedup_low"]):
-            text += f" (95% interval {row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x)"
-        text += f", {row['efficiency']:.0%} efficiency: {ANSWER[row['answer']]}"
-    return text
-
-
-ANSWER = dict(
-    faster="faster than the reference",
-    slower="slower than the reference",
-    same="no measurable difference",
-    unsettled="not settled: more rounds (--repeats)",
-)
-
-
 def write(out, table, info, spent, done, rounds, spent_out=False):
     out = Path(out)
     write_whole(out / "scaling.csv", lambda tmp: table.to_csv(tmp, index=False))
@@ -298,30 +274,9 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     mode = table["scaling_mode"].iloc[0]
     title = f"Scaling ({mode}): {where} ({when}, {done} of {rounds} rounds, {spent / 60:.1f} min)"
-    lines = [f"### {title}", ""]
-    if not info["gpu_count"]:
-        lines += [f"CPU processes share its {info['cpu_cores']} cores: the table measures what DDP costs here, not what"
-                  " more GPUs would give.", ""]  # fmt: skip
-    if spent_out:
-        lines += ["The budget was spent before the rounds asked: --budget, or fewer counts.", ""]
-    kind = table["memory_kind"].dropna()
-    memory = f"memory per process, MiB ({kind.iloc[0]})" if not kind.empty else "memory per process, MiB"
-    lines += [f"| variant | processes | global batch | samples/s | speed-up | 95% interval | efficiency | {memory} |"]
-    lines += ["|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        interval = (f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row["speedup_low"])
-                    and row["answer"] != "reference" else "")  # fmt: skip
-        nodes = f" on {row['nodes']:.0f} nodes" if present(row["nodes"]) and row["nodes"] > 1 else ""
-        cells = [
-            f"{row['processes']:.0f}{nodes}",
-            fmt(row["global_batch"], "{:,.0f}"),
-            fmt(row["samples_per_s"], "{:,.1f}"),
-        ]
-        cells += [fmt(row["speedup"], "{:.2f}x"), interval, fmt(row["efficiency"], "{:.0%}")]
-        cells += [fmt(row["memory_per_process_mib"], "{:,.0f}")]
-        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
-    lines += ["", *[f"- {line(row)}" for row in table.to_dict("records")], ""]
-    write_whole(out / "scaling.md", lambda tmp: Path(tmp).write_text("\n".join(lines)))
+    shared = None if info["gpu_count"] else info["cpu_cores"]  # CPU processes share its cores
+    text = markdown.scaling(table, title, shared, spent_out)
+    write_whole(out / "scaling.md", lambda tmp: Path(tmp).write_text(text))
     plots.plot_scaling(table, out / "scaling.png", title)
 
 

@@ -35,8 +35,8 @@ from bench import BenchError, write_whole
 from bench.config import varied
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
-from bench.outputs import plots
-from bench.outputs.verdicts import fmt, plural, present
+from bench.outputs import markdown, plots, verdicts
+from bench.outputs.verdicts import plural, present
 from bench.stages import calibrate, cost, execute, plan, summarize
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
@@ -123,20 +123,12 @@ def recommend(own, candidates):
     lower end of its interval); else 'keep'. own, candidates: the training rows of the table (dicts)."""
     faster = [c for c in candidates if c.get("answer") == "faster"]
     wait, ceiling = own.get("data_wait_frac"), own.get("ceiling_low_pct")
-    where = []
-    if present(wait):
-        where.append(f"waits for data {wait:.0%} of its window")
-    if present(own.get("ceiling_pct")):
-        where.append(f"trains at {own['ceiling_pct']:.0f}% of its ceiling")
-    where = f" (with the bench's own settings the baseline {' and '.join(where)})" if where else ""
     if faster:
         best = max(faster, key=lambda c: c["speedup"])
-        return "use", (f"use {best['flags']}: {best['speedup']:.2f}x the speed of the bench's own settings (95%"
-                       f" interval {best['speedup_low']:.2f}x to {best['speedup_high']:.2f}x){where}")  # fmt: skip
+        return "use", verdicts.tune_loader_words("use", own, candidates, best)
     if (present(wait) and wait < WAIT_LITTLE) or (present(ceiling) and ceiling >= 100 * NEAR_CEILING):
-        return "not the limit", f"the loader is not the limit here{where}: keep the bench's own settings"
-    said = ", ".join(f"{c['flags']} {c['speedup']:.2f}x ({c['answer']})" for c in candidates if present(c["speedup"]))
-    return "keep", f"keep the bench's own settings: no setting tried trains measurably faster ({said}){where}"
+        return "not the limit", verdicts.tune_loader_words("not the limit", own, candidates)
+    return "keep", verdicts.tune_loader_words("keep", own, candidates)
 
 
 def training_rows(records, names, reference):
@@ -324,25 +316,8 @@ def write(out, records, names, info):
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     spent = sum(r.get("run_s") or 0 for r in records)
     title = f"The loader's settings: {machine.where(info)} ({when}, {spent / 60:.1f} min)"
-    lines = [f"### {title}", "", f"**The answer**: {words}.", ""]
-    lines += ["The loader alone (one run each: a first look, which picks the settings trained):", ""]
-    lines += ["| loader | flags | images/s |", "|---|---|---|"]
-    for row in sorted(loaders, key=lambda r: -(r["samples_per_s"] or 0)):
-        rate = fmt(row["samples_per_s"], "{:,.1f}") or f"failed: {row['error']}"
-        lines.append(f"| {row['loader']} | `{row['flags']}` | {rate} |")
-    rounds = max((r["runs"] for r in trained), default=0)
-    lines += ["", f"Training, in {plural(rounds, 'paired round')} (each with the ceiling, no loading at all):", ""]
-    lines += ["| flags | samples/s | vs the bench's own | 95% interval | answer | data wait | of ceiling |"
-              " cores: model / loader |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for row in trained:
-        interval = f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row.get("speedup_low")) else ""
-        cores = (f"{row['cpu_model_cores']:.2f} / {row['cpu_loader_cores']:.2f}"
-                 if present(row.get("cpu_model_cores")) and present(row.get("cpu_loader_cores")) else "")  # fmt: skip
-        cells = [f"`{row['flags']}`", fmt(row["samples_per_s"], "{:,.1f}"), fmt(row.get("speedup"), "{:.2f}x"),
-                 interval, fmt(row.get("answer"), "{}"), fmt(row["data_wait_frac"], "{:.1%}"),
-                 fmt(row["ceiling_pct"], "{:.0f}%"), cores]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    write_whole(out / "tune_loader.md", lambda tmp: Path(tmp).write_text("\n".join(lines) + "\n"))
+    text = markdown.tune_loader(title, words, loaders, trained)
+    write_whole(out / "tune_loader.md", lambda tmp: Path(tmp).write_text(text))
     plots.plot_tune_loader(loaders, trained, out / "tune_loader.png", title)
     return table
 

@@ -442,3 +442,131 @@ def settled_note(summary):
         f"Settled: {len(settled)} of {plural(len(asked), 'row')} (faster, slower or no difference beyond"
         f" +-{BAND:.0%}, by 95% intervals over {span})."
     )
+
+
+# ----------------------------------------------------------------------------- the other modes' sentences: each a line
+# under its table (bench/outputs/markdown.py), from a row of the mode's table
+
+
+def iso_words(row):
+    """'faster (95% interval 1.10x to 1.33x over 3 paired rounds)', from a row's rounds at the largest batches."""
+    answer = ANSWER_WORDS.get(row["speed_answer"], row["speed_answer"])
+    if not present(row.get("speed_low")):
+        return f"{answer} (one round: no interval)"
+    return (f"{answer} (95% interval {row['speed_low']:.2f}x to {row['speed_high']:.2f}x over"
+            f" {plural(row['rounds'], 'paired round')})")  # fmt: skip
+
+
+def max_batch_line(row):
+    """One sentence for a variant."""
+    if pd.isna(row.get("max_batch")):
+        error = f": {row['error']}" if present(row.get("error")) else ""
+        return f"{row['variant']}: no batch found ({row['why_it_stops']}{error})"
+    text = f"{row['variant']}: batch {row['max_batch']:,.0f} fits"
+    if present(row.get("first_failed_batch")):
+        text += f", {row['first_failed_batch']:,.0f} does not ({row['why_it_stops']})"
+    else:
+        text += f" ({row['why_it_stops']})"
+    if present(row.get("samples_per_s")):
+        text += f"; {row['samples_per_s']:,.1f} samples/s there"
+        if present(row.get("epoch_starts_timed")) and row["epoch_starts_timed"] > 0:
+            steady = row.get("median_step_samples_per_s")
+            steady = f", {steady:,.1f} samples/s between them" if present(steady) else ""
+            text += (f" ({row['epoch_starts_timed']:.0f} epoch starts in the window: an epoch is a few steps at this"
+                     f" batch{steady})")  # fmt: skip
+    if present(row.get("batch_vs_baseline")) and row["variant"] != "baseline":
+        text += f"; {row['batch_vs_baseline']:.2f}x the baseline's batch"
+        if present(row.get("speed_vs_baseline")):
+            text += f" at {row['speed_vs_baseline']:.2f}x its speed at its own"
+        if present(row.get("speed_answer")):
+            text += f", {iso_words(row)}"
+    if present(row.get("error")):
+        text += f" ({row['error']})"
+    return text
+
+
+def parity_line(row):
+    """'amp: learns worse from step 60: its loss 1.31x the baseline's mean at step 150 (band 0.62 to 0.81); final
+    accuracy 0.412 (band 0.455 to 0.520)'."""
+    said = row["verdict"]
+    if said == "failed":
+        return f"{row['variant']}: failed: {row.get('error')}"
+    if said == "diverged":
+        return f"{row['variant']}: diverged: its loss was NaN or inf from step {row['diverged_step']:.0f}"
+    if said != "learns the same" and pd.notna(row.get("from_step")):
+        said += f" from step {row['from_step']:.0f}"
+    parts = []
+    if said == "not the same run":
+        said += f" as {row['twin']}"
+        repeat = row.get("repeat_distance")
+        repeat = f"; the baseline run twice: {repeat:.3f}" if pd.notna(repeat) else ""
+        apart, seeds = row["twin_distance"], row["seed_distance"]
+        parts.append(f"at the same seed its curve is {apart:.3f} from {row['twin']}'s, {apart / seeds:.2f} of two"
+                     f" seeds' typical {seeds:.3f}{repeat}: do its processes start from one set of weights and see the"
+                     " same data?")  # fmt: skip
+    if pd.notna(row.get("final_loss")):
+        parts.append(f"its last loss {row['final_loss']:.3f}, {row['loss_vs_baseline']:.2f}x the baseline's mean"
+                     f" (band {row['band_loss_low']:.3f} to {row['band_loss_high']:.3f})")  # fmt: skip
+    if pd.notna(row.get("skipped_steps")):
+        parts.append(f"its fp16 scaler skipped the update of {row['skipped_steps']:.0f} of its"
+                     f" {fmt(row.get('steps'), '{:.0f}') or ''} steps (inf or NaN in the gradients)")  # fmt: skip
+    if pd.notna(row.get("final_val_acc")):
+        parts.append(f"final accuracy {row['final_val_acc']:.3f} (band {fmt(row.get('band_acc_low'), '{:.3f}')} to"
+                     f" {fmt(row.get('band_acc_high'), '{:.3f}')})")  # fmt: skip
+    return f"{row['variant']}: {said}" + (f": {'; '.join(parts)}" if parts else "")
+
+
+SCALING_ANSWER = dict(
+    faster="faster than the reference",
+    slower="slower than the reference",
+    same="no measurable difference",
+    unsettled="not settled: more rounds (--repeats)",
+)
+
+
+def scaling_line(row):
+    n = int(row["processes"])
+    if not row["rounds_ok"]:
+        return f"{row['variant']} x{n}: failed: {row['error']}"
+    text = f"{row['variant']} x{n}: {row['samples_per_s']:,.1f} samples/s"
+    if row["answer"] == "reference":
+        return text + " (the reference)"
+    if present(row["speedup"]):
+        text += f", {row['speedup']:.2f}x the reference"
+        if present(row["speedup_low"]):
+            text += f" (95% interval {row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x)"
+        text += f", {row['efficiency']:.0%} efficiency: {SCALING_ANSWER[row['answer']]}"
+    return text
+
+
+def accuracy_line(row):
+    if str(row.get("error")).startswith("not run"):
+        return f"{row['variant']}: {row['error']}"
+    if not present(row.get("reached")):
+        return f"{row['variant']}: failed: {row.get('error')}"
+    if row["reached"]:
+        text = f"{row['variant']}: reached {row['target']:g} in {row['epochs']} epochs, {row['train_s']:.1f} s training"
+        text += f" ({row['wall_s']:.1f} s with evaluation and start-up)"
+        if present(row.get("speedup")) and row["variant"] != "baseline":
+            text += f", {row['speedup']:.2f}x the baseline's speed to it"
+        return text
+    best = f"{row['best_val_acc']:.3f}" if present(row.get("best_val_acc")) else "none"
+    return f"{row['variant']}: did NOT reach {row['target']:g} in {row['max_epochs']} epochs (best {best})"
+
+
+def tune_loader_words(what, own, candidates, best=None):
+    """--tune-loader's answer (what: use, not the limit or keep; best: the setting to use) in a sentence, with where
+    the bench's own settings leave the baseline (own, candidates: the training rows of its table, dicts)."""
+    wait, where = own.get("data_wait_frac"), []
+    if present(wait):
+        where.append(f"waits for data {wait:.0%} of its window")
+    if present(own.get("ceiling_pct")):
+        where.append(f"trains at {own['ceiling_pct']:.0f}% of its ceiling")
+    where = f" (with the bench's own settings the baseline {' and '.join(where)})" if where else ""
+    if what == "use":
+        return (f"use {best['flags']}: {best['speedup']:.2f}x the speed of the bench's own settings (95%"
+                f" interval {best['speedup_low']:.2f}x to {best['speedup_high']:.2f}x){where}")  # fmt: skip
+    if what == "not the limit":
+        return f"the loader is not the limit here{where}: keep the bench's own settings"
+    said = ", ".join(f"{c['flags']} {c['speedup']:.2f}x ({c['answer']})" for c in candidates if present(c["speedup"]))
+    return f"keep the bench's own settings: no setting tried trains measurably faster ({said}){where}"
