@@ -7,9 +7,9 @@ and those below it (tests/test_layout.py):
     modes/                a plan, a way to do one run and a way to finish: speed.py (the bench: the speed table),
                           check.py (--check), maxbatch.py (--max-batch), accuracy.py (--to-accuracy), scaling.py
                           (--scaling), each with its own flags
-    outputs/              rendered from the stages' numbers: verdicts.py (the words), answer.py, markdown.py
-                          (summary.md), plots.py, profiles.py, diffs.py (the tutorial diffs), report.py
-                          (report.html), readme.py (the README's result blocks)
+    outputs/              rendered from the stages' numbers and answers: verdicts.py (the words, every mode's),
+                          answer.py, markdown.py (summary.md, every mode's .md), plots.py, diffs.py (the tutorial
+                          diffs), report.py (report.html), readme.py (the README's result blocks)
     stages/               the path of a bench, in order:
                             plan.py       the runs: every variant on the same work, in rounds, within the budget;
                                           cost.py what they should take, calibrate.py the steps on a GPU
@@ -18,7 +18,8 @@ and those below it (tests/test_layout.py):
                             launch.py     one run: its process tree with a time limit, its log and its metrics
                                           (slurm.py: the DDP rows across nodes)
                             record.py     runs.csv, a whole row at a time (baseline.py: the saved results compared)
-                            summarize.py  the paired statistics and answers, a row per variant (numbers only)
+                            summarize.py  the paired statistics and each row's answers, a row per variant (numbers
+                                          only); causes.py why a row is not faster; profiles.py its operators
     observe/              what a run is watched with: machine.py (what this machine is, its class), nvml.py,
                           sample.py (the tree's memory, the machine's load), energy.py
     catalogue.py          every row the bench can run, one line each: what the plan, the diffs, the check, the

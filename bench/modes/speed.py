@@ -18,10 +18,10 @@ import pandas as pd
 from bench import BenchError, logs_of, schema, write_whole
 from bench.modes import Registration, new_id, this_machine, tuneloader
 from bench.observe.machine import where as machine_where
-from bench.outputs import markdown, plots, profiles, verdicts
+from bench.outputs import markdown, plots, verdicts
 from bench.outputs import report as html_report
 from bench.outputs.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
-from bench.stages import baseline, calibrate, causes, cost, execute, plan, record, slurm, summarize
+from bench.stages import baseline, calibrate, causes, cost, execute, plan, profiles, record, slurm, summarize
 
 
 def title(summary, machine, workload=None):
@@ -76,7 +76,7 @@ def summary_of(runs, parity=None, largest=None, profiled=None, tuned=None):
     with the verdicts of a --parity run in the same results folder (parity: its parity.csv) and the speeds at the
     largest batches of a --max-batch run there (largest: its max_batch.csv); each row's answers (summarize.answered)
     and causes (bench/stages/causes.py, with the operators of a bench with --profile: profiled, from
-    bench/outputs/profiles.py); then the words (bench/outputs/verdicts.py): a verdict for every row, a row waiting for
+    bench/stages/profiles.py); then the words (bench/outputs/verdicts.py): a verdict for every row, a row waiting for
     its data told the answer of a --tune-loader run there (tuned). summary.csv holds its columns in_order."""
     numbers = summarize.with_largest(summarize.with_parity(summarize.summarize(runs), parity), largest)
     answers = causes.with_causes(summarize.answered(causes.with_profiles(numbers, profiled)))
@@ -108,7 +108,7 @@ def write_outputs(out, bench_id, machine):
     if learned:
         plots.plot_curves(learned, out / "curves.png", headings)
     notes = [verdicts.settled_note(summary), *notes, verdicts.diverged_note(summary), verdicts.busy_note(summary)]
-    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiled)
+    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiles.shown(profiled))
     return summary
 
 

@@ -17,7 +17,7 @@ from pygments.lexers import PythonLexer
 from bench import write_whole
 from bench.observe.machine import ROOT
 from bench.observe.machine import where as machine_where
-from bench.outputs import answer, diffs, markdown, profiles
+from bench.outputs import answer, diffs, markdown
 from bench.outputs.verdicts import present
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
@@ -104,7 +104,7 @@ def technique_rows(summary, name, profiled):
                 verdict=r.get("verdict") if present(r.get("verdict")) else "",
                 ops=[
                     dict(op, before=f"{op['before_ms']:,.2f}", after=f"{op['after_ms']:,.2f}")
-                    for op in profiles.changes(profiled, r.workload, r.variant)
+                    for op in profiled.get(r.workload, {}).get(r.variant, {}).get("changes", [])
                 ],  # fmt: skip
                 trace=profiled.get(r.workload, {}).get(r.variant, {}).get("trace"),
             )
@@ -156,7 +156,8 @@ def plots(folder):
 
 
 def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None):
-    """The report's HTML for a summary whose plots are in folder; profiled: bench/outputs/profiles.py's gather()."""
+    """The report's HTML for a summary whose plots are in folder; profiled: what it shows of each profiled technique
+    (bench/stages/profiles.py shown())."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = environment.from_string(TEMPLATE.read_text())
     where = next(iter(headings.values()), "") if len(headings) == 1 else machine_where(machine)

@@ -1,5 +1,6 @@
 """The stages a bench goes through, in order: plan.py (the runs, all on the same work, in rounds, within the budget;
 cost.py what they should take; calibrate.py the steps on a GPU), execute.py (the one executor of every mode: rounds,
 budget, chunks, resume, signals), launch.py (one run: its process tree under a time limit; slurm.py across nodes),
-record.py (runs.csv, a whole row at a time; baseline.py the saved results compared against) and summarize.py (the
-paired statistics: numbers and answers only)."""
+record.py (runs.csv, a whole row at a time; baseline.py the saved results compared against), summarize.py (the
+paired statistics and each row's answers: numbers only), causes.py (why a row is not faster) and profiles.py (each
+technique's operators against the baseline's, from --profile)."""

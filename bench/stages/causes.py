@@ -14,7 +14,7 @@ measured, and which flag would show it (`unshown`). docs/bench.md holds the tabl
 prints it), and tests/bench/stages/test_causes.py injects each cause and its absence.
 
 The operators' evidence (casts and layout conversions, collectives) comes from a bench with --profile: its round-1
-runs' operators per step (bench/outputs/profiles.py), summed here by name into `convert_ms` and `collective_ms`.
+runs' operators per step (bench/stages/profiles.py), summed here by name into `convert_ms` and `collective_ms`.
 """
 
 import math

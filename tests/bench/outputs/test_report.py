@@ -6,6 +6,8 @@ import markupsafe
 
 from bench import catalogue
 from bench.outputs import diffs, markdown
+from bench.outputs import report as report_module
+from bench.stages import profiles, record
 from helpers import ROOT
 
 
@@ -46,3 +48,19 @@ def test_the_diff_is_the_scripts_own(tmp_path):
     assert added == [('"""Base, and amp."""', False), ("# new # two lines", True), ("y = 2", True), ("", False)] + [
         ("z = 3  # new #", True)
     ]
+
+
+def test_each_technique_shows_the_operators_it_changed_as_the_profiles_stage_found_them(report, tmp_path):
+    """The report draws what bench/stages/profiles.py hands it (shown: each technique's largest changes against the
+    baseline's, its trace's name), without working a change out itself."""
+    folder, summary = report
+    ops = lambda **ms: [dict(name=n, on="cpu", ms_per_step=v, calls_per_step=1) for n, v in ms.items()]  # noqa: E731
+    workload = summary.loc[summary["variant"] == "amp", "workload"].iloc[0]
+    profiled = {workload: {"baseline": dict(ops=ops(conv=100.0, copy=5.0), trace="b.json.gz"),
+                           "amp": dict(ops=ops(conv=60.0, to_bf16=20.0), trace="amp.json.gz")}}  # fmt: skip
+    runs = record.read_runs(folder / "runs.csv")
+    path = report_module.write(tmp_path, summary, runs, {}, {workload: "w"}, ("now", "b"), [], profiles.shown(profiled))
+    section = path.read_text().split('id="technique-amp"')[1].split("</section>")[0]
+    for name, before, after in (("conv", "100.00", "60.00"), ("to_bf16", "0.00", "20.00"), ("copy", "5.00", "0.00")):
+        assert name in section and before in section and after in section
+    assert "amp.json.gz" in section and "b.json.gz" not in section

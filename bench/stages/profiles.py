@@ -3,8 +3,9 @@
 A run with --profile records a few training steps after its timed window with torch.profiler (meter.py): its trace
 beside its log, and in its metrics (profile_ops) every operator's self time per step on the CPU, and each GPU kernel's
 on the GPU. The bench profiles round 1; here each technique's operators are set against its workload's baseline's,
-and the ones whose time changed most are kept: faster, slower, new (not in the baseline's step at all), gone. The
-report shows them in each technique's section, beside its diff and its numbers.
+and the ones whose time changed most are kept: faster, slower, new (not in the baseline's step at all), gone
+(`shown`). The report shows them in each technique's section, beside its diff and its numbers
+(bench/outputs/report.py); the causes read the operators' time by name (bench/stages/causes.py).
 """
 
 from pathlib import Path
@@ -50,6 +51,15 @@ def changes(profiled, workload, variant, reference="baseline", shown=SHOWN):
         change = "new" if not was else "gone" if not now else "faster" if now < was else "slower"
         found.append(dict(name=key[1], on=key[0], before_ms=was, after_ms=now, change=change))
     return sorted(found, key=lambda c: -abs(c["after_ms"] - c["before_ms"]))[:shown]
+
+
+def shown(profiled):
+    """What the report shows of each profiled technique: {workload: {variant: dict(changes, trace)}}, changes its
+    operators that changed most against the baseline's (changes()), trace its trace file's name."""
+    return {
+        workload: {v: dict(changes=changes(profiled, workload, v), trace=kept.get("trace")) for v, kept in rows.items()}
+        for workload, rows in profiled.items()
+    }
 
 
 def step_ms(profiled, workload, variant):

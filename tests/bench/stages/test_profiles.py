@@ -1,9 +1,9 @@
-"""bench/outputs/profiles.py: the operators read per step, kernels apart, and the largest changes named by kind."""
+"""bench/stages/profiles.py: the operators read per step, kernels apart, and the largest changes named by kind."""
 
 import types
 
 import meter
-from bench.outputs import profiles
+from bench.stages import profiles
 
 
 def test_the_operators_are_read_per_step_kernels_apart(monkeypatch):
