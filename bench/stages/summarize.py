@@ -190,10 +190,6 @@ def num(row, name):
     return float("nan") if value is None or pd.isna(value) else float(value)
 
 
-def clearly_faster(row):
-    return row.get("speed_answer") == "faster"
-
-
 def rounds_to_settle(row):
     """About how many paired rounds at the noise seen would settle the row: its interval's half-width (log scale)
     shrinks as one over the square root of the rounds; NaN without an interval, inf where no count would."""
