@@ -3,11 +3,25 @@
 `import torch` takes seconds on the 2-core CI machines and most script runs in the tests (the bad-input sweeps)
 end within a second of it. helpers.run sends `python SCRIPT.py ARGS`, `python -m bench ARGS` (the bench and
 its imports, pandas, matplotlib and scipy, are imported here once too) and `python -m torch.distributed.run ARGS`
-(torchrun: the agent forked, its workers fresh interpreters as it starts them) here instead of starting an interpreter,
-when the test asks for nothing the interpreter would read at its start (no environment of its own, no limits).
-The child is a process of its own, as a user's would be: it runs the script as __main__ with its own argv,
-working folder, stdout and stderr (files), and exits with the script's exit code, a traceback printed as Python
-prints one. The server itself never runs a torch operation, so no thread pool is forked half-made.
+(torchrun's agent) here instead of starting an interpreter, when the test asks for nothing the interpreter would
+read at its start (no environment of its own, no limits). The child is a process of its own, as a user's would be:
+it runs the script as __main__ with its own argv, working folder, stdout and stderr (files), and exits with the
+script's exit code, a traceback printed as Python prints one. The server itself never runs a torch operation, so
+no thread pool is forked half-made.
+
+The processes those children start are forked the same way (fork_run), where a new interpreter would run them
+alike: nothing it reads at its start differs (but its threads, given it here with torch.set_num_threads, inductor's
+cache, read where it compiles, and what torchrun gives its workers for their group), the starter's handlers and
+exit functions are not the run's, the scripts' modules are imported anew:
+- a bench's runs (launch.start: start_forked), `python SCRIPT.py` or torchrun, where no limit of memory is asked
+  (a forked run's address space holds the bench's libraries too: RLIMIT_AS would stop it at another batch than a
+  user's run) and the bench runs no thread of its own (its sampler's): each ends with the bench, as launch's do;
+- torchrun's workers (SubprocessHandler._popen: popen_forked), each in a session of its own as torchrun starts
+  them, its output where torchrun sends it; the agent has threads of its own (its store's), as it has where it
+  forks its workers itself (`--start-method fork`, for a function), and a worker starts its group anew.
+A bench or a torchrun the tests start as an interpreter of their own (the stopped and killed benches, the killed
+ranks) and everything under TESTS_NO_FORKSERVER=1 start their processes as a user's do: new interpreters. Each
+forked process is listed in TESTS_FORKED (its command line is the server's): helpers.assert_no_orphans reads it.
 
 Protocol, one JSON line each way: {"argv": [...], "cwd": ..., "env": {...}, "out": PATH, "err": PATH} -> {"pid": N},
 then
@@ -17,21 +31,195 @@ then
 import atexit
 import json
 import os
+import re
 import runpy
+import signal
+import subprocess
 import sys
+import threading
+import time
 import traceback
 
 import numpy  # noqa: F401
 import PIL.Image  # noqa: F401
+import psutil
 import torch  # noqa: F401
 import torchvision  # noqa: F401
 import tqdm  # noqa: F401
+from torch.distributed.elastic.multiprocessing.subprocess_handler import subprocess_handler
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: bench/
 import bench.cli  # noqa: E402, F401  (python -m bench: pandas, matplotlib, scipy, jinja2 and the bench itself)
 import bench.modes  # noqa: E402
+from bench.stages import launch  # noqa: E402
 
 bench.modes.registered()  # every mode's module, as python -m bench imports them when it reads its flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# what an interpreter reads as it starts (a run forked here would not); CUDA_VISIBLE_DEVICES is read where CUDA
+# starts, in the child: neither the server nor a bench starts it
+READ_AT_START = re.compile(r"^(PYTHON|OMP_|MKL_|KMP_|LD_|TORCH|CUDA(?!_VISIBLE_DEVICES$)|NVIDIA|PYTORCH)")
+
+
+def at_start(env):
+    return {k: v for k, v in env.items() if READ_AT_START.match(k)}
+
+
+# what torchrun gives its workers that they read where they start their group, not as the interpreter starts
+WORKER_ENV = re.compile(r"^(TORCHELASTIC_|TORCH_NCCL_)")
+
+
+def started_alike(env, read_later=None):
+    """Would a new interpreter with env start as this process did? Differences a run forked here is given itself:
+    inductor's cache (read where it compiles), the threads (set_threads), what read_later matches."""
+    differs = {k for k in at_start(env).keys() | at_start(os.environ).keys() if env.get(k) != os.environ.get(k)}
+    differs -= {k for k in differs if read_later and read_later.match(k)}
+    return differs <= {"TORCHINDUCTOR_CACHE_DIR"} | ({"OMP_NUM_THREADS"} if threads(env) else set())
+
+
+def threads(env):
+    return int(env["OMP_NUM_THREADS"]) if env.get("OMP_NUM_THREADS", "").isdigit() else None
+
+
+def set_threads(env):
+    """torch's threads as a new interpreter's, whose OpenMP read OMP_NUM_THREADS as it loaded."""
+    if threads(env) and threads(env) != threads(os.environ):
+        torch.set_num_threads(threads(env))
+
+
+def as_main(argv):
+    """Run `python ARGV` in this process, as __main__ with its own argv; the exit code Python would give."""
+    module = argv[1] if argv[0] == "-m" else None  # python -m MODULE ARGS: the module found from the working folder
+    sys.argv = [module, *argv[2:]] if module else list(argv)
+    sys.path[0] = os.getcwd() if module else os.path.dirname(os.path.abspath(argv[0]))
+    if module == "torch.distributed.run":
+        subprocess_handler.SubprocessHandler._popen = popen_forked
+    try:
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def own_output(out_fd, err_fd, stdin=True, unbuffered=False):
+    """stdout and stderr to these descriptors, stdin from /dev/null (unless stdin is False: kept), sys's files on
+    them; unbuffered: as `python -u` writes."""
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    if stdin:
+        os.close(0)
+        os.open(os.devnull, os.O_RDONLY)
+    # closefd=False, as the interpreter's own: replaced (in a run forked from a bench here), they close nothing
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    if unbuffered:
+        sys.stdout.reconfigure(write_through=True)
+        sys.stderr.reconfigure(write_through=True)
+
+
+def registered(argv):
+    """Say this forked process and its argv in the tests' list (TESTS_FORKED): its command line is the server's, so
+    helpers.assert_no_orphans finds it there."""
+    if os.environ.get("TESTS_FORKED"):
+        with open(os.environ["TESTS_FORKED"], "a") as listed:
+            listed.write(json.dumps([os.getpid(), psutil.Process().create_time(), list(argv)]) + "\n")
+
+
+def end(code):
+    """Exit as the interpreter would: its atexit functions run, its output flushed."""
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+class Forked:
+    """What a starter reads of its Popen, for a process forked here: pid, returncode, poll(), wait(timeout)."""
+
+    def __init__(self, pid, argv):
+        self.pid, self.args, self.returncode = pid, argv, None
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is None:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            elif time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            else:
+                time.sleep(0.01)
+        return self.returncode
+
+
+def fork_run(argv, env, out_fd, err_fd, cwd=None, first=(), stdin=True):
+    """`python ARGV` forked from this process, run as a new interpreter would run it (see above): first, what the
+    starter's Popen does in its child; the starter's handlers and exit functions dropped, the scripts' modules
+    imported anew. A Forked."""
+    unbuffered = argv[:1] == ["-u"]
+    argv = argv[1:] if unbuffered else list(argv)
+    sys.stdout.flush()  # nothing of this process's own output left to be written twice
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return Forked(pid, argv)
+    code = 1
+    try:
+        for step in first:
+            step()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        atexit._clear()
+        for name, module in list(sys.modules.items()):  # the scripts' modules (loader, checks) imported anew
+            if os.path.dirname(getattr(module, "__file__", None) or "") == ROOT:
+                del sys.modules[name]
+        set_threads(env)
+        os.environ.clear()
+        os.environ.update(env)
+        if cwd:
+            os.chdir(cwd)
+        own_output(out_fd, err_fd, stdin=stdin, unbuffered=unbuffered)
+        registered(argv)
+        code = as_main(argv)
+    except BaseException:
+        traceback.print_exc()
+    end(code)
+
+
+def start_forked(cmd, log, env, memory_limit_mib=None, fresh=launch.start):
+    """launch.start in a bench run here: the run forked from the bench (see above), else started as fresh does."""
+    python = cmd[0] == sys.executable and (cmd[1].endswith(".py") or cmd[1:3] == ["-m", "torch.distributed.run"])
+    if not python or memory_limit_mib or threading.active_count() > 1 or not started_alike(env):
+        return fresh(cmd, log, env, memory_limit_mib)
+    return fork_run(cmd[1:], env, log.fileno(), log.fileno(), cwd=ROOT, first=[launch.start_child])
+
+
+def popen_forked(handler, args, env, fresh=subprocess_handler.SubprocessHandler._popen):
+    """SubprocessHandler._popen in torchrun's agent run here: its worker forked from the agent (see above), in a
+    session of its own as torchrun starts it, else started as fresh does."""
+    python = args[0] == sys.executable and [a for a in args[1:3] if a != "-u"][0].endswith(".py")
+    if not python or not started_alike(env, WORKER_ENV):
+        return fresh(handler, args, env)
+    out, err = (f.fileno() if f else fd for f, fd in ((handler._stdout, 1), (handler._stderr, 2)))
+    return fork_run(list(args[1:]), env, out, err, first=[os.setsid], stdin=False)
 
 
 def child(request, replies):
@@ -39,39 +227,11 @@ def child(request, replies):
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    for fd, path in (1, request["out"]), (2, request["err"]):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-    os.close(0)
-    os.open(os.devnull, os.O_RDONLY)
-    sys.stdin = open(0)  # noqa: SIM115
-    sys.stdout, sys.stderr = open(1, "w", buffering=1), open(2, "w", buffering=1)  # noqa: SIM115
-    argv = list(request["argv"])
-    module = argv[1] if argv[0] == "-m" else None  # python -m MODULE ARGS: the module found from the working folder
-    sys.argv = [module, *argv[2:]] if module else argv
-    sys.path[0] = os.getcwd() if module else os.path.dirname(os.path.abspath(argv[0]))
-    code = 0
-    try:
-        if module:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(argv[0], run_name="__main__")
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    own_output(*(os.open(request[k], os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for k in ("out", "err")))
+    registered(request["argv"])
+    if request["argv"][:2] == ["-m", "bench"]:
+        launch.start = start_forked
+    end(as_main(request["argv"]))
 
 
 def main():

@@ -1,10 +1,10 @@
 """What the tests share: running a script as a user would, tiny generated data, clean-failure checks."""
 
+import atexit
 import hashlib
 import importlib
 import json
 import os
-import re
 import resource
 import select
 import signal
@@ -17,6 +17,7 @@ import time
 import types
 from pathlib import Path
 
+import forkserver  # the servers' rule for what an interpreter reads as it starts
 import pandas as pd
 import psutil
 import pytest
@@ -30,6 +31,11 @@ from bench.stages import plan, record
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
+# the processes forked by tests/forkserver.py (their command lines are the server's): one list per test process
+if "TESTS_FORKED" not in os.environ:
+    os.environ["TESTS_FORKED"] = os.path.join(tempfile.gettempdir(), f"tests-forked-{os.getpid()}")
+    atexit.register(lambda listed=Path(os.environ["TESTS_FORKED"]): listed.unlink(missing_ok=True))
+FORKED = os.environ["TESTS_FORKED"]
 SMALL_MODEL = "shufflenet_v2_x0_5"  # learns in seconds on a CPU; BN momentum 0.1, so eval works early
 # the smallest model, for the tests that compile or learn: a cold torch.compile of it takes seconds on 2 cores (of
 # smallnet, half a minute; of shufflenet, a minute; CI starts with no compile cache), 3 epochs of small_data 7 s
@@ -74,7 +80,7 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
 
     preexec = limit if memory_limit or file_limit else None
     bench = args[0] == "-m" and args[1] == "bench" and Path(cwd) == ROOT  # the server imported this bench/
-    torchrun = tuple(map(str, args[:2])) == ("-m", "torch.distributed.run")  # its workers: interpreters of their own
+    torchrun = tuple(map(str, args[:2])) == ("-m", "torch.distributed.run")  # its workers forked from it too
     forkable = str(args[0]).endswith(".py") or bench or torchrun  # see tests/forkserver.py
     if forkable and not preexec and FORKS.suits(full_env):
         return FORKS.run(cmd, cwd, full_env, timeout)
@@ -88,14 +94,8 @@ class ForkServer:
     same run without seconds of imports. Used where the run's environment holds nothing an interpreter reads at
     its start that differs from the server's (READ_AT_START); TESTS_NO_FORKSERVER=1 turns it off."""
 
-    # CUDA_VISIBLE_DEVICES is read where CUDA starts, in the child: the server never starts it
-    READ_AT_START = re.compile(r"^(PYTHON|OMP_|MKL_|KMP_|LD_|TORCH|CUDA(?!_VISIBLE_DEVICES$)|NVIDIA|PYTORCH)")
-
     def __init__(self):
         self.process, self.started_env, self.buffer = None, None, b""
-
-    def at_start(self, env):
-        return {k: v for k, v in env.items() if self.READ_AT_START.match(k)}
 
     def suits(self, env):
         if os.environ.get("TESTS_NO_FORKSERVER"):
@@ -106,7 +106,7 @@ class ForkServer:
                 [PY, str(ROOT / "tests" / "forkserver.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 text=True, env=self.started_env, cwd=ROOT, bufsize=1,
             )  # fmt: skip
-        return self.at_start(env) == self.at_start(self.started_env)
+        return forkserver.at_start(env) == forkserver.at_start(self.started_env)
 
     def reply(self, timeout=None):
         """The server's next line, or None after timeout seconds (read from its pipe unbuffered: select sees all)."""
@@ -143,8 +143,17 @@ FORKS = ForkServer()
 
 
 def assert_no_orphans(marker):
-    """No process whose command line holds marker (a path unique to the test) is left running."""
+    """No process whose command line holds marker (a path unique to the test) is left running: one started as an
+    interpreter, or one forked by tests/forkserver.py with such an argv (its list, FORKED)."""
     left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout.split()
+    forked = [json.loads(line) for line in Path(FORKED).read_text().splitlines()] if Path(FORKED).is_file() else []
+    for pid, created, argv in forked:
+        try:
+            process = psutil.Process(pid)
+            if str(marker) in " ".join(argv) and process.create_time() == created:
+                left += [str(pid)] if process.status() != psutil.STATUS_ZOMBIE else []
+        except psutil.NoSuchProcess:
+            pass
     assert not left, f"orphan processes left: {left}"
 
 

@@ -161,8 +161,9 @@ def test_the_scan_finds_what_it_looks_for():
 
 
 # test files that are not one module's: this one (the layout), the variants as a family (each variant's own tests are
-# in its file), the Makefile's targets; and tests/e2e/, whole benches, torchrun jobs, the browser and Slurm
-NOT_ONE_MODULES = {"test_layout.py", "test_variants.py", "test_makefile.py"}
+# in its file), the Makefile's targets, the tests' own fork server; and tests/e2e/, whole benches, torchrun jobs, the
+# browser and Slurm
+NOT_ONE_MODULES = {"test_layout.py", "test_variants.py", "test_makefile.py", "test_forkserver.py"}
 TESTS = ROOT / "tests"
 
 

@@ -40,6 +40,15 @@ def start_child(memory_limit_mib=None):
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_mib << 20, memory_limit_mib << 20))
 
 
+def start(cmd, log, env, memory_limit_mib=None):
+    """The run's process, started as a user's shell starts it (a new interpreter), its output to log: what launch
+    reads of it is its pid, poll() and wait() (the tests' benches put their own here: tests/forkserver.py)."""
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        preexec_fn=functools.partial(start_child, memory_limit_mib), env=env,
+    )  # fmt: skip
+
+
 def stop_tree(process, grace=5):
     """Terminate a process and all its descendants; kill what is left after `grace` seconds."""
     try:
@@ -126,11 +135,7 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
     except OSError as e:
         raise BenchError(f"cannot write {log_path}: {e.strerror or e}") from None
     with log:
-        popen = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=functools.partial(start_child, memory_limit_mib),
-            env={**os.environ, **run.env},
-        )  # fmt: skip
+        popen = start(cmd, log, {**os.environ, **run.env}, memory_limit_mib)
         process = psutil.Process(popen.pid)
         sampler = Sampler(popen.pid, gpu="cuda" in run.cmd, gpus=gpus_of(run))
         sampler.start()
