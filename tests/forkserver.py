@@ -19,9 +19,11 @@ exit functions are not the run's, the scripts' modules are imported anew:
 - torchrun's workers (SubprocessHandler._popen: popen_forked), each in a session of its own as torchrun starts
   them, its output where torchrun sends it; the agent has threads of its own (its store's), as it has where it
   forks its workers itself (`--start-method fork`, for a function), and a worker starts its group anew.
-A bench or a torchrun the tests start as an interpreter of their own (the stopped and killed benches, the killed
-ranks) and everything under TESTS_NO_FORKSERVER=1 start their processes as a user's do: new interpreters. Each
-forked process is listed in TESTS_FORKED (its command line is the server's): helpers.assert_no_orphans reads it.
+A bench run here in a copy of the suite (a test's, with a made-up technique) imports that copy's bench/ and scripts
+(suite_at), torch, pandas and the rest as they are here. A bench or a torchrun the tests start as an interpreter of
+their own (the stopped and killed benches, the killed ranks, `make compare`, a Slurm job) and everything under
+TESTS_NO_FORKSERVER=1 start their processes as a user's do: new interpreters. Each forked process is listed in
+TESTS_FORKED (its command line is the server's): helpers.assert_no_orphans reads it.
 
 Protocol, one JSON line each way: {"argv": [...], "cwd": ..., "env": {...}, "out": PATH, "err": PATH} -> {"pid": N},
 then
@@ -188,14 +190,14 @@ def fork_run(argv, env, out_fd, err_fd, cwd=None, first=(), stdin=True):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         atexit._clear()
+        if cwd:
+            os.chdir(cwd)
         for name, module in list(sys.modules.items()):  # the scripts' modules (loader, checks) imported anew
-            if os.path.dirname(getattr(module, "__file__", None) or "") == ROOT:
+            if os.path.dirname(getattr(module, "__file__", None) or "") in (ROOT, os.getcwd()):
                 del sys.modules[name]
         set_threads(env)
         os.environ.clear()
         os.environ.update(env)
-        if cwd:
-            os.chdir(cwd)
         own_output(out_fd, err_fd, stdin=stdin, unbuffered=unbuffered)
         registered(argv)
         code = as_main(argv)
@@ -204,12 +206,38 @@ def fork_run(argv, env, out_fd, err_fd, cwd=None, first=(), stdin=True):
     end(code)
 
 
-def start_forked(cmd, log, env, memory_limit_mib=None, fresh=launch.start):
-    """launch.start in a bench run here: the run forked from the bench (see above), else started as fresh does."""
-    python = cmd[0] == sys.executable and (cmd[1].endswith(".py") or cmd[1:3] == ["-m", "torch.distributed.run"])
-    if not python or memory_limit_mib or threading.active_count() > 1 or not started_alike(env):
-        return fresh(cmd, log, env, memory_limit_mib)
-    return fork_run(cmd[1:], env, log.fileno(), log.fileno(), cwd=ROOT, first=[launch.start_child])
+def forking(its_launch, home):
+    """launch.start for a bench run here from the suite at home (its launch module): each run forked from the bench
+    (see above), else started as its own start does."""
+    fresh = its_launch.start
+
+    def start(cmd, log, env, memory_limit_mib=None):
+        python = cmd[0] == sys.executable and (cmd[1].endswith(".py") or cmd[1:3] == ["-m", "torch.distributed.run"])
+        if not python or memory_limit_mib or threading.active_count() > 1 or not started_alike(env):
+            return fresh(cmd, log, env, memory_limit_mib)
+        return fork_run(cmd[1:], env, log.fileno(), log.fileno(), cwd=home, first=[its_launch.start_child])
+
+    return start
+
+
+start_forked = forking(launch, ROOT)
+
+
+def suite_at(cwd):
+    """The launch module and folder of the suite a `python -m bench` in cwd runs: this one, or a copy of it (a
+    test's, with a made-up technique) whose bench/ and scripts are imported from there (torch, pandas and the rest
+    as they are here)."""
+    home = os.path.realpath(cwd)
+    if home == ROOT:
+        return launch, ROOT
+    for name, module in list(sys.modules.items()):
+        where = os.path.realpath(getattr(module, "__file__", None) or "")
+        if os.path.dirname(where) == ROOT or where.startswith(os.path.join(ROOT, "bench") + os.sep):
+            del sys.modules[name]
+    sys.path[0] = home
+    from bench.stages import launch as its_launch
+
+    return its_launch, home
 
 
 def popen_forked(handler, args, env, fresh=subprocess_handler.SubprocessHandler._popen):
@@ -230,7 +258,8 @@ def child(request, replies):
     own_output(*(os.open(request[k], os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for k in ("out", "err")))
     registered(request["argv"])
     if request["argv"][:2] == ["-m", "bench"]:
-        launch.start = start_forked
+        its_launch, home = suite_at(request["cwd"])
+        its_launch.start = forking(its_launch, home)
     end(as_main(request["argv"]))
 
 

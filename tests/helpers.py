@@ -79,7 +79,7 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
     preexec = limit if memory_limit or file_limit else None
-    bench = args[0] == "-m" and args[1] == "bench" and Path(cwd) == ROOT  # the server imported this bench/
+    bench = args[0] == "-m" and args[1] == "bench" and (Path(cwd) / "bench").is_dir()  # this suite or a copy
     torchrun = tuple(map(str, args[:2])) == ("-m", "torch.distributed.run")  # its workers forked from it too
     forkable = str(args[0]).endswith(".py") or bench or torchrun  # see tests/forkserver.py
     if forkable and not preexec and FORKS.suits(full_env):

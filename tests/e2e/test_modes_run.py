@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
 
 import pandas as pd
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from bench.modes import maxbatch, parity
 from bench.outputs import verdicts
 from bench.stages import summarize
-from helpers import PY, ROOT, TINY_MODEL, run, train
+from helpers import ROOT, TINY_MODEL, run, train
 
 LIMIT_MIB = 4500  # torch takes about 4 GB of address space here: batches of a few hundred 32 px images fit
 
@@ -101,10 +100,9 @@ def test_a_real_run_flags_fsdp_without_its_broadcast_as_not_the_same_run_as_ddp(
     assert BROADCAST in fsdp
     (copy / "train_fsdp.py").write_text(fsdp.replace(BROADCAST, ""))
     out = tmp_path / "out"
-    cmd = [PY, "-m", "bench", "--parity", "--variants", "baseline,ddp,fsdp", "--seeds", "2", "--steps", "50"]
+    cmd = ["-m", "bench", "--parity", "--variants", "baseline,ddp,fsdp", "--seeds", "2", "--steps", "50"]
     cmd += ["--model", TINY_MODEL]  # FSDP shards a tiny model as it shards a large one: its bug shows all the same
-    result = subprocess.run([*cmd, "--data", str(small_data), "--out", str(out)], cwd=copy, capture_output=True,
-                            text=True, timeout=600)  # fmt: skip
+    result = run(*cmd, "--data", small_data, "--out", out, cwd=copy)  # the bench of the copy
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     table = pd.read_csv(out / "parity.csv").set_index("variant")
     text = (out / "parity.md").read_text()
