@@ -45,7 +45,7 @@ import traceback
 import numpy  # noqa: F401
 import PIL.Image  # noqa: F401
 import psutil
-import torch  # noqa: F401
+import torch
 import torchvision  # noqa: F401
 import tqdm  # noqa: F401
 from torch.distributed.elastic.multiprocessing.subprocess_handler import subprocess_handler

@@ -17,7 +17,7 @@ import time
 import types
 from pathlib import Path
 
-import forkserver  # the servers' rule for what an interpreter reads as it starts
+import forkserver  # the server's rule for what an interpreter reads as it starts
 import pandas as pd
 import psutil
 import pytest

@@ -3,6 +3,7 @@ interpreter would run it alike, and then runs as one would: its own argv, enviro
 handlers and exit functions, the scripts' modules imported anew."""
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -93,6 +94,7 @@ print(f"rank {os.environ['RANK']} said", flush=True)
 """
 
 
+@pytest.mark.skipif(bool(os.environ.get("TESTS_NO_FORKSERVER")), reason="TESTS_NO_FORKSERVER=1: nothing is forked")
 def test_torchruns_workers_are_forked_from_its_agent_each_in_a_session_of_its_own(tmp_path):
     worker = tmp_path / "worker.py"
     worker.write_text(WORKER)
@@ -108,7 +110,8 @@ LEAVES = """
 import os, sys
 sys.path[:0] = [{tests!r}, {root!r}]
 import forkserver
-forkserver.fork_run([sys.argv[1], sys.argv[2]], dict(os.environ), 1, 2)  # not waited for: it outlives this process
+null = os.open(os.devnull, os.O_WRONLY)  # not this process's output, which its runner reads to the end
+forkserver.fork_run([sys.argv[1], sys.argv[2]], dict(os.environ), null, null)  # not waited for: it outlives this
 """
 
 

@@ -40,8 +40,8 @@ def submit(cluster, tmp_path, *args, timeout=600):
     log = tmp_path / f"job-{len(list(tmp_path.glob('job-*')))}.out"
     cmd = ["sbatch", "--parsable", "--nodes", "1", "--gpus-per-node", "0", "--cpus-per-task", str(os.cpu_count())]
     cmd += ["--output", str(log), "slurm/bench.sbatch", *map(str, args)]
-    # a job that runs its rows, a rendezvous port of its own (the bench's default, 29500, is what a dry run shows): a
-    # job's agent that joins a store still held by the previous job's (ending as this one starts) loses it
+    # a job that runs its rows, a rendezvous port of its own (the bench's default, 29500, is what a dry run shows):
+    # once a job's agent joined a store on 29500 that another process held and lost it (which process: not found)
     env = {**env, "PY": PY, **({} if "--dry-run" in args else {"RDZV_PORT": str(free_port())})}
     sent = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert sent.returncode == 0, sent.stderr
