@@ -109,9 +109,9 @@ slurm:
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq slurm-wlm munge >/dev/null; }
 
-# every test (CI runs this), in passes: the tests beside their modules on TEST_WORKERS processes of one thread each
-# (pytest-xdist, where the interpreter has it: two processes of two threads on two cores slow each other down), then
-# tests/e2e/ on as many, each worker kept to its share of the cores (tests/conftest.py: a bench plans its runs'
+# every test (CI runs this), in passes: every test not marked alone on TEST_WORKERS processes of one thread each
+# (pytest-xdist, where the interpreter has it: two processes of two threads on two cores slow each other down), an
+# end-to-end test (tests/e2e/) kept to its worker's share of the cores (tests/conftest.py: a bench plans its runs'
 # threads for the cores it may use; the tests of one xdist_group, the Slurm cluster's, on one worker), then the tests
 # marked alone (a load a bench measures, a race counted, a wait timed, a process per core: they need the machine to
 # themselves), then the fast tests whose code read the CPU's flags (checks.cpu_flags, machine.cpu_flags: each
@@ -133,8 +133,7 @@ OLDEST_TORCH = $(word 2,$(subst ==, ,$(word 1,$(OLDEST))))
 
 test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
 	@rm -rf results/tests/cpu-flags-read; \
-	$(call PASS,modules,$(SPREAD),$(XDIST) -m "not alone" --ignore=tests/e2e --durations=25 tests); \
-	$(call PASS,e2e,$(SPREAD)TESTS_SHARE_CORES=1,$(XDIST_GROUPS) -m "not alone" --durations=25 tests/e2e); \
+	$(call PASS,parallel,$(SPREAD)TESTS_SHARE_CORES=1,$(XDIST_GROUPS) -m "not alone" --durations=25 tests); \
 	$(call PASS,alone,,-m alone --durations=25 tests); \
 	$(call PASS,as-$(OTHER_CLASS),$(SPREAD)TESTS_CPU_READERS=1 CPUINFO_FLAGS="$(CPU_$(OTHER_CLASS))",$(XDIST) -m "not slow" --durations=10 tests); \
 	if [ -n "$(OLDEST_SETUP)" ]; then export PYTHONPATH=$(OLDEST_DIR) TESTS_TORCH=$(OLDEST_TORCH); \

@@ -42,19 +42,42 @@ os.environ.setdefault(
 )
 
 
-def pin_worker():
-    """Under pytest-xdist with TESTS_SHARE_CORES=1 (make test's e2e pass), this worker and every process it starts
-    keep to its share of the cores: a bench plans its runs' threads from the cores it may use (machine.json's
-    cpu_cores), so two benches side by side each plan for theirs instead of both for the whole machine."""
+def shares_cores(item):
+    """Under pytest-xdist with TESTS_SHARE_CORES=1 (make test's parallel pass), an end-to-end test and every process it
+    starts keep to its worker's share of the cores, from its fixtures' setup (a session's bench too) to their
+    teardown: a bench plans its runs' threads from the cores it may use (machine.json's cpu_cores), so two benches side
+    by side each plan for theirs instead of both for the whole machine. The other tests keep every core (their
+    one-thread processes, a torchrun's two ranks)."""
     worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if os.environ.get("TESTS_SHARE_CORES") == "1" and worker and workers and hasattr(os, "sched_setaffinity"):
-        os.environ.setdefault("TESTS_MACHINE_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
-        os.sched_setaffinity(0, worker_cores(int(worker.removeprefix("gw")), int(workers), os.sched_getaffinity(0)))
+    e2e = item.nodeid.startswith("tests/e2e/")
+    if os.environ.get("TESTS_SHARE_CORES") == "1" and e2e and worker and workers:
+        return worker_cores(int(worker.removeprefix("gw")), int(workers), MACHINE_CORES)
+    return None
+
+
+MACHINE_CORES = set(os.sched_getaffinity(0))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    share = shares_cores(item)
+    if share:
+        os.sched_setaffinity(0, share)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        os.sched_setaffinity(0, MACHINE_CORES)
 
 
 def pytest_configure(config):
-    """make test's second pass names the torch it tests (TESTS_TORCH): a PYTHONPATH that did not take is no pass."""
-    pin_worker()
+    """make test's last pass names the torch it tests (TESTS_TORCH): a PYTHONPATH that did not take is no pass. The
+    machine's cores kept for the Slurm cluster's daemons (TESTS_MACHINE_CORES: a test may keep to a share of them)."""
+    os.environ.setdefault("TESTS_MACHINE_CORES", ",".join(map(str, sorted(MACHINE_CORES))))
     import torch
 
     expected = os.environ.get("TESTS_TORCH")

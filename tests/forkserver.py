@@ -25,9 +25,9 @@ their own (the stopped and killed benches, the killed ranks, `make compare`, a S
 TESTS_NO_FORKSERVER=1 start their processes as a user's do: new interpreters. Each forked process is listed in
 TESTS_FORKED (its command line is the server's): helpers.assert_no_orphans reads it.
 
-Protocol, one JSON line each way: {"argv": [...], "cwd": ..., "env": {...}, "out": PATH, "err": PATH} -> {"pid": N},
-then
-{"status": CODE} when the child has ended (the caller may kill pid first, on its own timeout).
+Protocol, one JSON line each way: {"argv": [...], "cwd": ..., "env": {...}, "out": PATH, "err": PATH, "cores": [...]}
+(the cores the test may use: the child keeps to them) -> {"pid": N}, then {"status": CODE} when the child has ended
+(the caller may kill pid first, on its own timeout).
 """
 
 import atexit
@@ -252,6 +252,7 @@ def popen_forked(handler, args, env, fresh=subprocess_handler.SubprocessHandler.
 
 def child(request, replies):
     replies.close()
+    os.sched_setaffinity(0, request["cores"])  # the cores of the test that asked, as its own child would inherit
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])

@@ -126,6 +126,7 @@ class ForkServer:
         with tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp) / "out", Path(tmp) / "err"
             request = dict(argv=[str(a) for a in cmd[1:]], cwd=str(cwd), env=env, out=str(out), err=str(err))
+            request["cores"] = sorted(os.sched_getaffinity(0))  # the test's cores (tests/conftest.py: share_cores)
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
             pid = self.reply()["pid"]

@@ -128,3 +128,27 @@ def test_a_forked_process_left_running_is_an_orphan_though_its_command_line_is_t
     process.kill()
     psutil.wait_procs([process], timeout=10)
     assert_no_orphans(marker)
+
+
+CORES = """
+import json, os, sys
+print(json.dumps(dict(torch="torch" in sys.modules, cores=sorted(os.sched_getaffinity(0)))))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: no share of the cores to keep to")
+def test_a_forked_process_keeps_to_the_cores_of_the_test_that_ran_it(tmp_path):
+    """make test's parallel pass keeps an end-to-end test to its worker's share of the cores (tests/conftest.py), a
+    test beside its module to every core, one after the other in one worker: whichever the server started with, its
+    child has the cores of the test that asked, as a child of the test's own would."""
+    probe, every = tmp_path / "cores.py", sorted(os.sched_getaffinity(0))
+    probe.write_text(CORES)
+    try:
+        for share in every[:1], every:
+            os.sched_setaffinity(0, share)
+            result = run(probe)
+            assert result.returncode == 0, result.stderr
+            said = json.loads(result.stdout)
+            assert said == dict(torch=not os.environ.get("TESTS_NO_FORKSERVER"), cores=share)
+    finally:
+        os.sched_setaffinity(0, every)

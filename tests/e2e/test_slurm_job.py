@@ -15,7 +15,7 @@ import slurm_cluster
 from bench.stages import record
 from helpers import FLAGS, PY, ROOT, free_port
 
-pytestmark = pytest.mark.xdist_group("slurm")  # one cluster, on one worker of make test's e2e pass
+pytestmark = pytest.mark.xdist_group("slurm")  # one cluster, on one worker of make test's parallel pass
 
 JOB_FLAGS = ["--steps", 4, "--warmup-steps", 1, "--batch-size", 8, "--workers", 0, "--eval-samples", 8]
 JOB_FLAGS += ["--model", "examples/smallnet.py:tiny"]  # the bench's rows in a job
