@@ -168,7 +168,7 @@ def described(monkeypatch):
 
 # the end-to-end folder's share of make test, stated: about this on CI's 2-core machines (say so where it grows; the
 # machines are shared and noisy, so it is printed with the durations and never asserted)
-E2E_BUDGET_S = 1200
+E2E_BUDGET_S = 800
 
 
 def pytest_terminal_summary(terminalreporter, config):
