@@ -240,8 +240,14 @@ def write_all(out, made, train_per_class, val_per_class, size, seed, photo, proc
         # leave a lock held in a forked child, which then waits for ever; progress on stderr
         with one_thread_each(), get_context("spawn").Pool(processes or len(os.sched_getaffinity(0))) as pool:
             done = pool.imap_unordered(write_one, jobs, chunksize=16)
-            for _ in tqdm(done, total=len(jobs), desc=f"generating {os.path.basename(out)}", unit="img", mininterval=2):
-                pass
+            # no tqdm monitor: its thread would outlive the bar, running in the bench beside every run it starts
+            interval, tqdm.monitor_interval = tqdm.monitor_interval, 0
+            try:
+                for _ in tqdm(done, total=len(jobs), desc=f"generating {os.path.basename(out)}", unit="img",
+                              mininterval=2):  # fmt: skip
+                    pass
+            finally:
+                tqdm.monitor_interval = interval
         with open(os.path.join(tmp, "generated.json"), "w") as f:
             json.dump(made, f, indent=1)
         shutil.rmtree(out, ignore_errors=True)

@@ -118,6 +118,29 @@ def test_generating_data_shows_its_progress(tmp_path):
     assert "generating d" in result.stderr and "40/40" in result.stderr and "img" in result.stderr
 
 
+THREADS_AFTER = """
+import sys, threading
+from tqdm import tqdm
+sys.path.insert(0, {root!r})
+from bench import data
+if __name__ == "__main__":  # the generator's processes are spawned: they import this file again
+    interval = tqdm.monitor_interval
+    data.generate(sys.argv[1], 1, 1, 16, processes=1)
+    print(sorted(t.name for t in threading.enumerate()), tqdm.monitor_interval == interval)
+"""
+
+
+@pytest.mark.slow
+def test_generating_leaves_no_thread_running(tmp_path):
+    """The bench generates its data in its own process, then starts its runs: no thread of the generator's (tqdm's
+    monitor once outlived the bar) runs beside them, and tqdm's settings are as they were."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_AFTER.format(root=str(ROOT)))
+    result = run(script, tmp_path / "d")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['MainThread']", "True"], result.stdout
+
+
 @pytest.mark.parametrize(
     "args,words",
     [
