@@ -111,7 +111,7 @@ slurm:
 
 # every test (CI runs this), in passes: every test not marked alone on TEST_WORKERS processes of one thread each
 # (pytest-xdist, where the interpreter has it: two processes of two threads on two cores slow each other down), an
-# end-to-end test (tests/e2e/) kept to its worker's share of the cores (tests/conftest.py: a bench plans its runs'
+# end-to-end test (tests/e2e/) kept to its worker's share of the cores (tests/suite.py: a bench plans its runs'
 # threads for the cores it may use; the tests of one xdist_group, the Slurm cluster's, on one worker), then the tests
 # marked alone (a load a bench measures, a race counted, a wait timed, a process per core: they need the machine to
 # themselves), then the fast tests whose code read the CPU's flags (checks.cpu_flags, machine.cpu_flags: each

@@ -126,7 +126,7 @@ class ForkServer:
         with tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp) / "out", Path(tmp) / "err"
             request = dict(argv=[str(a) for a in cmd[1:]], cwd=str(cwd), env=env, out=str(out), err=str(err))
-            request["cores"] = sorted(os.sched_getaffinity(0))  # the test's cores (tests/conftest.py: share_cores)
+            request["cores"] = sorted(os.sched_getaffinity(0))  # the test's cores (tests/suite.py: shares_cores)
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
             pid = self.reply()["pid"]
@@ -548,7 +548,7 @@ def worker_cores(worker, workers, cores):
     return set(cores[start : start + share])
 
 
-# python -m bench in-process with its runs made up (tests/conftest.py in_process_bench): each mode's flags, the
+# python -m bench in-process with its runs made up (tests/suite.py in_process_bench): each mode's flags, the
 # runs it plans here and its table; a made-up run's seconds on the executor's made-up clock
 RUN_S = 10.0
 

@@ -64,8 +64,8 @@ PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP
 
 
 def on_the_whole_machine():
-    """Run a daemon on every core the tests were given (TESTS_MACHINE_CORES, kept by tests/conftest.py, which keeps an
-    end-to-end test of make test's parallel pass to its worker's share): the cluster is a machine of its own."""
+    """Run a daemon on every core the tests were given (TESTS_MACHINE_CORES, kept by tests/conftest.py), though the test
+    that starts it keeps to its worker's share (tests/suite.py): the cluster is a machine of its own."""
     cores = os.environ.get("TESTS_MACHINE_CORES")
     if cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {int(core) for core in cores.split(",")})

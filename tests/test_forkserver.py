@@ -138,7 +138,7 @@ print(json.dumps(dict(torch="torch" in sys.modules, cores=sorted(os.sched_getaff
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: no share of the cores to keep to")
 def test_a_forked_process_keeps_to_the_cores_of_the_test_that_ran_it(tmp_path):
-    """make test's parallel pass keeps an end-to-end test to its worker's share of the cores (tests/conftest.py), a
+    """make test's parallel pass keeps an end-to-end test to its worker's share of the cores (tests/suite.py), a
     test beside its module to every core, one after the other in one worker: whichever the server started with, its
     child has the cores of the test that asked, as a child of the test's own would."""
     probe, every = tmp_path / "cores.py", sorted(os.sched_getaffinity(0))

@@ -220,7 +220,7 @@ def module_scoped_fixtures(root):
 
 
 def test_no_fixture_is_built_once_per_module(tmp_path):
-    """make test hands the tests out longest first (tests/conftest.py order), so one worker's tests of a module are not
+    """make test hands the tests out longest first (tests/suite.py order), so one worker's tests of a module are not
     one after another, and pytest tears a module's fixture down whenever the next test is another module's: a shared
     run would be trained again (a tiny bench was, 50 s). A fixture shared by several tests is the session's."""
     assert module_scoped_fixtures(TESTS) == []

@@ -47,7 +47,7 @@ def test_the_install_warns_before_it_starts_on_a_nearly_full_disk(free_gb, warne
 
 
 def test_each_worker_of_the_e2e_pass_keeps_to_its_share_of_the_cores():
-    """tests/conftest.py's share: the cores taken in turn, at least one each, the last ones shared when too few."""
+    """tests/suite.py's share: the cores taken in turn, at least one each, the last ones shared when too few."""
     from helpers import worker_cores
 
     assert worker_cores(0, 2, {0, 1}) == {0} and worker_cores(1, 2, {0, 1}) == {1}

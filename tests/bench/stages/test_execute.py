@@ -19,7 +19,7 @@ ADDED = dict(max_batch=3 * 3, tune_loader=2 * 4)  # the runs a mode adds to its 
 
 @pytest.fixture
 def bench(in_process_bench):
-    """python -m bench in-process, its runs made up (tests/conftest.py)."""
+    """python -m bench in-process, its runs made up (tests/suite.py)."""
     return in_process_bench
 
 
