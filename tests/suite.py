@@ -44,6 +44,9 @@ os.environ.setdefault(
 )
 
 
+MACHINE_CORES = set(os.sched_getaffinity(0))  # this process's cores at its start: every test's, but an e2e test's
+
+
 def shares_cores(item):
     """Under pytest-xdist with TESTS_SHARE_CORES=1 (make test's parallel pass), an end-to-end test and every process it
     starts keep to its worker's share of the cores, from its fixtures' setup (a session's bench too) to their
@@ -55,19 +58,6 @@ def shares_cores(item):
     if os.environ.get("TESTS_SHARE_CORES") == "1" and e2e and worker and workers:
         return worker_cores(int(worker.removeprefix("gw")), int(workers), MACHINE_CORES)
     return None
-
-
-MACHINE_CORES = set(os.sched_getaffinity(0))
-
-
-def pytest_configure(config):
-    """make test's last pass names the torch it tests (TESTS_TORCH): a PYTHONPATH that did not take is no pass (the
-    torch imported here, as tests/conftest.py checks the one installed)."""
-    import torch
-
-    expected = os.environ.get("TESTS_TORCH")
-    if expected and torch.__version__.split("+")[0] != expected:
-        raise pytest.UsageError(f"TESTS_TORCH={expected}, but the torch imported here is {torch.__version__}")
 
 
 @pytest.hookimpl(wrapper=True)
