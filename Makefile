@@ -28,6 +28,11 @@ OTHER_CLASS = $(if $(filter bf16,$(RAN_AS)),avx2,bf16)
 OLDEST := torch==2.11.0 torchvision==0.26.0
 OLDEST_DIR := .torch-2.11
 
+# the wheels' modules compiled once, on every core: pip compiles them one by one (about 60 s of the 130 s of .venv's
+# install on 2 cores; 41 s so). Compiled they must be: where PYTHONDONTWRITEBYTECODE=1 (some machines set it), every
+# interpreter would compile what it imports again (make test took twice as long so). A module that does not compile
+# on this Python (torch's tests of Python 3.12's syntax) is left as pip leaves it.
+COMPILE = @$(VENV)/bin/python -m compileall -qq -j 0
 ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 OLDEST_SETUP := $(OLDEST_DIR)/.installed
@@ -70,8 +75,9 @@ $(VENV)/.installed: requirements.txt
 	  echo "make: warning: $$free GB free on this disk; the install may stop with 'No space left on device'" >&2
 	python3 -m venv $(VENV)
 	@# no copy of the downloaded wheels kept in pip's cache as well (where pip downloads them)
-	$(VENV)/bin/pip install -qq --no-cache-dir --upgrade pip
-	$(VENV)/bin/pip install -qq --no-cache-dir -r requirements.txt
+	$(VENV)/bin/python -m pip install -qq --no-cache-dir --no-compile --upgrade pip
+	$(VENV)/bin/python -m pip install -qq --no-cache-dir --no-compile -r requirements.txt
+	$(COMPILE) $(VENV)/lib || true
 	touch $@
 
 $(OLDEST_DIR)/.installed: $(SETUP)
@@ -79,7 +85,8 @@ $(OLDEST_DIR)/.installed: $(SETUP)
 	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge 2 ] || \
 	  echo "make: warning: $$free GB free on this disk; the install may stop with 'No space left on device'" >&2
 	rm -rf $(OLDEST_DIR)
-	$(PY) -m pip install -qq --no-cache-dir --no-deps --target $(OLDEST_DIR) $(OLDEST)
+	$(PY) -m pip install -qq --no-cache-dir --no-compile --no-deps --target $(OLDEST_DIR) $(OLDEST)
+	$(COMPILE) $(OLDEST_DIR) || true
 	touch $@
 
 # the generated data of a workload (small by default), made when missing or made with other parameters
@@ -132,7 +139,7 @@ PASS = echo "make test: the pass $(1)"; TESTS_PASS=$(1) $(2) $(PY) -m pytest $(3
 OLDEST_TORCH = $(word 2,$(subst ==, ,$(word 1,$(OLDEST))))
 
 test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
-	@rm -rf results/tests/cpu-flags-read; \
+	@rm -rf results/tests/cpu-flags-read results/tests/compile-cache; \
 	$(call PASS,parallel,$(SPREAD)TESTS_SHARE_CORES=1,$(XDIST_GROUPS) -m "not alone" --durations=25 tests); \
 	$(call PASS,alone,,-m alone --durations=25 tests); \
 	$(call PASS,as-$(OTHER_CLASS),$(SPREAD)TESTS_CPU_READERS=1 CPUINFO_FLAGS="$(CPU_$(OTHER_CLASS))",$(XDIST) -m "not slow" --durations=10 tests); \
