@@ -28,11 +28,6 @@ OTHER_CLASS = $(if $(filter bf16,$(RAN_AS)),avx2,bf16)
 OLDEST := torch==2.11.0 torchvision==0.26.0
 OLDEST_DIR := .torch-2.11
 
-# the wheels' modules compiled once, on every core: pip compiles them one by one (about 60 s of the 130 s of .venv's
-# install on 2 cores; 41 s so). Compiled they must be: where PYTHONDONTWRITEBYTECODE=1 (some machines set it), every
-# interpreter would compile what it imports again (make test took twice as long so). A module that does not compile
-# on this Python (torch's tests of Python 3.12's syntax) is left as pip leaves it.
-COMPILE = @$(VENV)/bin/python -m compileall -qq -j 0
 ifeq ($(PY),$(VENV)/bin/python)
 SETUP := $(VENV)/.installed
 OLDEST_SETUP := $(OLDEST_DIR)/.installed
@@ -75,9 +70,8 @@ $(VENV)/.installed: requirements.txt
 	  echo "make: warning: $$free GB free on this disk; the install may stop with 'No space left on device'" >&2
 	python3 -m venv $(VENV)
 	@# no copy of the downloaded wheels kept in pip's cache as well (where pip downloads them)
-	$(VENV)/bin/python -m pip install -qq --no-cache-dir --no-compile --upgrade pip
-	$(VENV)/bin/python -m pip install -qq --no-cache-dir --no-compile -r requirements.txt
-	$(COMPILE) $(VENV)/lib || true
+	$(VENV)/bin/python -m pip install -qq --no-cache-dir --upgrade pip
+	$(VENV)/bin/python -m pip install -qq --no-cache-dir -r requirements.txt
 	touch $@
 
 $(OLDEST_DIR)/.installed: $(SETUP)
@@ -85,8 +79,7 @@ $(OLDEST_DIR)/.installed: $(SETUP)
 	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); [ "$$free" -ge 2 ] || \
 	  echo "make: warning: $$free GB free on this disk; the install may stop with 'No space left on device'" >&2
 	rm -rf $(OLDEST_DIR)
-	$(PY) -m pip install -qq --no-cache-dir --no-compile --no-deps --target $(OLDEST_DIR) $(OLDEST)
-	$(COMPILE) $(OLDEST_DIR) || true
+	$(PY) -m pip install -qq --no-cache-dir --no-deps --target $(OLDEST_DIR) $(OLDEST)
 	touch $@
 
 # the generated data of a workload (small by default), made when missing or made with other parameters
@@ -125,7 +118,8 @@ slurm:
 # marks its test's file in results/tests/cpu-flags-read/) again as a CPU of the other class, then the
 # scripts' tests (marked torches) again on the oldest torch tested. test-fast leaves out the slow ones (torchrun,
 # whole benches, limits, Slurm) and the second torch. Each pass prints its 25 slowest tests and keeps every test's
-# durations in results/tests/durations-PASS.csv.
+# durations in results/tests/durations-PASS.csv. The tests' compile cache (results/tests/compile-cache) is emptied first:
+# every make test compiles cold first, as CI's fresh clone does.
 TEST_WORKERS ?= 2
 XDIST = $(shell $(PY) -c "import xdist" 2>/dev/null && [ "$(TEST_WORKERS)" -gt 1 ] && echo "-n $(TEST_WORKERS)")
 SPREAD = $(if $(XDIST),OMP_NUM_THREADS=1 )
