@@ -13,7 +13,8 @@ where it can. Every train*.py and loader*.py imports this module; `make diff V=.
                                              cannot build end like bad input
     machine checks                           native bf16 and the AMP dtype, DDP's devices and settings, the
                                              compiler's toolchain and cache (train_amp, train_ddp, train_compile)
-    data checks                              every image file's ends before training, DALI's errors explained
+    data checks                              every image file's ends before training, DALI's and nvJPEG's errors
+                                             explained
 """
 
 import contextlib
@@ -151,8 +152,8 @@ def check_arguments(args):
     check_workers_and_seed(args)
     if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
         die(f"--lr {args.lr}: the learning rate must be a finite number above 0")
-    if args.loader not in ("torchvision", "dali"):
-        die(f"--loader {args.loader}: choose torchvision (loader.py) or dali (loader_dali.py)")
+    if args.loader not in ("torchvision", "dali", "nvjpeg"):
+        die(f"--loader {args.loader}: choose torchvision (loader.py), dali (loader_dali.py), nvjpeg (loader_nvjpeg.py)")
     model_factory(args.model)
 
 
@@ -584,6 +585,23 @@ def explain_dali_error(error, paths, read):
         if path is not None:
             return f"cannot read image {path}: DALI's decoder refuses it ({reason})"
     return f"DALI failed: {reason}"
+
+
+def explain_jpeg_error(error, paths, read):
+    """A one-line message for torchvision's JPEG decode failing on a batch of files (loader_nvjpeg.py): the first of
+    paths that `read` (loader.py's reading, which raises naming the file) cannot read, else the first torchvision's
+    decoder refuses alone, on the CPU; out of memory is said at once. Never ends the run itself: it runs in the
+    loader's thread, which hands the message to the training thread."""
+    reason = one_line(error)
+    if "out of memory" in str(error).lower():
+        return f"out of memory decoding JPEG files on the device, try a smaller --batch-size: {reason}"
+    for path in paths:
+        try:
+            read(path)
+            torchvision.io.decode_jpeg(torchvision.io.read_file(path), mode=torchvision.io.ImageReadMode.RGB)
+        except Exception as e:  # the file's own fault, named
+            return f"cannot read image {path}: {str(e).removeprefix(f'cannot read image {path}: ')[:300]}"
+    return f"the JPEG decode failed on a batch of {len(paths)} files, each of which decodes alone: {reason}"
 
 
 def known_arguments(operator, **arguments):

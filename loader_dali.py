@@ -289,7 +289,8 @@ def build_loaders(
 
 def bench(args, device):
     """Time args.steps batches after args.warmup_steps, each copied to the device, the way train.py
-    times its steps; return (seconds, seconds blocked in next(), epoch starts timed, info)."""
+    times its steps; return (seconds, seconds blocked in next(), epoch starts timed, of those seconds blocked the
+    ones waiting for an epoch's first batch, info)."""
     train_set, val_set, info = open_data(args.data, args.download, check_data=not args.no_data_check)
     workers = checks.workers_of(args)
     train_loader, _ = build_loaders(train_set, val_set, info, args.batch_size, device, workers, args.seed)
@@ -299,13 +300,14 @@ def bench(args, device):
             torch.cuda.synchronize()
         return time.perf_counter()
 
-    step, waited, epoch_starts, unused = 0, 0.0, 0, 0.0
+    step, waited, epoch_starts, unused, start_wait = 0, 0.0, 0, 0.0, 0.0
     started = sync() if args.warmup_steps == 0 else None
     while step < args.warmup_steps + args.steps:
         waiting = time.perf_counter()
         for i, (images, labels) in enumerate(train_loader):
-            if started is not None:  # a batch inside the window
-                waited, epoch_starts = waited + time.perf_counter() - waiting, epoch_starts + (i == 0)
+            if started is not None:  # a batch inside the window; an epoch's first waits for its refill
+                wait = time.perf_counter() - waiting
+                waited, epoch_starts, start_wait = waited + wait, epoch_starts + (i == 0), start_wait + wait * (i == 0)
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
             step += 1
             if step == args.warmup_steps:
@@ -315,7 +317,7 @@ def bench(args, device):
                 break
             waiting = time.perf_counter()
     unused = getattr(train_loader, "unused_s", 0.0) - unused  # not timed: a shard's padded last batch (DALI)
-    return sync() - started - unused, waited - unused, epoch_starts, info
+    return sync() - started - unused, waited - unused, epoch_starts, start_wait, info
 
 
 def main():
@@ -354,7 +356,7 @@ def main():
         print(f"{info.val_size} val images, read at {info.image_size} px by {info.loader}")
         result = info._asdict()
     else:
-        seconds, waited, epoch_starts, info = bench(args, device)
+        seconds, waited, epoch_starts, start_wait, info = bench(args, device)
         rate = args.steps * args.batch_size / seconds
         print(f"{script}: {rate:,.0f} images/s ({info.loader}, {info.dataset} {info.image_size} px, ", end="")
         print(
@@ -366,6 +368,11 @@ def main():
         result.update(batch_size=args.batch_size, workers=args.workers, steps_timed=args.steps, window_s=seconds)
         result.update(checks.loading_fields(args, device, info.loader))
         result.update(samples_per_s=rate, data_wait_frac=waited / seconds, epoch_starts_timed=epoch_starts)
+        steady_s, steady_images = seconds - start_wait, (args.steps - epoch_starts) * args.batch_size  # no refill
+        steady = steady_s > 0 and steady_images > 0
+        result.update(epoch_start_wait_s=start_wait, steps_per_epoch=info.train_size // args.batch_size)
+        result.update(data_wait_steady_frac=(waited - start_wait) / steady_s if steady else None)
+        result.update(steady_samples_per_s=steady_images / steady_s if steady else None)
         result.update(seed=args.seed, argv=sys.argv, torch_version=torch.__version__, dali_version=info.dali_version)
     if args.metrics_out:
         checks.write_whole(args.metrics_out, "metrics", json.dumps(result, indent=1))

@@ -30,6 +30,7 @@ import platform
 import re
 import sys
 import time
+from typing import NamedTuple
 
 import torch
 import torchvision
@@ -368,11 +369,15 @@ class Meter:
         )
 
     def timing(self):
-        """The timed window: its steps, its time and where it went."""
-        seconds, step_ms, starved_s = self.timed
+        """The timed window: its steps, its time and where it went; its steady steps (those that did not begin an
+        epoch: real training begins one in thousands) apart."""
+        seconds, step_ms, starved_s = self.timed.seconds, self.timed.step_ms, self.timed.starved_s
         images_timed = len(step_ms) * self.batch_size * self.world_size
         times = torch.tensor(step_ms, dtype=torch.float64)
         median, p90 = times.quantile(times.new_tensor([0.5, 0.9])).tolist()
+        steady_s = seconds - self.timed.start_s  # the window less its steps that began an epoch
+        steady_images = (len(step_ms) - self.window.epoch_starts) * self.batch_size * self.world_size
+        steady = steady_s > 0 and steady_images > 0
         return dict(
             steps_timed=len(step_ms),
             window_s=seconds,
@@ -389,6 +394,11 @@ class Meter:
             data_wait_frac=self.window.wait_s / seconds,
             starved_frac=min(starved_s / seconds, 1.0),
             epoch_starts_timed=self.window.epoch_starts,
+            epoch_start_wait_s=self.timed.start_wait_s,
+            data_wait_steady_frac=(self.window.wait_s - self.timed.start_wait_s) / steady_s if steady else None,
+            starved_steady_frac=min((starved_s - self.timed.start_starved_s) / steady_s, 1.0) if steady else None,
+            steady_samples_per_s=steady_images / steady_s if steady else None,
+            steps_per_epoch=self.info.train_size // (self.batch_size * self.world_size),
             eval_pauses=self.window.pauses,
             epoch_time_s=self.info.train_size * seconds / images_timed,
         )
@@ -401,7 +411,7 @@ class Meter:
         reserved = [m[1] for m in memory if m[1] is not None]
         cuda, compiling = device.type == "cuda", self.fields.get("compile_mode") is not None
         matmul_precision, conv_precision = precisions(device)
-        cpu_s, seconds = self.window.cpu_s, self.timed[0]
+        cpu_s, seconds = self.window.cpu_s, self.timed.seconds
         metrics = dict(
             **self.identity(),
             **self.timing(),
@@ -458,7 +468,7 @@ class Meter:
             f"  speed   {metrics['samples_per_s']:.1f} samples/s (compute {metrics['compute_samples_per_s']:.1f}),"
             f" step {metrics['step_time_median_ms']:.1f} ms median{first}\n"
             f"  timed   {plural(metrics['steps_timed'], 'step')} ({warmup}evaluation left out)\n"
-            f"  data    wait {metrics['data_wait_frac']:.1%}{starved}, {self.window.epoch_starts} epoch starts timed\n"
+            f"  data    wait {metrics['data_wait_frac']:.1%}{starved}, {epoch_words(metrics)}\n"
             f"  result  loss {self.train_loss:.3f}, {accuracy_words(self.val_acc, self.val_samples, info)}\n"
             f"  memory  {memory_words(metrics, cuda)}"
         )
@@ -536,6 +546,17 @@ def ran_compiled(loss, limit=64):
 
 def plural(count, word):
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def epoch_words(metrics):
+    """'no epoch start timed', or '2 epoch starts timed (waited 1.90 s for them; 0.4% between them)': the summary's
+    word on the refills an epoch start costs, apart from the steady wait."""
+    starts = metrics["epoch_starts_timed"]
+    if not starts:
+        return "no epoch start timed"
+    steady = metrics["data_wait_steady_frac"]
+    between = f"; {steady:.1%} between them" if steady is not None else ""
+    return f"{plural(starts, 'epoch start')} timed (waited {metrics['epoch_start_wait_s']:.2f} s for them{between})"
 
 
 def settings(metrics, info):
@@ -843,7 +864,7 @@ class Window:
     def step(self, waited, ready, done, epoch_start):
         """Book a step: the host's wait for its batch, its two marks, whether it began an epoch."""
         if self.open_now():
-            self.steps.append((self.last, ready, done))
+            self.steps.append((self.last, ready, done, waited, epoch_start))
             self.wait_s += waited
             self.epoch_starts += epoch_start
         self.last = done
@@ -862,15 +883,36 @@ class Window:
             self.count_cpu(going_on=True)
 
     def close(self):
-        """Close the window; return (its seconds less the pauses, each step's milliseconds, seconds starved)."""
+        """Close the window; return its Timed: its seconds less the pauses, each step's milliseconds, the seconds
+        starved, and of the steps that began an epoch (a refill of the loader's pipeline) their seconds, their host
+        wait and their seconds starved, apart."""
         self.closed = self.sync()
         if self.spans and self.spans[-1][1] is None:
             self.spans[-1][1] = time.time()
         self.count_cpu(going_on=False)
         ms = (lambda a, b: a.elapsed_time(b)) if self.cuda else (lambda a, b: (b - a) * 1e3)
-        step_ms = [ms(last, done) for last, _, done in self.steps]
-        starved_s = sum(ms(last, ready) for last, ready, _ in self.steps) / 1e3
-        return self.closed - self.opened - self.paused_s, step_ms, starved_s
+        step_ms = [ms(last, done) for last, _, done, _, _ in self.steps]
+        starved_ms = [ms(last, ready) for last, ready, _, _, _ in self.steps]
+        starts = [start for *_, start in self.steps]
+        return Timed(
+            self.closed - self.opened - self.paused_s,
+            step_ms,
+            sum(starved_ms) / 1e3,
+            sum(t for t, start in zip(step_ms, starts) if start) / 1e3,
+            sum(waited for *_, waited, start in self.steps if start),
+            sum(t for t, start in zip(starved_ms, starts) if start) / 1e3,
+        )
+
+
+class Timed(NamedTuple):
+    """What a closed window measured; its steps that began an epoch apart (their refill is not steady training)."""
+
+    seconds: float  # the window's wall time, its pauses left out
+    step_ms: list  # each step's time
+    starved_s: float  # the device waiting for its next batch (the host's wait on a CPU)
+    start_s: float  # the steps that began an epoch: their time
+    start_wait_s: float  # ... the host's wait for their batches
+    start_starved_s: float  # ... the device's wait for them
 
 
 class Profile:

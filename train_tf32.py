@@ -18,6 +18,7 @@ import os
 
 import torch
 from torch import nn
+from torchvision.models import resnet
 
 import checks
 from meter import Meter
@@ -53,7 +54,7 @@ parser.add_argument(
     default=None,
     help="validation images evaluated: a fixed sample, all, or 0 for none (default: all, 1000 for a --steps run)",
 )
-parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py) or dali (loader_dali.py)")
+parser.add_argument("--loader", default="torchvision", help="torchvision (loader.py), dali or nvjpeg (loader_NAME.py)")
 parser.add_argument("--download", action="store_true", help="fetch CIFAR-10 into --data if missing")
 parser.add_argument("--no-data-check", action="store_true", help="do not check every file (the bench did, once)")
 parser.error = checks.die  # a bad flag ends like any other bad input: one line, exit code 2
@@ -64,10 +65,16 @@ Meter.add_arguments(parser)  # the measuring's own flags: --warmup-steps, --metr
 
 
 def build_model(name, num_classes, image_size):
-    """A torchvision model by name, or your own from FILE.py:FACTORY. For small images (<= 64 px) a torchvision
-    model's stem keeps their resolution: the first conv becomes 3x3 stride 1 and a max-pool right after it goes,
-    as in CIFAR ResNets. A model of your own is used as given."""
+    """A torchvision model by name, or your own from FILE.py:FACTORY. A torchvision ResNet starts with the last
+    batch-norm of each residual branch at zero, every block the identity, as ResNet-50's reference recipes start it
+    (Goyal et al. 2017's zero gamma, timm's zero_init_last): otherwise, with few classes, its logits grow a
+    hundredfold and its loss several-fold in its first ten steps. For small images (<= 64 px) a torchvision model's
+    stem keeps their resolution: the first conv becomes 3x3 stride 1 and a max-pool right after it goes, as in CIFAR
+    ResNets. A model of your own is used as given."""
     model = checks.make_model(name, num_classes)
+    for block in model.modules() if ":" not in name else ():
+        if isinstance(block, (resnet.BasicBlock, resnet.Bottleneck)):
+            nn.init.zeros_(block.bn2.weight if isinstance(block, resnet.BasicBlock) else block.bn3.weight)
     if image_size <= 64 and ":" not in name:
         stem = [n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.MaxPool2d))][:2]
         conv = model.get_submodule(stem[0])
@@ -125,8 +132,8 @@ def main():
         torch.backends.mkldnn.matmul.fp32_precision = "bf16"
         torch.backends.mkldnn.conv.fp32_precision = "bf16"
 
-    # the data: loader.py finds the images and batches them (loader_dali.py with --loader dali: the same functions)
-    loader = importlib.import_module("loader_dali" if args.loader == "dali" else "loader")
+    # the data: loader.py finds and batches the images (--loader dali, nvjpeg: loader_dali.py's, loader_nvjpeg.py's)
+    loader = importlib.import_module("loader" if args.loader == "torchvision" else f"loader_{args.loader}")
     train_set, val_set, info = loader.open_data(args.data, args.download, check_data=not args.no_data_check)
     batch_size = args.batch_size  # one process takes the whole batch; train_ddp.py gives each its share
     sampler = None  # every image, reshuffled each epoch; train_ddp.py gives each process its own shard

@@ -40,6 +40,7 @@ class Row:
     measures: str = ""  # the technique a row measures under another name
     kind: str = "train"  # or "loader": a loader's pipeline alone, no training
     twin: str = ""  # the row it computes the same run as, at the same seed (--parity checks their curves match)
+    by_default: bool = True  # False: it runs where --variants names it, not in a bench of every row
 
 
 # in the order a user needs them, the order they run in and are left out from the end of when the budget is short:
@@ -55,6 +56,9 @@ ROWS = [
     Row("compile", "train_compile.py", base="train.py", lesson=5, compiles=True),
     Row("all", "train_all.py", base="train.py", lesson=7, launch="torchrun", compiles=True),
     Row("dali", "train.py", ("--loader", "dali"), workloads="cnn"),  # its tutorial is loader_dali's (below)
+    # the JPEG decode on the GPU (its tutorial is loader_nvjpeg's, below): where named, until a GPU run has measured it
+    # (a bench of every row fits its GPU budget without it)
+    Row("nvjpeg", "train.py", ("--loader", "nvjpeg"), workloads="cnn", on_cpu=False, by_default=False),
     Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6, twin="baseline"),
     Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False),
     Row("ddp", "train_ddp.py", base="train.py", lesson=2, launch="torchrun", several_gpus=True),
@@ -62,6 +66,9 @@ ROWS = [
         several_gpus=True, twin="ddp"),
     Row("loader", "loader.py", kind="loader"),  # the input pipeline alone
     Row("loader_dali", "loader_dali.py", base="loader.py", lesson=11, kind="loader", measures="dali"),
+    # the JPEG decode on the GPU with torchvision alone: without a GPU it decodes in the training process, on the CPU
+    Row("loader_nvjpeg", "loader_nvjpeg.py", base="loader.py", lesson=12, kind="loader", measures="nvjpeg",
+        on_cpu=False),
 ]  # fmt: skip
 BY_NAME = {row.name: row for row in ROWS}
 
@@ -89,6 +96,7 @@ TRAIN = {
     row.name: [*(TORCHRUN if row.launch == "torchrun" else []), row.script, *row.flags] for row in training().values()
 }
 LOADERS = {row.name: row.script for row in loaders().values()}
+DEFAULT = tuple(row.name for row in training().values() if row.by_default)  # the rows of a bench of every row
 MULTI_GPU = {r.name for r in ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
 DISTRIBUTED = {r.name for r in ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
 COMPILED = {r.name for r in ROWS if r.compiles}  # one compile cache per variant and bench

@@ -182,7 +182,7 @@ def rows_asked(flags):
     """--variants and --loaders as lists of known rows (the catalogue's, or train_all.py's combinations): the fields
     of the configuration's rows (bench/config.py Rows)."""
     default_variants = flags.variants is None  # every variant; dp is left out where there is no GPU (plan.py)
-    variants = tuple(catalogue.TRAIN) if flags.variants is None else tuple(v for v in flags.variants.split(",") if v)
+    variants = catalogue.DEFAULT if flags.variants is None else tuple(v for v in flags.variants.split(",") if v)
     default_loaders = flags.loaders is None  # both; none for vit, whose data is another workload's (plan.py)
     loaders = tuple(v for v in (flags.loaders or ",".join(catalogue.LOADERS)).split(",") if v and v != "none")
     for name in variants:

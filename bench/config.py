@@ -19,7 +19,7 @@ class Rows:
     """What to run: the training variants and the loader-only rows (their names), and whether each list is the
     default one (every variant: dp is left out without a GPU; both loaders: none for vit)."""
 
-    variants: tuple = tuple(catalogue.TRAIN)
+    variants: tuple = catalogue.DEFAULT
     loaders: tuple = tuple(catalogue.LOADERS)
     default_variants: bool = True
     default_loaders: bool = True

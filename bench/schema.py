@@ -92,6 +92,17 @@ data_wait_frac          share script  median  -          share of the window the
 starved_frac            share train   median  -          share of the window the device waited for its next batch, the
                                                            copy included (on a CPU, the host's wait)
 epoch_starts_timed      -     script  median  -          epochs whose first batch fell inside the window
+epoch_start_wait_s      s     script  median  -          the host's wait for those first batches: the loader's refill
+                                                           at an epoch's start, apart from the steady wait
+data_wait_steady_frac   share script  median  -          data_wait_frac of the steady steps: the window less the steps
+                                                           that began an epoch (what the verdicts on data read)
+starved_steady_frac     share train   median  -          starved_frac of the steady steps, alike (a GPU's verdicts on
+                                                           data read it)
+steady_samples_per_s    1/s   script  median  -          samples_per_s of the steady steps: the images of the steps
+                                                           that did not begin an epoch / their time (read where the
+                                                           window held more epoch starts than the real data set would:
+                                                           bench/stages/epochs.py)
+steps_per_epoch         -     script  first   -          steps an epoch of the training set takes at this batch
 eval_pauses             -     train   -       -          evaluations that paused the window (epochs ended inside it)
 epoch_time_s            s     train   -       -          training images / samples_per_s: an epoch at the measured rate
 train_loss_first        -     train   median  -          mean training loss of the first 10 steps (warm-up included)
@@ -235,7 +246,27 @@ runs_ok                 -     summary -       -          runs that finished
 runs_failed             -     summary -       -          runs that failed (the last error is in `error`)
 runs_busy               -     summary -       -          ok runs during which the machine was busy
 runs_diverged           -     summary -       -          ok runs whose loss diverged: their speed is of meaningless math
-rate_median             1/s   summary -       -          median samples_per_s of the ok runs
+rate_median             1/s   summary -       -          median rate of the ok runs, each read as steady training has it
+                                                           (rate_basis): samples_per_s, unless its window held more
+                                                           epoch starts than the real data set would
+rate_basis              -     summary -       -          how the runs' rates were read (bench/stages/summarize.py's
+                                                           rate_of): window (samples_per_s), steady steps
+                                                           (steady_samples_per_s), median step (global batch / its
+                                                           median step, in a record from before steady_samples_per_s
+                                                           whose steps were steady), mixed, or unknown (none of
+                                                           its runs' rates is known)
+runs_unsteady           -     summary -       -          ok runs whose steady rate is not known (rate_basis): left
+                                                           out of its rate and its speed-up
+epoch_starts_over       x     summary -       -          how many times as often as training on the real data set
+                                                           it stands for (stands_for) its windows held epoch starts
+                                                           (median over its runs), where more often than that allows;
+                                                           empty where not (bench/stages/epochs.py)
+stands_for              -     summary -       -          the real data set its workload stands for: ImageNet-1k,
+                                                           CIFAR-10, or its own data (a folder of the user's)
+rate_floor              1/s   summary -       -          where a run's rate is unknown (rate_basis): its window's rate,
+                                                           refill included: its steady rate is at least this
+speedup_floor           x     summary -       -          rate_floor / the reference's rate_median: its speed-up is at
+                                                           least this
 rate_min                1/s   summary -       -          the slowest ok run
 rate_max                1/s   summary -       -          the fastest ok run
 spread_pct              %     summary -       -          (max - min) / median of the repeats
@@ -248,6 +279,14 @@ speedup_precision_pct   %     summary -       -          the interval's half-wid
 rounds_paired           -     summary -       -          rounds in which both this row and its reference ran ok
 speed_answer            -     summary -       -          same (the interval wholly inside 0.97-1.03), else faster or
                                                            slower (wholly above or below 1), else unsettled
+loss_ratio              x     summary -       -          the geometric mean over the rounds of train_loss_final / the
+                                                           baseline's in the same round (at the same seed)
+loss_ratio_low          x     summary -       -          its 95% confidence interval starts here (over the rounds, each
+                                                           at a seed of its own: what reruns show)
+loss_ratio_high         x     summary -       -          ... and ends here
+learning_answer         -     summary -       -          worse (the interval wholly above 1 + LEARN_BAND: it ends at a
+                                                           higher loss than reruns explain), better (wholly below), or
+                                                           empty: no difference beyond what reruns show, or no interval
 ceiling                 -     summary -       -          the synthetic row of this row's precision
 ceiling_pct             %     summary -       -          the geometric mean over the rounds of rate / its ceiling's rate
                                                            in the same round, as a share (above 100 is possible)

@@ -124,7 +124,7 @@ def test_the_loader_bench_leaves_a_padded_batch_out(monkeypatch):
     args = types.SimpleNamespace(data="x", batch_size=2, workers=0, seed=0, download=False, warmup_steps=1, steps=8)
     args.no_data_check = False
     args.no_data_check = False
-    seconds, waited, epoch_starts, _ = loader.bench(args, torch.device("cpu"))
+    seconds, waited, epoch_starts, _, _ = loader.bench(args, torch.device("cpu"))
     assert epoch_starts == 2 and seconds < 0.2 and waited < 0.2, (seconds, waited)
 
 
@@ -352,7 +352,7 @@ def test_a_fixed_evaluation_sample(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loader", ["torchvision", "dali"])
+@pytest.mark.parametrize("loader", ["torchvision", "dali", "nvjpeg"])
 def test_both_loaders_train_on_photos_at_224(tmp_path, loader):
     photos = tmp_path / "photos"
     assert run("-m", "bench.data", photos, "--photo", "--train", 2, "--val", 1).returncode == 0

@@ -133,9 +133,10 @@ def clock(monkeypatch):
 
 
 def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, compute=1.0, first=30.0, eval_s=7.0,
-         target=None, accuracies=(0.5, 0.9), before=None, each_step=None):  # fmt: skip
+         target=None, accuracies=(0.5, 0.9), before=None, each_step=None, refill=0.0):  # fmt: skip
     """The loop of train.py against the meter: (the metrics written, the meter). before(meter): what a technique
-    tells the meter before the loop; each_step(step): a technique's step (before the meter's)."""
+    tells the meter before the loop; each_step(step): a technique's step (before the meter's); refill: the extra wait
+    for an epoch's first batch."""
     args = types.SimpleNamespace(warmup_steps=warmup, metrics_out=str(tmp_path / "m.json"), no_progress=True,
                                  target_accuracy=target, tensorboard=None, memory_snapshot=None, profile=None,
                                  loader="torchvision", model="m", workers=0, seed=0, eval_samples=None,
@@ -148,8 +149,8 @@ def play(clock, tmp_path, warmup=2, epochs=2, per_epoch=4, batch=8, wait=0.5, co
     clock.advance(3.0)  # the setup: data checked, loaders and model built
     m.start(info, batch, epochs * per_epoch)
     for epoch in m.until_target(range(epochs)):
-        for _ in range(per_epoch):
-            clock.advance(wait)  # the host waits for the batch
+        for i in range(per_epoch):
+            clock.advance(wait + (refill if i == 0 else 0.0))  # the host waits for the batch
             m.batch()
             clock.advance(first if m.steps == 0 else compute)  # the step: the first one compiles
             if each_step:
@@ -561,6 +562,26 @@ def test_the_window_times_the_steps_after_the_warm_up_and_leaves_evaluation_out(
     assert metrics["val_acc"] == 0.9 and metrics["train_loss_first"] == pytest.approx(1.85)
     assert metrics["epoch_time_s"] == pytest.approx(32 * metrics["window_s"] / (steps * 8))
     assert f"speed   {steps * 8 / (steps * 1.5):.1f} samples/s" in capsys.readouterr().out
+
+
+def test_the_refill_at_an_epoch_start_is_measured_apart_from_the_steady_wait(clock, tmp_path, capsys):
+    """An epoch's first batch waits 4 s more (the loader's refill) than the others' 0.5 s: the window holds one such
+    step (epoch 2's first); its wait is epoch_start_wait_s, and the steady fields leave that step out."""
+    metrics, _ = play(clock, tmp_path, refill=4.0)
+    steps = 6  # 2 of the 8 warm up; step 5, epoch 2's first, is in the window
+    assert metrics["epoch_starts_timed"] == 1 and metrics["epoch_start_wait_s"] == pytest.approx(4.5)
+    assert metrics["window_s"] == pytest.approx(steps * 1.5 + 4.0)
+    assert metrics["data_wait_frac"] == pytest.approx((steps * 0.5 + 4.0) / (steps * 1.5 + 4.0))
+    assert metrics["data_wait_steady_frac"] == pytest.approx(0.5 / 1.5)  # the other 5 steps: as without a refill
+    assert metrics["starved_steady_frac"] == pytest.approx(0.5 / 1.5)
+    assert metrics["steady_samples_per_s"] == pytest.approx(5 * 8 / (5 * 1.5))
+    assert metrics["samples_per_s"] == pytest.approx(steps * 8 / (steps * 1.5 + 4.0))
+    assert metrics["steps_per_epoch"] == 4
+    assert "1 epoch start timed (waited 4.50 s for them; 33.3% between them)" in capsys.readouterr().out
+    quiet, _ = play(clock, tmp_path, warmup=1, epochs=1)  # no epoch start in the window: the steady fields are all
+    assert quiet["epoch_starts_timed"] == 0 and quiet["epoch_start_wait_s"] == 0
+    assert quiet["steady_samples_per_s"] == pytest.approx(quiet["samples_per_s"])
+    assert quiet["data_wait_steady_frac"] == pytest.approx(quiet["data_wait_frac"])
 
 
 def test_a_slower_step_inside_the_window_moves_the_median_and_the_rate_alike(clock, tmp_path):

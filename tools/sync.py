@@ -2,13 +2,13 @@
 base and all its copies.
 
 The edit is a pair of files, the text as it is now (OLD) and as it should be (NEW). It is applied to every
-script of the family (train.py and each train_*.py; with --loaders, loader.py and loader_dali.py) only if OLD
+script of the family (train.py and each train_*.py; with --loaders, loader.py and each loader_*.py) only if OLD
 occurs exactly once in each: otherwise nothing is written and the scripts where it does not are named, so a
 variant whose copy has drifted is found, not skipped. NEW is inserted as given: no line of it is marked, so a
 shared fix stays a base line in every diff.
 
     python tools/sync.py OLD.txt NEW.txt             # train.py and every train_*.py
-    python tools/sync.py --loaders OLD.txt NEW.txt   # loader.py and loader_dali.py
+    python tools/sync.py --loaders OLD.txt NEW.txt   # loader.py, loader_dali.py and loader_nvjpeg.py
 """
 
 import argparse

@@ -126,6 +126,8 @@ def paths(gpus, model=MODEL):
              ["train_tf32.py", "--device", "cpu"]),
         Probe(f"train.py --loader dali: DALI, {dali} decoding", ["train.py", "--loader", "dali", *device],
              expect=dict(loader="dali")),
+        Probe(f"train.py --loader nvjpeg: torchvision's JPEG decode on the {'GPU (nvJPEG)' if gpus else 'CPU'}",
+              ["train.py", "--loader", "nvjpeg", *device], expect=dict(loader="nvjpeg")),
         Probe("train.py --data synthetic: the ceiling", ["train.py", "--data", "{synthetic}", *device],
              expect=dict(dataset="synthetic")),
         Probe("train_amp.py --data synthetic: the mixed-precision ceiling",
@@ -133,6 +135,8 @@ def paths(gpus, model=MODEL):
         Probe("loader.py --bench: the input pipeline alone", ["loader.py", "--bench", *device], kind="loader"),
         Probe("loader_dali.py --bench: DALI's pipeline alone", ["loader_dali.py", "--bench", *device], kind="loader",
              expect=dict(loader="dali")),
+        Probe(f"loader_nvjpeg.py --bench: the JPEG decode on the {'GPU (nvJPEG)' if gpus else 'CPU'} alone",
+              ["loader_nvjpeg.py", "--bench", *device], kind="loader", expect=dict(loader="nvjpeg")),
         Probe("train.py --memory-snapshot: the allocator's history", ["train.py", "--memory-snapshot", "{snapshot}",
              *device], "cuda", kind="snapshot"),
         Probe("NVML: GPU memory of the run's processes", ["train.py", *device], "cuda", kind="nvml"),
@@ -149,7 +153,7 @@ def paths(gpus, model=MODEL):
 
 # on a GPU these run first: the paths only a GPU runs, so that a first GPU run cut short has still run them
 FIRST_ON_GPU = ("NVML", "--profile", "NCCL", "fp16", "reduce-overhead", "TF32", "fused", "synthetic", "DALI",
-                "--memory-snapshot")  # fmt: skip
+                "nvJPEG", "--memory-snapshot")  # fmt: skip
 
 
 def in_order(every, gpus):

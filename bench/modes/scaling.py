@@ -104,7 +104,7 @@ def counts_flag(text):
 
 def variants_of(asked):
     """The distributed variants to scale: ddp and all by default (the bench's whole list), else those named."""
-    if list(asked) == list(catalogue.TRAIN):
+    if list(asked) == list(catalogue.DEFAULT):
         return ("ddp", "all")
     chosen = tuple(v for v in asked if catalogue.distributed(v))
     if not chosen:

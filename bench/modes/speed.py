@@ -159,6 +159,8 @@ def print_plan(runs, works, gpu_count):
         print(f"# {workload}: {w.model} on {w.data} ({w.image_size} px, {w.classes} classes), "
               f"global batch {w.batch_size}, steps {steps}, {w.warmup_steps} of them warm-up, "
               f"{w.eval_samples} validation images; for {gpus}")  # fmt: skip
+        if w.window() is not None:
+            print(f"  windows: {w.window().words()}")
         for run in runs:
             if run.workload == workload:
                 print(" ".join(slurm.launched(run)))

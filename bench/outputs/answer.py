@@ -49,6 +49,8 @@ def group(row):
     say to do."""
     if not row.get("runs_ok") or row.get("runs_diverged"):
         return "failed"
+    if row.get("rate_basis") == "unknown":
+        return "unknown"
     if verdicts.not_applied(row):
         return "n/a"
     if verdicts.ran_eager(row):
@@ -211,7 +213,7 @@ def items(train):
         items = [unsettled_item(r) for r in groups["unsettled"] if pd.notna(number(r, "rounds_to_settle"))]
         if once:
             items.append(f"{', '.join(f'{r.variant} {r.speedup:.2f}x' for r in once)}: one paired round, no interval"
-                         " yet; run more rounds (--repeats)")  # fmt: skip
+                         f" yet{unsteady_words(once)}; run more rounds (--repeats)")  # fmt: skip
         said.append(("Not settled", "; ".join(items)))
     if groups.get("n/a"):
         said.append(
@@ -220,6 +222,8 @@ def items(train):
     if groups.get("eager"):
         said.append(("Not compiled", "; ".join(f"{r.variant}: {verdicts.ran_eager(r)}, so its {r.speedup:.2f}x is"
                                                " eager code's" for r in groups["eager"])))  # fmt: skip
+    if groups.get("unknown"):
+        said.append(("Not measured steadily", "; ".join(unknown_item(r) for r in groups["unknown"])))
     if groups.get("failed"):
         said.append(
             ("No verdict", f"{', '.join(r.variant for r in groups['failed'])} (failed or diverged: see its row)")
@@ -233,8 +237,20 @@ def items(train):
                 f" {number(best, 'speedup_high'):.2f}x){memory_words(best)}",
             )
         )
-    said += why_items(train) + limit_items(train) + data_bound_items(train)
-    return said + [("Flag", words) for _, words in above_ceiling(train) + slower_than_parts(train)]
+    said += why_items(train) + limit_items(train) + data_bound_items(train) + epoch_items(train)
+    flagged = above_ceiling(train) + slower_than_parts(train) + learns_otherwise(train)
+    return said + [("Flag", words) for _, words in flagged]
+
+
+def learns_otherwise(train):
+    """(row, words) for each row whose final loss differs from the baseline's beyond what reruns show (its
+    learning_answer: bench/stages/summarize.py learning)."""
+    return [
+        (row, f"{row.variant} ends at {number(row, 'loss_ratio'):.2f}x the baseline's training loss"
+              f" ({number(row, 'loss_ratio_low'):.2f}x to {number(row, 'loss_ratio_high'):.2f}x over its rounds, each"
+              f" at its seed): it learns {row.learning_answer}; python -m bench --parity compares learning over seeds")
+        for _, row in compared(train).iterrows() if row.get("learning_answer") in ("worse", "better")
+    ]  # fmt: skip
 
 
 def title(train):
@@ -277,6 +293,46 @@ def data_bound_items(train):
         words.append(f"{row.variant} waits for data {number(row, 'wait_share'):.0%} of its window{ceiling}")
     return [("Data-bound", "; ".join(words) + ": the loader, not the technique, sets the pace; python -m bench"
              " --tune-loader finds the loader's settings for this machine (docs/bench.md)")]  # fmt: skip
+
+
+def unsteady_words(rows):
+    """' (compile: its other 2 runs not measured steadily)' where rows have runs left out (runs_unsteady), or ''."""
+    said = [f"{r.variant}: its other {plural(number(r, 'runs_unsteady'), 'run')}" for r in rows
+            if number(r, "runs_unsteady") > 0]  # fmt: skip
+    return f" ({'; '.join(said)} not measured steadily)" if said else ""
+
+
+def unknown_item(row):
+    """'all: its windows' epoch starts (41x ImageNet-1k's rate) are not separated in its records and its steps stalled:
+    at least 1.45x (its window's rate)'."""
+    floor = number(row, "speedup_floor")
+    floor = f": at least {floor:.2f}x (its window's rate)" if pd.notna(floor) else ""
+    return (
+        f"{row.variant}: its windows' epoch starts ({number(row, 'epoch_starts_over'):.0f}x"
+        f" {row.get('stands_for')}'s rate) are not separated in its records and its steps stalled{floor}"
+    )
+
+
+def epoch_items(train):
+    """Where the rows were not read at their windows (bench/stages/summarize.py rate_of): how, and why."""
+    rows = train[(train["dataset"] != "synthetic") & (train["runs_ok"] > 0)]
+    read = [row for _, row in rows.iterrows() if isinstance(row.get("rate_basis"), str) and row.rate_basis != "window"]
+    if not read:
+        return []
+    over = max(number(row, "epoch_starts_over") for row in read)
+    bases = {}
+    for row in read:
+        known = number(row, "runs_ok") - number(row, "runs_unsteady")
+        some = f" (in {plural(known, 'run')})" if number(row, "runs_unsteady") and row.rate_basis != "unknown" else ""
+        bases.setdefault(row.rate_basis, []).append(row.variant + some)
+    how = "; ".join(f"{basis}: {', '.join(variants)}" for basis, variants in bases.items())
+    return [
+        (
+            "Epoch starts",
+            f"up to {over:.0f}x {read[0].get('stands_for')}'s rate in the windows: rows read at their steady steps"
+            f" ({how}), data waits between the starts",
+        )
+    ]
 
 
 def limit_items(train):

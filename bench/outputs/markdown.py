@@ -42,6 +42,8 @@ def answer_cell(row):
     answer = row.get("speed_answer")
     if answer is None or pd.isna(answer):
         return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
+    if row.get("rate_basis") == "unknown":
+        return "not measured steadily"
     words = dict(same="no difference", unsettled=f"not settled ({verdicts.plural(row.rounds_paired, 'round')})")
     return words.get(answer, answer)
 
@@ -150,13 +152,13 @@ def train_columns(train):
     """The training table's columns: the memory ones by what was measured (GPU or host), compile time if any."""
     columns = [
         ("variant", label),
-        ("samples/s (median)", lambda r: fmt(r.rate_median, "{:,.1f}")),
+        ("samples/s (median)", rate_cell),
         ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
         ("95% interval", interval_cell),
         ("answer", answer_cell),
         ("of ceiling", ceiling_cell),
-        ("data wait", lambda r: fmt(r.data_wait_frac, "{:.1%}")),
-        ("starved", lambda r: fmt(r.starved_frac, "{:.1%}")),
+        ("data wait", lambda r: fmt(r.get("data_wait_steady_frac"), "{:.1%}")),
+        ("starved", lambda r: fmt(r.get("starved_steady_frac"), "{:.1%}")),
         ("ms per step", step_cell),
         ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
     ]
@@ -190,6 +192,19 @@ def train_columns(train):
     if "largest_answer" in train and train["largest_answer"].notna().any():
         columns += [("at its largest batch (--max-batch)", largest_cell)]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
+
+
+def rate_cell(row):
+    """The row's median rate; where it is not its windows' (rate_basis), how it was read; where not known, its floor."""
+    basis = row.get("rate_basis")
+    if basis == "unknown":
+        return fmt(row.get("rate_floor"), "not known (at least {:,.1f})") or "not known"
+    cell = fmt(row.rate_median, "{:,.1f}")
+    if not cell or not isinstance(basis, str) or (basis == "window" and not number(row, "runs_unsteady")):
+        return cell
+    unsteady, runs = number(row, "runs_unsteady"), number(row, "runs_ok")
+    some = f", {runs - unsteady:.0f} of {runs:.0f} runs" if unsteady > 0 else ""
+    return f"{cell} ({basis}{some})"
 
 
 def step_cell(row):

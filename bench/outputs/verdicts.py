@@ -89,6 +89,8 @@ def verdict(row, base, found=None, tuned=None):
             f"{name}: the ceiling: {row.rate_median:,.1f} samples/s on batches already on the device, the speed"
             f" limit of {row.model} here; the real rows of its precision are read against it.{busy(row)}"
         )
+    if row.get("rate_basis") == "unknown":
+        return f"{name}: no verdict on its speed.{basis_words(row)}{busy(row)}"
     if base is None or name == base.variant:
         reached = ceiling_words(row)
         parts = [f"compute {number(row, 'compute_ms'):.1f} ms a step"] if pd.notna(number(row, "compute_ms")) else []
@@ -103,7 +105,7 @@ def verdict(row, base, found=None, tuned=None):
         said = f": {', '.join(parts)}" if parts else ""
         return (
             f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{mfu_words(row)}"
-            f"{busy(row)}"
+            f"{basis_words(row)}{busy(row)}"
         )
     if not_applied(row):
         return f"{name}: does not apply here: {not_applied(row)}, as the baseline ({speed(row, 'speed')}).{busy(row)}"
@@ -117,7 +119,59 @@ def verdict(row, base, found=None, tuned=None):
     named = {rule.cause for rule, _ in found or []}
     said = reasons(row, base, named)
     why = why_words(row, found, tuned) if found is not None else ""
-    return f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{why}{busy(row)}"
+    return (
+        f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{basis_words(row)}{why}"
+        f"{busy(row)}"
+    )
+
+
+def basis_words(row):
+    """' Read at its median step: its windows held an epoch start 41x as often as training on ImageNet-1k would ...'
+    where its rate is not its window's (bench/stages/summarize.py rate_of), or where a folder of one's own put epoch
+    starts in its windows at its own rate; '' elsewhere."""
+    basis, over, real = row.get("rate_basis"), number(row, "epoch_starts_over"), row.get("stands_for")
+    starts = number(row, "epoch_starts_timed")
+    if basis == "window" or not isinstance(basis, str):
+        if real == "its own data" and starts > 0:
+            epoch = fmt(number(row, "steps_per_epoch"), " (an epoch of {:,.0f} steps at this batch)")
+            return (
+                f" Its windows held {plural(starts, 'epoch start')} each, as often as training on this folder does"
+                f"{epoch}: each a refill of the loader, which a folder that samples a larger set makes more often"
+                " than training on that set would."
+            )
+        return ""
+    held = (
+        f"its windows held epoch starts {over:.0f}x as often as training on {real} would (each a refill of the loader)"
+    )
+    unsteady, runs = number(row, "runs_unsteady"), number(row, "runs_ok")
+    some = f" in {plural(runs - unsteady, 'run')} of {runs:.0f}" if unsteady > 0 else ""
+    if basis == "median step":
+        said = (
+            f" Read at its median step{some} (its steps were steady): {held}, and its records do not separate them,"
+            " nor its data wait between them."
+        )
+    elif basis == "steady steps":
+        said = f" Read at its steady steps{some}: {held}; the steps that began an epoch are left out."
+    elif basis == "mixed":
+        said = f" Read at its steady steps or its median step{some}: {held}."
+    else:
+        said = ""
+    if said and not unsteady:
+        return said
+    floor = number(row, "rate_floor")
+    floor = fmt(floor, " Its window's rate, refill included, is a floor: {:,.1f} samples/s")
+    floor += fmt(number(row, "speedup_floor"), ", {:.2f}x the baseline's") + "." if floor else ""
+    p90, median = number(row, "step_time_p90_ms"), number(row, "step_time_median_ms")
+    stalled = fmt(p90 / median, " (the slowest tenth {:.1f}x its median step)") if median > 0 else ""
+    if basis == "unknown":
+        return (
+            f" Its steady rate is not known: {held}, which its records do not separate, and its steps"
+            f" stalled{stalled}, so its median step is not its steady step either.{floor}"
+        )
+    return (
+        f"{said} In its other {plural(unsteady, 'run')} its steps stalled, so neither its window nor its median step"
+        f" is its steady rate: they are left out.{floor}"
+    )
 
 
 def stall_words(row):
@@ -304,13 +358,34 @@ def reasons(row, base, named=()):
     if number(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
         graphs, breaks = int(number(row, "compile_graphs")), int(number(row, "compile_graph_breaks"))
         said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
+    if learning_words(row, base):
+        said.append(learning_words(row, base))
+    return said
+
+
+def learning_words(row, base):
+    """'its final training loss is 1.84x the baseline's over 3 rounds at their seeds (1.52x to 2.23x), more than reruns
+    show: check that it learns alike (python -m bench --parity)' (bench/stages/summarize.py learning); with one round,
+    no interval: a validation accuracy ACCURACY_GAP or more from the baseline's is pointed to --parity, not judged;
+    '' elsewhere (a difference no larger than reruns show says nothing)."""
+    answer = row.get("learning_answer")
+    if answer in ("worse", "better"):
+        low, high = number(row, "loss_ratio_low"), number(row, "loss_ratio_high")
+        return (
+            f"its final training loss is {number(row, 'loss_ratio'):.2f}x the baseline's over"
+            f" {plural(number(row, 'rounds_paired'), 'round')} at their seeds ({low:.2f}x to {high:.2f}x), beyond"
+            f" what reruns show: it learns {answer}; check that it learns alike (python -m bench --parity)"
+        )
+    if pd.notna(number(row, "loss_ratio_low")) or base is None:
+        return ""
     if pd.notna(number(row, "val_acc")) and pd.notna(number(base, "val_acc")):
         if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
-            said.append(
-                f"its validation accuracy, {row.val_acc:.3f} against the baseline's {base.val_acc:.3f} after the"
-                " same steps, says to check that it learns alike"
+            return (
+                f"its validation accuracy, {row.val_acc:.3f} against the baseline's {base.val_acc:.3f}, is one run"
+                " each: no rerun says how far apart two runs end (python -m bench --parity compares learning over"
+                " seeds)"
             )
-    return said
+    return ""
 
 
 ANSWER_WORDS = {"faster": "faster", "slower": "slower", "same": "no measurable difference", "unsettled": "not settled"}
@@ -435,7 +510,8 @@ def settled_note(summary):
     if asked.empty:
         return None
     settled = asked[asked["speed_answer"] != "unsettled"]
-    rounds = asked["rounds_paired"]
+    rounds = asked["rounds_paired"][asked["rounds_paired"] > 0]  # a row not measured steadily has none
+    rounds = rounds if not rounds.empty else asked["rounds_paired"]
     span = plural(rounds.max(), "paired round")
     span = span if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {span}"
     return (

@@ -267,6 +267,8 @@ def asked(row):
         return False
     if row.get("variant") == "tf32" and row.get("matmul_precision") == "fp32":
         return False  # did not apply here: its verdict says why
+    if row.get("rate_basis") == "unknown":
+        return False  # its steady rate is not known: nothing to explain (its verdict says why)
     return row.get("speed_answer") != "faster" or against_ceiling(row)[0] == "below"
 
 

@@ -39,8 +39,9 @@ from bench.catalogue import (
     distributed,
     family,
 )
+from bench.data import DATA_OF, data_workload
 from bench.observe.machine import ROOT
-from bench.stages import slurm, summarize
+from bench.stages import epochs, slurm, summarize
 from bench.stages.cost import (
     COST_S,
     FIRST_WARM_COMPILE_S,
@@ -77,8 +78,8 @@ DEFAULTS = {
     ("cpu", "imagenet"): dict(model="shufflenet_v2_x0_5", batch_size=16, steps=20, warmup_steps=3, eval_samples=100),
     ("cpu", "custom"): dict(model="shufflenet_v2_x0_5", batch_size=64, steps=30, warmup_steps=5, eval_samples=500),
 }
-DATA_OF = dict(vit=dict(gpu="imagenet", cpu="small"))  # a workload that trains on another's generated data
 LOADER_ONLY_STEPS = 200  # batches a loader row times where steps are auto and no training row calibrates them
+LOADER_WARMUP = 5  # batches a loader row reads before its window
 
 
 @dataclass
@@ -100,9 +101,14 @@ class Work:
     generated: bool = False  # --to-accuracy: the bench made its data (made again if gone before --resume)
     image_size: int = 0
     classes: int = 0
-    train_size: int | None = None  # --max-batch sizes its runs by the epoch
+    train_size: int | None = None  # its data's training images: its windows lie inside an epoch; --max-batch sizes
+    # its runs by the epoch
     steps_auto: bool = False  # its steps were calibrated
     variants: list | None = None  # the rows it runs (None: every row asked for)
+    real: str = ""  # the real data set it stands for (bench/stages/epochs.py), and its training images
+    real_images: int | None = None
+    steps_given: bool = False  # --steps: the user's, kept whatever epoch starts they put in the windows
+    steps_cut_from: int | None = None  # the steps before the planner cut them to end inside the first epoch
 
     @classmethod
     def saved(cls, fields):
@@ -113,6 +119,15 @@ class Work:
     def rows(self, variants):
         """The rows of variants this workload runs."""
         return [v for v in variants if self.variants is None or v in self.variants]
+
+    def window(self):
+        """Where its timed windows lie against its epochs (bench/stages/epochs.py); None where its runs train
+        epochs, or their steps are not calibrated yet."""
+        if not isinstance(self.steps, int):
+            return None
+        real = epochs.Real(self.real, self.real_images) if self.real_images else None
+        return epochs.window(self.warmup_steps, self.steps, self.train_size, self.batch_size, real,
+                             self.steps_given, self.steps_cut_from)  # fmt: skip
 
 
 @dataclass
@@ -197,6 +212,14 @@ def asked_variants(config, gpu_count):
     if config.rows.default_variants and not gpu_count:
         return [v for v in config.rows.variants if v not in TRAIN or catalogue.BY_NAME[v].on_cpu]
     return config.rows.variants
+
+
+def asked_loaders(config, gpu_count):
+    """The loader rows asked for; by default every one, but loader_nvjpeg where there is no GPU: its point is the
+    decode on a GPU, which a CPU does in the process that reads the files (make check still runs it)."""
+    if config.rows.default_loaders and not gpu_count:
+        return [v for v in config.rows.loaders if catalogue.BY_NAME[v].on_cpu]
+    return list(config.rows.loaders)
 
 
 def ordered(variants, gpu_count):
@@ -347,11 +370,6 @@ def workloads(config, gpu_count):
     return [config.work.workload or "small"]
 
 
-def data_workload(workload, gpu):
-    """The generated data a workload trains on: its own, or (vit) another's."""
-    return DATA_OF.get(workload, {}).get("gpu" if gpu else "cpu", workload)
-
-
 def default_rows(workload, variants, default):
     """The rows a workload runs: with the default variants, those of its kind of model (see TRANSFORMER_ONLY)."""
     if not default:
@@ -399,7 +417,8 @@ def describe(path, workload):
     spec = data.HARD if workload == "hard" else data.WORKLOADS.get(workload)
     if not Path(path).exists() and spec is not None:
         size = spec["size"]
-        return dict(image_size=size if size <= 64 else 224, classes=data.CLASSES, dataset="generated")
+        return dict(image_size=size if size <= 64 else 224, classes=data.CLASSES, dataset="generated",
+                    train_size=spec["train"] * len(data.CLASSES))  # fmt: skip
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     import loader  # torch and torchvision: imported only when a data folder is read
@@ -467,9 +486,18 @@ def training_run(
 def loader_run(variant, repeat, path, chosen, gpu_count, workers, cores, workload, prefix=""):
     workers = workers if workers is not None else default_workers(cores, 1, bool(gpu_count))
     steps = chosen.loader_steps
-    if steps is None:  # as many batches as the training runs time
+    if steps is None:  # as many batches as the training runs time, inside the first epoch where it holds them
         steps = "auto" if chosen.steps == "auto" else chosen.steps - chosen.warmup_steps
-    flags = {"--bench": None, "--data": path, "--batch-size": chosen.batch_size, "--steps": steps, "--warmup-steps": 5}
+        epoch = epochs.epoch_steps(chosen.train_size, chosen.batch_size)
+        if isinstance(steps, int) and epoch and not chosen.steps_given and epoch - LOADER_WARMUP >= epochs.MIN_TIMED:
+            steps = min(steps, epoch - LOADER_WARMUP)
+    flags = {
+        "--bench": None,
+        "--data": path,
+        "--batch-size": chosen.batch_size,
+        "--steps": steps,
+        "--warmup-steps": LOADER_WARMUP,
+    }
     flags.update({"--workers": workers, "--device": "cuda" if gpu_count else "cpu"})
     flags["--no-data-check"] = None  # describe() checked every file, once for the bench
     run = Run(f"{prefix}{variant}-{repeat}", variant, "loader", repeat, 1, [sys.executable, LOADERS[variant]], workload)
@@ -492,7 +520,11 @@ def first_rounds(repeats):
 def round_runs(repeat, works, variants, loaders, context, saved=None):
     """One round of every workload: its training rows, then its loader rows. After the first round the training
     rows run in an order shuffled by the seed and the round, so that no row always runs next to the same ones
-    (a round's first round keeps the priority order: the budget cuts it from the end).
+    (a round's first round keeps the priority order: the budget cuts it from the end). Every row of round r trains at
+    seed --seed + r - 1: the rows of a round start alike (a paired comparison), and the rounds differ as reruns at
+    other seeds do, so that the spread of the final losses over the rounds is what the learning check reads a
+    difference against (bench/stages/summarize.py learning), where rounds at one seed would replay the same numbers
+    on a deterministic machine and show no spread at all.
 
     Which rounds evaluate: the first round of every row evaluates the workload's fixed sample, the same for every
     row (its validation accuracy is the verdict's check that the row learns alike: a broken technique shows a wrong
@@ -509,6 +541,7 @@ def round_runs(repeat, works, variants, loaders, context, saved=None):
         for variant in order:
             where = (path, info, chosen, c.gpu_count, c.nproc, c.workers, c.cores, workload, prefix)
             run = training_run(variant, repeat, *where, c.log)
+            run = run.with_flags(flags={"--seed": chosen.seed + repeat - 1})  # every row of a round at one seed
             if repeat > 1:  # the accuracy is the first round's (above): the later ones time the speed alone
                 run = run.with_flags(flags={"--eval-samples": 0})
             runs.append(slurm.on_nodes(run, c.nodes) if c.nodes and distributed(variant) else run)
@@ -567,10 +600,8 @@ def asked(config, gpu_count, cores, bf16_native=True, saved=None):
     budget = budget_s(config.limits.budget, gpu)
     known = known_costs(config, gpu_count, names, variants, saved)
     making = to_generate(config, names, gpu, cores)  # {generated workload: seconds}: data not made yet, made first
-    window = fit_window(
-        budget, variants, config.rows.loaders, names, first_rounds(config.limits.repeats), gpu, bf16_native, known,
-        sum(making.values()),
-    )  # fmt: skip
+    loaders, rounds = asked_loaders(config, gpu_count), first_rounds(config.limits.repeats)
+    window = fit_window(budget, variants, loaders, names, rounds, gpu, bf16_native, known, sum(making.values()))
     return Asked(names, variants, nproc, budget, known, making, window)
 
 
@@ -625,6 +656,11 @@ def plan(config, gpu_count, cores, ask, found, steps, log=None, bf16_native=True
         auto = chosen.steps == "auto"
         calibrations += auto and workload not in ask.known  # its estimate counts one (a dry run's too)
         warmup, total = steps.get(workload, (chosen.warmup_steps, chosen.steps))
+        real, given = epochs.real_set(workload, gpu, info.get("train_size")), isinstance(config.work.steps, int)
+        cut_from = None
+        if isinstance(total, int):  # inside an epoch, where the bench chose the steps and an epoch holds them
+            fitted = epochs.fit(warmup, total, info.get("train_size"), chosen.batch_size, real, given)
+            total, cut_from = fitted.steps, fitted.cut_from
         works[workload] = dataclasses.replace(
             chosen,
             warmup_steps=warmup,
@@ -636,6 +672,10 @@ def plan(config, gpu_count, cores, ask, found, steps, log=None, bf16_native=True
             steps_auto=auto,
             variants=default_rows(workload, ask.variants, config.rows.default_variants),
             data_workload=data_workload(workload, gpu),
+            real=real.name if real else "",
+            real_images=real.images if real else None,
+            steps_given=given,
+            steps_cut_from=cut_from,
         )
     context = Context(
         gpu_count,
@@ -646,19 +686,19 @@ def plan(config, gpu_count, cores, ask, found, steps, log=None, bf16_native=True
         bf16_native,
         ask.window,
         ask.variants,
-        config.rows.loaders,
+        asked_loaders(config, gpu_count),
         config.launch.nodes or 0,
         config.rows.default_loaders,
     )
     runs = []
     for repeat in range(1, first_rounds(config.limits.repeats) + 1):
         runs += round_runs(
-            repeat, works, ask.variants, config.rows.loaders, context, {w: k.saved for w, k in ask.known.items()}
+            repeat, works, ask.variants, context.loaders, context, {w: k.saved for w, k in ask.known.items()}
         )
     overhead = COST_S["gpu" if gpu else "cpu"]["calibrate"] * calibrations + sum(ask.making.values())
     kept, left_out = fit_budget(runs, ask.budget, overhead, min(first_rounds(config.limits.repeats), SETTLING_ROUNDS))
     context.variants = [v for v in ask.variants if v not in left_out]  # rounds added later: the rows kept
-    context.loaders = [v for v in config.rows.loaders if v not in left_out]
+    context.loaders = [v for v in asked_loaders(config, gpu_count) if v not in left_out]
     rounds_asked = first_rounds(config.limits.repeats)
     fit = Fit(budget_s=ask.budget, window_s=ask.window if gpu else None, rounds_asked=rounds_asked,
               auto=config.limits.repeats == "auto", left_out=left_out, context=context,

@@ -34,6 +34,8 @@ import pandas as pd
 from scipy import stats
 
 from bench import schema
+from bench.stages import epochs
+from bench.stages.cost import STEADY
 
 # ----------------------------------------------------------------------------- statistics: paired rounds
 
@@ -44,6 +46,8 @@ EFFECT_SHARE = 0.25  # ... nor one within a quarter of the effect's size (log sc
 MIN_ROUNDS = 2  # --repeats auto: rounds before the first look (the first interval: 2 rounds, 1 degree of freedom)
 MAX_ROUNDS = 10  # --repeats auto: rounds at most, whatever the budget
 ANSWERS = ("faster", "slower", "same", "unsettled")  # what classify() says of a ratio of rates
+LEARN_BAND = 0.1  # a final loss whose paired interval lies wholly beyond 1 +- this of the baseline's learns otherwise
+LEARNING = ("worse", "better")  # what learning() says; None: nothing a rerun would not contradict
 
 
 def interval(ratios, confidence=CONFIDENCE):
@@ -90,6 +94,22 @@ def precise(estimate, low, high, precision=PRECISION, share=EFFECT_SHARE):
     if math.isnan(width):
         return False
     return math.log1p(width) <= max(math.log1p(precision), share * abs(math.log(estimate)))
+
+
+def learning(ratios, band=LEARN_BAND):
+    """(estimate, low, high, answer) of a row's final training loss against the baseline's, paired by round (each
+    round at a seed of its own: bench/stages/plan.py round_runs), so that the spread over the rounds is what a rerun
+    shows: worse where the interval lies wholly above 1 + band, better wholly below 1 / (1 + band), else None (a
+    difference no larger than reruns show, or no interval: one round, or rounds that replay the same numbers, which
+    say nothing of the noise)."""
+    estimate, low, high = interval(ratios)
+    if math.isnan(low) or low == high:
+        return estimate, low, high, None
+    if low > 1 + band:
+        return estimate, low, high, "worse"
+    if high < 1 / (1 + band):
+        return estimate, low, high, "better"
+    return estimate, low, high, None
 
 
 def paired(runs, column, reference):
@@ -147,11 +167,13 @@ def step_ms(row):
 
 
 def waited(row):
-    """The share of the window the compute waited for data: on a GPU the device's own (starved: its stream idle until
+    """The share of its steady steps the compute waited for data (the refills at epoch starts apart: real training
+    has one in thousands of steps; bench/stages/epochs.py): on a GPU the device's own (starved: its stream idle until
     the batch was there), not the host's, which also waits where the host runs ahead (DALI's iterator blocks until
-    its batch is ready); on a CPU the two are one."""
-    starved = num(row, "starved_frac")
-    return starved if row.get("device") == "cuda" and pd.notna(starved) else num(row, "data_wait_frac")
+    its batch is ready); on a CPU the two are one. NaN where not known (read_rates: a window that held an epoch start
+    in a record that does not separate its wait)."""
+    starved = num(row, "starved_steady_frac")
+    return starved if row.get("device") == "cuda" and pd.notna(starved) else num(row, "data_wait_steady_frac")
 
 
 def steady_after(warmup_ms, median_ms, steady=1.1):
@@ -251,6 +273,97 @@ def answered(summary):
     return summary
 
 
+# ----------------------------------------------------------------------------- the steady rate
+
+RATE_BASES = ("window", "steady steps", "median step", "unknown")  # how rate_of reads a run's rate
+
+
+def train_images(row):
+    """The images of the training set a run trained on, from its record (steps_per_epoch; before that field, its
+    epoch at the measured rate); NaN where neither is there."""
+    steps, batch = num(row, "steps_per_epoch"), num(row, "global_batch_size")
+    batch = num(row, "batch_size") if math.isnan(batch) else batch
+    if not math.isnan(steps):
+        return steps * batch
+    return num(row, "epoch_time_s") * num(row, "samples_per_s")
+
+
+def starts_over(row):
+    """How many times as often as training on the real set it stands for (bench/stages/epochs.py) the run's window
+    held epoch starts, where it held more than that allows; NaN where it did not (or nothing says)."""
+    starts, timed = num(row, "epoch_starts_timed"), num(row, "steps_timed")
+    batch = num(row, "global_batch_size")
+    batch = num(row, "batch_size") if math.isnan(batch) else batch
+    if not starts > 0 or not timed > 0 or math.isnan(batch):
+        return math.nan
+    images = train_images(row)
+    real = epochs.real_set(
+        row.get("workload") or "custom", row.get("device") == "cuda", None if math.isnan(images) else images
+    )
+    real_epoch = epochs.epoch_steps(real.images, batch) if real else None
+    if real_epoch is None or starts <= epochs.allowed(timed, real_epoch):
+        return math.nan
+    return starts * real_epoch / timed
+
+
+def rate_of(row):
+    """(the rate the summary reads, its basis: RATE_BASES) of one ok run: as steady training has it. A window that
+    held no more epoch starts than the real set would is read as it is (samples_per_s); one that held more, at its
+    steady steps (steady_samples_per_s: the window less the steps that began an epoch), or, in a record from before
+    that field, at its median step where its steps were steady (the 90th percentile within STEADY of the median: the
+    median is then every steady step's time); else not at all: its window held a refill that the record does not
+    separate, and its steps stalled, so neither the window nor the median step is its steady rate."""
+    if math.isnan(starts_over(row)):
+        return num(row, "samples_per_s"), "window"
+    if not math.isnan(num(row, "steady_samples_per_s")):
+        return num(row, "steady_samples_per_s"), "steady steps"
+    median, p90 = num(row, "step_time_median_ms"), num(row, "step_time_p90_ms")
+    batch = num(row, "global_batch_size")
+    if median > 0 and p90 <= STEADY * median and not math.isnan(batch):
+        return 1e3 * batch / median, "median step"
+    return math.nan, "unknown"
+
+
+PER_WINDOW_RATE = ("achieved_tflop_per_s", "mfu_pct")  # a run's figures in proportion to its window's rate
+PER_WINDOW_ENERGY = ("energy_per_1k_samples_j", "avg_power_w")  # ... and of its window's energy: not separable
+
+
+def read_rates(runs):
+    """The runs with `rate` and `rate_basis` (rate_of), their FLOP rates at that rate and their energy where the
+    window is their rate (its energy holds the refill of a window read otherwise: unknown), and their steady data
+    waits: in a record from before data_wait_steady_frac and starved_steady_frac, the window's where it held no epoch
+    start, else unknown (NaN)."""
+    runs = runs.copy()
+    rows = [row for _, row in runs.iterrows()]
+    found = [rate_of(row) if row.get("status") == "ok" else (math.nan, None) for row in rows]
+    runs["rate"] = pd.Series([rate for rate, _ in found], index=runs.index, dtype=float)
+    runs["rate_basis"] = pd.Series([basis for _, basis in found], index=runs.index, dtype=object)
+    steady = runs["rate_basis"].isin(["steady steps", "median step"])
+    scale = (runs["rate"] / runs["samples_per_s"]).where(steady, 1.0)
+    for column in PER_WINDOW_RATE:  # the FLOP rates scale with the rate; the window's energy holds the refill
+        if column in runs:
+            runs[column] = (runs[column] * scale).where(runs["rate_basis"] != "unknown")
+    for column in PER_WINDOW_ENERGY:
+        if column in runs:
+            runs[column] = runs[column].where(~steady & (runs["rate_basis"] != "unknown"))
+    for steady, whole in ("data_wait_steady_frac", "data_wait_frac"), ("starved_steady_frac", "starved_frac"):
+        if whole not in runs:
+            continue
+        mine = runs[steady] if steady in runs else pd.Series(math.nan, index=runs.index)
+        none_held = runs["epoch_starts_timed"].fillna(0) == 0 if "epoch_starts_timed" in runs else True
+        runs[steady] = mine.where(mine.notna(), runs[whole].where(none_held))
+    return runs
+
+
+def basis_of(group):
+    """(how a row's rate was read: the one basis of its ok runs whose rate is known, 'mixed', or 'unknown' where none
+    is; how many of its ok runs' rates are unknown)."""
+    bases = group["rate_basis"].dropna()
+    known = list(dict.fromkeys(b for b in bases if b != "unknown"))
+    basis = None if bases.empty else "unknown" if not known else known[0] if len(known) == 1 else "mixed"
+    return basis, int((bases == "unknown").sum())
+
+
 # ----------------------------------------------------------------------------- the summary
 
 
@@ -272,6 +385,7 @@ def summarize(runs):
     Training runs are compared with the `baseline` variant of their workload, loader-only runs with `loader`.
     """
     runs = runs.assign(workload=runs["workload"].fillna("custom"))  # rows of schema version 1 name none
+    runs = read_rates(runs)  # each run's rate and data wait as steady training has them
     summary = per_variant(runs)
     against_references(summary, runs)
     against_ceilings(summary, runs)
@@ -369,8 +483,15 @@ def per_variant(runs):
     rows = []
     for (workload, kind, variant), group in runs.groupby(["workload", "kind", "variant"], sort=False):
         ok = group[group["status"] == "ok"]
-        rate = ok["samples_per_s"]
+        rate = ok["rate"]
         row = dict(workload=workload, kind=kind, variant=variant, runs_ok=len(ok), runs_failed=len(group) - len(ok))
+        row["rate_basis"], row["runs_unsteady"] = basis_of(ok)
+        over = [starts_over(r) for _, r in ok.iterrows()]
+        row["epoch_starts_over"] = float(np.nanmedian(over)) if not all(math.isnan(x) for x in over) else math.nan
+        real = epochs.real_set(workload, first(ok, "device") == "cuda", first(ok, "steps_per_epoch"))
+        row["stands_for"] = real.name if real else None
+        unknown = ok[ok["rate_basis"] == "unknown"]
+        row["rate_floor"] = unknown["samples_per_s"].median() if not unknown.empty else math.nan
         row["runs_busy"] = int(ok["busy"].astype(str).str.lower().eq("true").sum())
         row["runs_diverged"] = int(ok["diverged_step"].notna().sum()) if "diverged_step" in ok else 0
         row.update(rate_median=rate.median(), rate_min=rate.min(), rate_max=rate.max())
@@ -406,17 +527,22 @@ def against_references(summary, runs):
             if base.empty:
                 continue
             ok = runs[(runs["workload"] == workload) & (runs["kind"] == kind) & (runs["status"] == "ok")]
-            paired_rates = paired(ok, "samples_per_s", reference)
+            paired_rates = paired(ok, "rate", reference)
+            losses = paired(ok, "train_loss_final", reference) if kind == "train" and "train_loss_final" in ok else {}
             source = base["memory_source"].iloc[0] if "memory_source" in base else None  # alike only: one source
             paired_memory = paired(ok, source, reference) if isinstance(source, str) else {}
             for i in summary.index[mine]:
                 variant = summary.at[i, "variant"]
+                summary.loc[i, "speedup_floor"] = summary.at[i, "rate_floor"] / base["rate_median"].iloc[0]
                 ratios = paired_rates.get(variant, [])
                 estimate, low, high = interval(ratios)
                 summary.loc[i, ["speedup", "speedup_low", "speedup_high"]] = estimate, low, high
                 summary.loc[i, "rounds_paired"] = len(ratios)
                 summary.loc[i, "speedup_precision_pct"] = 100 * half_width(estimate, low, high)
                 summary.loc[i, "speed_answer"] = None if variant == reference else classify(low, high)
+                if variant != reference and variant in losses and summary.at[i, "dataset"] != "synthetic":
+                    columns = ["loss_ratio", "loss_ratio_low", "loss_ratio_high", "learning_answer"]
+                    summary.loc[i, columns] = learning(losses[variant])
                 if isinstance(source, str) and summary.at[i, "memory_source"] == source:
                     estimate, low, high = interval(paired_memory.get(variant, []))
                     summary.loc[i, ["memory_vs_baseline", "memory_vs_baseline_low", "memory_vs_baseline_high"]] = (
@@ -432,7 +558,7 @@ def against_references(summary, runs):
                 if peer not in set(summary.loc[mine, "variant"]):
                     continue
                 summary.loc[i, "peer"] = peer
-                rates = paired(ok, "samples_per_s", peer).get(summary.at[i, "variant"], [])
+                rates = paired(ok, "rate", peer).get(summary.at[i, "variant"], [])
                 summary.loc[i, ["speedup_vs_peer", "speedup_vs_peer_low", "speedup_vs_peer_high"]] = interval(rates)
                 if isinstance(source, str):
                     memory = paired(ok, source, peer).get(summary.at[i, "variant"], [])
@@ -454,7 +580,7 @@ def against_ceilings(summary, runs):
         if (row.workload, ceiling) not in against:
             ok = runs[(runs["workload"] == row.workload) & (runs["kind"] == "train") & (runs["status"] == "ok")]
             has = (ok["variant"] == ceiling).any()
-            against[(row.workload, ceiling)] = paired(ok, "samples_per_s", ceiling) if has else None
+            against[(row.workload, ceiling)] = paired(ok, "rate", ceiling) if has else None
         ratios = against[(row.workload, ceiling)]
         if ratios is None:
             continue

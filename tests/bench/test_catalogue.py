@@ -30,12 +30,13 @@ def test_the_lists_read_from_the_catalogue_are_its_rows():
     train = catalogue.TRAIN
     assert list(train) == list(catalogue.training()) and list(catalogue.LOADERS) == list(catalogue.loaders())
     assert train["ddp"][-1] == "train_ddp.py" and train["ddp"][:2] == ["-m", "torch.distributed.run"]
-    assert train["dali"] == ["train.py", "--loader", "dali"]
+    assert train["dali"] == ["train.py", "--loader", "dali"] and train["nvjpeg"] == ["train.py", "--loader", "nvjpeg"]
     assert catalogue.MULTI_GPU == {"dp", "ddp", "fsdp"} and catalogue.DISTRIBUTED == {"ddp", "fsdp", "all"}
     assert catalogue.COMPILED == {"compile", "all"}
     assert catalogue.TRANSFORMER_ONLY == {"fsdp", "fused", "tf32"}
-    assert catalogue.CNN_ONLY == {"channels_last", "dali", "dp"}
-    assert diffs.ROWS == {"amp-synthetic": "amp", "loader_dali": "dali"}
+    assert catalogue.CNN_ONLY == {"channels_last", "dali", "nvjpeg", "dp"}
+    assert diffs.ROWS == {"amp-synthetic": "amp", "loader_dali": "dali", "loader_nvjpeg": "nvjpeg"}
+    assert {r.name for r in catalogue.ROWS if not r.on_cpu} == {"dp", "nvjpeg", "loader_nvjpeg"}
     assert list(SCRIPTS) == ["train", *diffs.TECHNIQUES]
 
 

@@ -24,7 +24,11 @@ TOOL = ROOT / "tools" / "sync.py"
 def test_the_families_are_the_base_and_each_variant(copies):
     assert [p.name for p in sync.family(root=copies)][0] == "train.py"
     assert len(sync.family(root=copies)) == 1 + sum(base == "train.py" for base, _ in TECHNIQUES.values())
-    assert [p.name for p in sync.family(loaders=True, root=copies)] == ["loader.py", "loader_dali.py"]
+    assert [p.name for p in sync.family(loaders=True, root=copies)] == [
+        "loader.py",
+        "loader_dali.py",
+        "loader_nvjpeg.py",
+    ]
 
 
 def test_an_edit_goes_into_every_copy(copies):

@@ -133,7 +133,8 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
             Path(run.cmd[run.cmd.index("--profile") + 1]).write_bytes(gzip.compress(json.dumps(trace).encode()))
         processes = int(run.cmd[run.cmd.index("--nproc-per-node") + 1]) if "--nproc-per-node" in run.cmd else 1
         return dict(row(), status="failed" if failed else "ok", error="boom" if failed else None, wall_s=1.0,
-                    loader="dali", world_size=processes, amp_dtype="bf16", host_syncs_per_step=0,
+                    loader="nvjpeg" if "nvjpeg" in " ".join(run.cmd) else "dali", world_size=processes,
+                    amp_dtype="bf16", host_syncs_per_step=0,
                     memory_format="channels_last", compile_mode="default", compiled_steps_timed=17, steps_timed=17,
                     fused_step=True, optimizer="adamw",
                     dataset="synthetic" if "synthetic:32:10" in run.cmd else "generated", profile_steps=3,
@@ -148,4 +149,4 @@ def test_the_check_exits_1_when_a_path_fails_and_0_when_all_work(tmp_path, monke
     assert "bf16 emulated (no AVX-512-BF16 or AMX)" in text
     monkeypatch.setattr(execute, "launch", lambda *a: launch(*a))
     check.main(config, info, "b2")  # no SystemExit: every path works
-    assert "check: 17 of 17 paths work here" in capsys.readouterr().out
+    assert "check: 19 of 19 paths work here" in capsys.readouterr().out

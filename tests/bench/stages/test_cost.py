@@ -135,13 +135,13 @@ def test_data_not_made_yet_is_in_the_estimate_and_the_budget(monkeypatch, tmp_pa
     core) is in the estimate and counts against the budget; a folder made with the same parameters costs nothing."""
     from bench import data
 
-    assert cost.data_s(data.WORKLOADS["imagenet"], 2) == pytest.approx(22_000 / (2 * cost.DATA_PER_CORE["photo"]))
+    assert cost.data_s(data.WORKLOADS["imagenet"], 2) == pytest.approx(42_000 / (2 * cost.DATA_PER_CORE["photo"]))
     monkeypatch.setattr(plan, "ROOT", tmp_path)
     args = plan_args("baseline,amp")
     making = plan.to_generate(args, ["imagenet", "vit"], True, 16)
-    assert list(making) == ["imagenet"] and making["imagenet"] == pytest.approx(22_000 / (16 * 115.0))
+    assert list(making) == ["imagenet"] and making["imagenet"] == pytest.approx(42_000 / (16 * 115.0))
     assert plan.generating(making, 16) == [
-        "the data, generated first: imagenet about 12 s on 16 cores (bench/stages/cost.py's measured rates)"
+        "the data, generated first: imagenet about 23 s on 16 cores (bench/stages/cost.py's measured rates)"
     ]
     folder = tmp_path / "data" / "imagenet"
     folder.mkdir(parents=True)

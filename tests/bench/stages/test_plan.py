@@ -315,8 +315,9 @@ def test_rounds_after_the_first_run_in_a_shuffled_order_the_seed_fixes(described
     config = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none"])
     runs, _, _ = plan.make_plan(config, 0, 2)
     order = {r: [run.variant for run in runs if run.repeat == r and run.kind == "train"] for r in (1, 2, 3)}
-    # no GPU: dp, a passthrough, left out; a CNN's workload leaves the transformers' techniques to theirs
-    assert order[1] == plan.ordered([v for v in catalogue.TRAIN if v not in ("dp", *catalogue.TRANSFORMER_ONLY)], 0)
+    # no GPU: dp (a passthrough) and nvjpeg left out; a CNN's workload leaves the transformers' techniques to theirs
+    cpu = [v for v in catalogue.TRAIN if catalogue.BY_NAME[v].on_cpu and v not in catalogue.TRANSFORMER_ONLY]
+    assert order[1] == plan.ordered(cpu, 0)
     assert sorted(order[2]) == sorted(order[1]) and order[2] != order[1] and order[3] != order[2]
     again, _, _ = plan.make_plan(config, 0, 2)
     assert [r.name for r in again] == [r.name for r in runs]
@@ -360,7 +361,7 @@ def test_the_gpu_plan_prints_from_any_machine():
     # the steps from the saved GPU runs' step times (baseline/), or calibrated on the machine where there are none
     saved = any(line.strip().startswith("from saved runs: imagenet") for line in lines)
     assert saved and ", steps " in header and "steps auto" not in header
-    cnn = [v for v in catalogue.TRAIN if v not in catalogue.TRANSFORMER_ONLY]  # a CNN's rows: fsdp, ... on vit's
+    cnn = [v for v in catalogue.DEFAULT if v not in catalogue.TRANSFORMER_ONLY]  # a CNN's rows: fsdp, ... on vit's
     assert len(commands) == len(cnn) + len(catalogue.LOADERS)
     assert all("--device cuda" in c for c in commands if "--bench" not in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c for c in commands)
@@ -381,3 +382,15 @@ def test_the_cpu_plan_is_the_small_workload():
     plan = dry_run("--repeats", 1)
     assert plan.startswith("# small: shufflenet_v2_x0_5") and "global batch 64, steps 30" in plan
     assert "--eval-samples 500" in plan and "--data synthetic:32:10" in plan and "imagenet" not in plan
+
+
+def test_every_row_of_a_round_trains_at_the_rounds_seed(described, tmp_path):
+    """Round r at --seed + r - 1, every row of it alike: the rows of a round are paired, the rounds differ as reruns
+    at other seeds do (the learning check's spread: bench/stages/summarize.py learning)."""
+    config = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none", "--seed", "7"])
+    runs, _, _ = plan.make_plan(config, 0, 2)
+    seeds = {}
+    for planned in runs:
+        if planned.kind == "train":
+            seeds.setdefault(planned.repeat, set()).add(planned.flags["--seed"])
+    assert seeds == {1: {"7"}, 2: {"8"}, 3: {"9"}}

@@ -201,3 +201,97 @@ def test_each_rows_answers_are_worked_out_once_and_again_alike_from_summary_csv(
     assert not set(columns) & set(back.columns)  # summary.csv: the numbers, not the answers
     again = summarize.answered(back).set_index("variant")[columns]
     pd.testing.assert_frame_equal(again, summary[columns], check_dtype=False)
+
+
+def gpu_runs(**fields):
+    """Rows of runs.csv of the imagenet workload on a GPU, 3 rounds of the baseline and amp: 122 steps timed at batch
+    256, each window holding one epoch start (41x ImageNet-1k's rate), the window's rate 80% of the median step's."""
+    rows = []
+    for r in 1, 2, 3:
+        for variant, step_ms in ("baseline", 118.8), ("amp", 108.9):
+            row = dict(variant=variant, kind="train", workload="imagenet", repeat=r, run=f"{variant}-{r}",
+                       status="ok", device="cuda", dataset="generated", global_batch_size=256, steps_timed=122,
+                       epoch_starts_timed=1, step_time_median_ms=step_ms, step_time_p90_ms=step_ms * 1.001,
+                       samples_per_s=0.8 * 256e3 / step_ms, data_wait_frac=0.12, starved_frac=0.13, busy=False,
+                       epoch_time_s=20_000 / (0.8 * 256e3 / step_ms), train_loss_final=1.0)  # fmt: skip
+            rows.append(dict(row, **{k: v(row) if callable(v) else v for k, v in fields.items()}))
+    return pd.DataFrame(rows)
+
+
+def test_a_window_with_more_epoch_starts_than_the_real_set_is_read_at_its_steady_steps():
+    """A record from before the steady fields, its steps steady: read at its median step, its data wait unknown."""
+    summary = answers(gpu_runs())
+    amp = summary.loc["amp"]
+    assert amp["rate_basis"] == "median step" and amp["rate_median"] == pytest.approx(256e3 / 108.9)
+    assert amp["speedup"] == pytest.approx(118.8 / 108.9) and amp["speed_answer"] == "faster"
+    assert amp["epoch_starts_over"] == pytest.approx(5004 / 122) and amp["stands_for"] == "ImageNet-1k"
+    assert math.isnan(amp["wait_share"]) and math.isnan(summary.loc["baseline", "wait_share"])  # not separated
+    said = markdown.markdown(summary.reset_index(), {"imagenet": "imagenet"}, "now")
+    assert "(median step)" in said and "41x as often as training on ImageNet-1k" in said
+    assert "Data-bound" not in said
+
+
+def test_a_window_read_at_its_steady_steps_where_the_record_has_them():
+    runs = gpu_runs(steady_samples_per_s=lambda row: 256e3 / row["step_time_median_ms"] * 0.99,
+                    data_wait_steady_frac=0.01, starved_steady_frac=0.02)  # fmt: skip
+    summary = answers(runs)
+    assert summary.loc["amp", "rate_basis"] == "steady steps"
+    assert summary.loc["amp", "rate_median"] == pytest.approx(0.99 * 256e3 / 108.9)
+    assert summary.loc["amp", "wait_share"] == pytest.approx(0.02)  # a GPU's: the device's own, between the starts
+
+
+def test_a_stalled_run_whose_window_held_a_refill_has_no_steady_rate_and_says_so():
+    """Its steps stalled (the 90th percentile 1.7x the median): neither its window nor its median step is its steady
+    rate: no speed-up, no answer, its window's rate a floor."""
+    runs = gpu_runs(step_time_p90_ms=lambda row: row["step_time_median_ms"] * (1.7 if row["variant"] == "amp" else 1))
+    summary = answers(runs)
+    amp = summary.loc["amp"]
+    assert amp["rate_basis"] == "unknown" and amp["runs_unsteady"] == 3 and math.isnan(amp["rate_median"])
+    assert amp["speed_answer"] == "unsettled" and pd.isna(amp.get("cause"))
+    assert amp["speedup_floor"] == pytest.approx(0.8 * (256e3 / 108.9) / (256e3 / 118.8))
+    said = markdown.markdown(summary.reset_index(), {"imagenet": "imagenet"}, "now")
+    assert "Not measured steadily" in said and "no verdict on its speed" in said and "not known (at least" in said
+
+
+def test_epoch_starts_at_the_real_sets_rate_are_read_as_the_window_holds_them():
+    """small stands for CIFAR-10, 195 steps an epoch at batch 256: a window of 400 steps may hold 2 starts."""
+    runs = gpu_runs(workload="small", steps_timed=400, epoch_starts_timed=2, epoch_time_s=50_000 / 1000.0)
+    summary = answers(runs)
+    assert summary.loc["amp", "rate_basis"] == "window" and pd.isna(summary.loc["amp", "epoch_starts_over"])
+    assert summary.loc["amp", "rate_median"] == pytest.approx(0.8 * 256e3 / 108.9)
+    assert summary.loc["amp", "stands_for"] == "CIFAR-10"
+
+
+def test_a_folder_of_ones_own_is_its_own_real_set_and_the_row_says_its_starts():
+    runs = gpu_runs(workload="custom", steps_timed=25, epoch_starts_timed=25, steps_per_epoch=1)
+    summary = answers(runs)
+    assert summary.loc["amp", "rate_basis"] == "window" and summary.loc["amp", "stands_for"] == "its own data"
+    assert "25 epoch starts each, as often as training on this folder does" in summary.loc["amp", "verdict"]
+
+
+def losses(base, row, rounds):
+    """Rows of two variants' runs with their final losses per round (each round at a seed of its own)."""
+    return pd.DataFrame([
+        dict(variant=v, kind="train", workload="small", repeat=r, run=f"{v}-{r}", status="ok", samples_per_s=100.0,
+             global_batch_size=64, dataset="generated", busy=False, train_loss_final=loss)
+        for r in range(rounds) for v, loss in (("baseline", base[r]), ("amp", row[r]))
+    ])  # fmt: skip
+
+
+def test_a_learning_difference_beyond_what_reruns_show_is_said_and_one_of_their_size_is_not():
+    """The baseline's final loss over 3 rounds at 3 seeds: 1.57, 1.13, 1.92 (the fourth H200 run's spread). A row
+    ending at 3x it each round learns worse: its verdict and the answer say so. One ending at 0.87, 1.69, 1.16 (the
+    fourth run's compile) is a rerun's difference: nothing is said. Rounds that replay the same numbers (one seed, a
+    deterministic machine) say nothing of the noise: nothing either, whatever the ratio."""
+    base = [1.57, 1.13, 1.92]
+    worse = answers(losses(base, [4.9, 3.4, 5.7], 3))
+    assert worse.loc["amp", "learning_answer"] == "worse" and worse.loc["amp", "loss_ratio"] > 2.5
+    assert "it learns worse" in worse.loc["amp", "verdict"]
+    said = markdown.markdown(worse.reset_index(), {"small": "small"}, "now")
+    assert "**Flag**: amp ends at" in said and "--parity" in said
+    rerun = answers(losses(base, [0.87, 1.69, 1.16], 3))
+    assert pd.isna(rerun.loc["amp", "learning_answer"]) and "learn" not in rerun.loc["amp", "verdict"]
+    replayed = answers(losses([1.0] * 3, [1.7] * 3, 3))
+    assert pd.isna(replayed.loc["amp", "learning_answer"]) and "learn" not in replayed.loc["amp", "verdict"]
+    better = answers(losses(base, [0.3, 0.2, 0.4], 3))
+    assert better.loc["amp", "learning_answer"] == "better"
