@@ -28,7 +28,7 @@ and those below it (tests/test_layout.py):
     schema.py             every field of a run's record, once
     data.py               the generated data (python -m bench.data)
 
-The team's own aids are not the package's: tools/ holds the GPU run in parts (firstgpu.py), the base fix carried
+The team's own aids are not the package's: tools/ holds the GPU run in parts (gpurun.py), the base fix carried
 into every variant (sync.py), the instrument's check and the FSDP probe. Below: what every part of the bench shares
 (the error, a whole write, the logs folder's layout, the runs' metrics).
 """

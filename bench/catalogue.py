@@ -48,6 +48,8 @@ class Row:
 ROWS = [
     Row("synthetic", "train.py", ("--data", "{synthetic}")),  # the ceiling: no data to load
     Row("amp-synthetic", "train_amp.py", ("--data", "{synthetic}"), measures="amp"),  # mixed precision's ceiling
+    # the whole recipe's ceiling (amp, channels_last, compile in one process), where named
+    Row("all-synthetic", "train_all.py", ("--data", "{synthetic}"), measures="all", compiles=True, by_default=False),
     Row("baseline", "train.py"),
     Row("amp", "train_amp.py", base="train.py", lesson=3),
     Row("tf32", "train_tf32.py", base="train.py", lesson=10, workloads="transformer"),
@@ -113,8 +115,28 @@ SWITCHES = {"no-ddp": [], "no-amp": ["--amp-dtype", "none"], "no-channels-last":
             "no-compile": ["--no-compile"]}  # fmt: skip
 
 
+# a row over another loader: ROW+LOADER is the row with --loader LOADER (all:no-ddp+nvjpeg: the recipe over the GPU's
+# JPEG decode), LOADER one of the loader rows' (dali, nvjpeg)
+LOADER_ROWS = {row.flags[1]: row.name for row in ROWS if row.flags[:1] == ("--loader",)}
+
+
+def with_loader(variant):
+    """(the row, the loader) of ROW+LOADER; (variant, None) for any other; a bad one is a BenchError."""
+    base, plus, loader = variant.partition("+")
+    if not plus:
+        return variant, None
+    known = (base in TRAIN or base.startswith("all:")) and base != "baseline"
+    if loader not in LOADER_ROWS or not known or "--data" in TRAIN.get(base, []) or "--loader" in TRAIN.get(base, []):
+        raise BenchError(
+            f"variant {variant!r}: ROW+LOADER is a training row over another loader, LOADER one of"
+            f" {', '.join(LOADER_ROWS)} (a row of its own already for the baseline: {', '.join(LOADER_ROWS.values())})"
+        )
+    return base, loader
+
+
 def combination(variant):
     """The switches of a combination (all:no-compile, ...), () for any other variant; a bad one is a BenchError."""
+    variant = with_loader(variant)[0]
     if not variant.startswith("all:"):
         return ()
     switches = variant.split(":")[1:]
@@ -126,25 +148,30 @@ def combination(variant):
 
 
 def family(variant):
-    """The variant whose script and estimates a row shares: all for a combination, else itself."""
+    """The variant whose script and estimates a row shares: all for a combination, else itself (over its loader)."""
+    variant = with_loader(variant)[0]
     return "all" if combination(variant) else variant
 
 
 def command(variant):
     """The command after `python` that runs a training variant (the placeholders of TRAIN unfilled)."""
-    switches = combination(variant)
+    row, loader = with_loader(variant)
+    over = ["--loader", loader] if loader else []
+    switches = combination(row)
     if not switches:
-        return TRAIN[variant]
+        return TRAIN[row] + over
     cmd = ["train_all.py"] if "no-ddp" in switches else [*TORCHRUN, "train_all.py"]
-    return cmd + [flag for s in switches for flag in SWITCHES[s]]
+    return cmd + [flag for s in switches for flag in SWITCHES[s]] + over
 
 
 def distributed(variant):
+    variant = with_loader(variant)[0]
     switches = combination(variant)
     return variant in DISTRIBUTED if not switches else "no-ddp" not in switches
 
 
 def compiled(variant):
+    variant = with_loader(variant)[0]
     switches = combination(variant)
     return variant in COMPILED if not switches else "no-compile" not in switches
 

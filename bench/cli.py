@@ -186,10 +186,11 @@ def rows_asked(flags):
     default_loaders = flags.loaders is None  # both; none for vit, whose data is another workload's (plan.py)
     loaders = tuple(v for v in (flags.loaders or ",".join(catalogue.LOADERS)).split(",") if v and v != "none")
     for name in variants:
-        if name not in catalogue.TRAIN and not catalogue.combination(name):  # a bad combination is its own error
+        row = catalogue.with_loader(name)[0]  # ROW+LOADER: a bad one is its own error
+        if row not in catalogue.TRAIN and not catalogue.combination(row):  # a bad combination is its own error
             fail(
                 f"unknown variant {name!r}{close(name, catalogue.TRAIN)}: choose from {', '.join(catalogue.TRAIN)},"
-                " or all:SWITCH[:SWITCH...]"
+                " all:SWITCH[:SWITCH...], or ROW+LOADER"
             )
     if len(set(variants)) < len(variants):
         fail(f"--variants names a row twice: {','.join(variants)}")

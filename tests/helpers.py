@@ -557,9 +557,9 @@ STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
 
 
 MODES = {  # the flags of each mode, the runs it plans here, its table
-    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 6,
-              "summary.csv"),
-    "check": (["--check"], 17, "check/check.md"),
+    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 8,
+              "summary.csv"),  # each round: the baseline, amp, checkpoint, the baseline again (a CPU's round)
+    "check": (["--check"], 19, "check/check.md"),
     "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,
                   "max_batch.csv"),
     "to_accuracy": (["--to-accuracy", "0.5", "--variants", "baseline,amp,checkpoint", "--max-epochs", "2"], 3,

@@ -131,8 +131,10 @@ def test_no_import_circle_in_bench():
 
 def test_the_teams_tools_are_outside_the_package():
     assert not any("tools" in module_imports(path, top_level_only=False) for path in MODULES.values())
-    assert {p.name for p in (ROOT / "tools").glob("*.py")} >= {"firstgpu.py", "sync.py"}
-    assert not [m for m in MODULES if m.rsplit(".", 1)[-1] in ("firstgpu", "sync", "instrument", "fsdp_probe")]
+    assert {p.name for p in (ROOT / "tools").glob("*.py")} >= {"gpurun.py", "sync.py"}
+    assert not [
+        m for m in MODULES if m.rsplit(".", 1)[-1] in ("gpurun", "sync", "instrument", "fsdp_probe", "stable_start")
+    ]
 
 
 def test_no_function_of_the_bench_the_meter_or_the_checks_is_over_80_lines():

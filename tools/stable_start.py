@@ -6,10 +6,11 @@ seed, data and learning-rate schedule as a run of train.py: each step's training
 
 A run of --total-steps (142: the fourth GPU run's) warms its learning rate up over a fifth of them, to 0.1 at batch
 256 (train.py's SGD); a smaller --batch-size gets that rate scaled by batch / 256 (the linear scaling rule, Goyal et
-al. 2017), so that a CPU can show in minutes what a GPU's batch of 256 does. Measured on a 2-core AMD EPYC, resnet50
-at batch 64 on the generated imagenet photos (2026-11-29; docs/bench.md): torchvision's initialisation climbed from a
-loss of 2.6 to 6.5-7.1 by steps 14-15 (its largest logit from 1.6 to 70), the scripts' stayed at 1.7 to 2.0 (logits
-under 11) through step 24.
+al. 2017), so that a CPU can show in minutes what a GPU's batch of 256 does. Measured on a 2-core AMD EPYC with
+AVX2, resnet50 at batch 64 on the generated imagenet photos (`python tools/stable_start.py`, its defaults,
+2026-11-29, 28 minutes; docs/bench.md): from torchvision's initialisation the loss climbed from 2.6 to 4.3-9.5 in
+steps 11 to 23 (the largest logit from 1.7 to 160); from the scripts' it fell from 2.4 to 1.65-2.0 (logits under 13)
+through step 24.
 """
 
 import argparse

@@ -8,6 +8,8 @@ each row's change against the saved baseline of this machine's class.
 
 import importlib.util
 import json
+import math
+import statistics
 import sys
 import time
 from dataclasses import asdict
@@ -166,25 +168,38 @@ def print_plan(runs, works, gpu_count):
                 print(" ".join(slurm.launched(run)))
 
 
+FEWEST_TIMED = 5  # the fewest steps a later round's run of a slow row times (Bench.sized)
+
+
 def next_round(out, bench_id, works, context, repeat):
-    """--repeats auto: (the runs of round `repeat`, None), or (None, why no round is added). A round holds the
-    reference rows and every row whose speed-up's interval is still wider than summarize.PRECISION: the statistics
-    alone decide (bench/stages/summarize.py), not the words drawn from them."""
+    """--repeats auto: (the runs of round `repeat`, None, what the round holds and why), or (None, why no round is
+    added, ""). A round holds the reference rows and every row that needs one (summarize.needs_rounds: its interval
+    still too wide to decide with, and not beyond what the bench's rounds could settle): the statistics alone decide
+    (bench/stages/summarize.py), not the words drawn from them."""
     if repeat > summarize.MAX_ROUNDS:
-        return None, f"{summarize.MAX_ROUNDS} rounds is the most --repeats auto runs"
+        return None, f"{summarize.MAX_ROUNDS} rounds is the most --repeats auto runs", ""
     rows = record.read_runs(out / "runs.csv")
     summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
-    wide = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
-    wide = wide[[not summarize.precise(r.speedup, r.speedup_low, r.speedup_high) for r in wide.itertuples()]]
-    if wide.empty:
-        return None, f"every row's 95% interval is within +-{summarize.PRECISION:.0%} or a quarter of its effect"
+    asked = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
+    needs = {r.variant: summarize.needs_rounds(r._asdict()) for r in asked.itertuples(index=False)}
+    open_rows = [row for _, row in asked.iterrows() if needs[row.variant][0]]
+    if not open_rows:
+        return None, (f"every row's 95% interval is within +-{summarize.PRECISION:.0%} or a quarter of its effect, or"
+                      f" settled within +-{summarize.DECIDED:.0%}, or beyond {summarize.MAX_ROUNDS} rounds at this"
+                      " noise"), ""  # fmt: skip
+    wide = {row.variant for row in open_rows}
     context = plan.Context.saved(context)  # as plan.json keeps it
-    variants = [v for v in context.variants if v == "baseline" or v in set(wide["variant"])]
-    loaders = [v for v in context.loaders if v in set(wide["variant"])]
+    variants = [v for v in context.variants if v == "baseline" or v in wide]
+    loaders = [v for v in context.loaders if v in wide]
     loaders = [v for v in context.loaders if v == "loader" or v in loaders] if loaders else []
     if variants == ["baseline"]:
         variants = []
-    return plan.round_runs(repeat, works, variants, loaders, context), None
+    closed = [f"{v} ({why})" for v, (more, why) in needs.items() if not more]
+    said = "; ".join(
+        [", ".join(f"{row.variant} (+-{summarize.num(row, 'speedup_precision_pct'):.0f}%)" for row in open_rows)]
+        + ([f"no more rounds for {', '.join(closed)}"] if closed else [])
+    )
+    return plan.round_runs(repeat, works, variants, loaders, context), None, said
 
 
 class Bench(execute.Mode):
@@ -210,7 +225,7 @@ class Bench(execute.Mode):
     def do(self, run, job):
         # --profile and --tensorboard as the bench began (a resumed bench keeps them), or as a --resume adds them
         profile = (self.options.get("profile") or self.config.outputs.profile) and run.repeat == 1
-        run = self.warmed(run)
+        run = self.sized(self.warmed(run))
         row = job.launch(
             run, tensorboard=self.options.get("tensorboard") or self.config.outputs.tensorboard, profile=profile
         )
@@ -219,17 +234,62 @@ class Bench(execute.Mode):
         return row
 
     def warmed(self, run):
-        """A training run of a later round warms up as long as its row's earlier runs needed (the most of their
-        warmup_steady_steps; 2 at least, a compiled first step and the FLOP count), its timed steps the same: the
-        plan's warm-up where an earlier run did not say, never more than it. Its command in runs.csv says which."""
+        """A training run of a later round warms up as long as the rows' earlier runs needed (the most of every row's
+        warmup_steady_steps in its workload; 2 at least, a compiled first step and the FLOP count), its timed steps
+        the same: the plan's warm-up where an earlier run did not say, never more than it. Every row of a workload
+        cuts alike, so that they train the same steps, and their learning-rate schedules and last losses stay
+        comparable (bench/stages/summarize.py learning). Its command in runs.csv says which."""
         if run.kind != "train" or run.repeat == 1 or "--warmup-steps" not in run.flags:
             return run
-        needed = self.known_needs().get((run.workload, run.variant))
+        needed = [n for (workload, _), needs in self.known_needs().items() if workload == run.workload for n in needs]
         warmup, steps = int(run.flags["--warmup-steps"]), int(run.flags["--steps"])
-        if not needed or None in needed or max(2, *needed) >= warmup:
+        mine = self.known_needs().get((run.workload, run.variant))
+        if not needed or not mine or None in needed or max(2, *needed) >= warmup:
             return run
         cut = max(2, *needed)
         return run.with_flags(flags={"--steps": steps - warmup + cut, "--warmup-steps": cut})
+
+    def sized(self, run):
+        """A training run of a later round times about the seconds the baseline's window takes, in whole steps: a row
+        whose steps are slower (bf16 emulated, say) times fewer of them, FEWEST_TIMED at least and never more than
+        planned, so that a round lasts about as long whichever rows it holds. Its rate is still images over whole
+        steps; its first round ran the plan's steps (its learning and accuracy are read there, at the baseline's
+        steps), and gave the step times read here. Its command in runs.csv says how many it timed."""
+        if run.kind != "train" or run.repeat == 1 or "--steps" not in run.flags or run.variant == "baseline":
+            return run
+        windows, steps = self.known_windows(), self.known_steps()
+        target = windows.get((run.workload, "baseline"))
+        step_s = steps.get((run.workload, run.variant))
+        if not target or not step_s:
+            return run
+        warmup, total = int(run.flags["--warmup-steps"]), int(run.flags["--steps"])
+        timed = max(FEWEST_TIMED, math.ceil(target / step_s))
+        if timed >= total - warmup:
+            return run
+        return run.with_flags(flags={"--steps": warmup + timed})
+
+    def known_windows(self):
+        """{(workload, variant): the median window seconds of its finished runs}."""
+        return {key: statistics.median(w for w, _ in found) for key, found in self.timings().items()}
+
+    def known_steps(self):
+        """{(workload, variant): the median seconds of a timed step of its finished runs}."""
+        return {key: statistics.median(s for _, s in found) for key, found in self.timings().items()}
+
+    def timings(self):
+        """{(workload, variant): [(window seconds, seconds a step)] of its finished runs}, from runs.csv the first
+        time, then as rows come."""
+        if getattr(self, "timed", None) is None:
+            self.timed = {}
+            for row in self.recorded():
+                self.note_timing(row)
+        return self.timed
+
+    def note_timing(self, row):
+        window, steps = row.get("window_s"), row.get("steps_timed")
+        if row.get("kind") != "train" or row.get("status") != "ok" or not window or not steps or pd.isna(window):
+            return
+        self.timed.setdefault((row.get("workload"), row.get("variant")), []).append((window, window / steps))
 
     def known_needs(self):
         """{(workload, variant): the warmup_steady_steps of its finished runs}: noted as rows come, and read from
@@ -250,6 +310,8 @@ class Bench(execute.Mode):
         record.append_row(self.config.outputs.out / "runs.csv", row)
         if getattr(self, "needs", None) is not None:  # else read with the rest when first asked
             self.note_need(row)
+        if getattr(self, "timed", None) is not None:
+            self.note_timing(row)
 
     def recorded(self):
         if not (self.config.outputs.out / "runs.csv").exists():
@@ -269,11 +331,11 @@ class Bench(execute.Mode):
     def more(self, runs, records):
         if not self.options.get("auto"):
             return None, None
-        group, ended = next_round(self.config.outputs.out, self.bench_id, self.works, self.options["context"],
-                                  max(r.repeat for r in runs) + 1)  # fmt: skip
+        group, ended, said = next_round(self.config.outputs.out, self.bench_id, self.works, self.options["context"],
+                                        max(r.repeat for r in runs) + 1)  # fmt: skip
         if group is not None:
-            names = ", ".join(dict.fromkeys(r.variant for r in group))
-            print(f"round {group[0].repeat}: {names} (their intervals are still wide)", flush=True)
+            spent = sum(execute.took(r) or 0.0 for r in records) / 60
+            print(f"round {group[0].repeat}, {len(group)} runs, after {spent:.1f} min of runs: {said}", flush=True)
         return group, ended
 
     def finish(self, records, unrun, how):

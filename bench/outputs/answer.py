@@ -340,9 +340,17 @@ def limit_items(train):
     said = []
     base = train[train["variant"] == "baseline"]
     for _, ceiling in train[train["dataset"] == "synthetic"].iterrows():
-        what = "in mixed precision" if ceiling.variant == "amp-synthetic" else "in full precision"
+        what = LIMITS.get(ceiling.variant, "in full precision")
         words = f"{ceiling.variant}: {ceiling.rate_median:,.1f} samples/s {what} with no loading at all"
         if ceiling.variant == "synthetic" and not base.empty and pd.notna(base.iloc[0].get("ceiling_pct")):
             words += verdicts.ceiling_words(base.iloc[0]).replace("; it", "; the baseline", 1)
+        if ceiling.variant == "all-synthetic":  # how near the recipe's rows come to their own limit
+            near = [f"{row.variant} {number(row, 'ceiling_pct'):.0f}%" for _, row in train.iterrows()
+                    if row.get("ceiling") == "all-synthetic" and pd.notna(number(row, "ceiling_pct"))]  # fmt: skip
+            words += f"; the recipe's rows reach {', '.join(near)} of it" if near else ""
         said.append(("Limit", words))
     return said
+
+
+LIMITS = {"amp-synthetic": "in mixed precision", "all-synthetic": "as the whole recipe (mixed precision,"
+          " channels_last, compiled)"}  # fmt: skip

@@ -20,6 +20,7 @@ ROWS = {r.name: r.measures for r in catalogue.ROWS if r.measures}  # bench rows 
 
 def technique(variant):
     """The technique a bench row measures, or None (the baseline, the synthetic ceiling, loader.py alone)."""
+    variant = variant.partition("+")[0]  # a row over another loader (all:no-ddp+nvjpeg): the row's technique
     if variant.startswith("all:"):  # a combination: train_all.py with blocks switched off
         return "all"
     return variant if variant in TECHNIQUES else ROWS.get(variant)

@@ -191,6 +191,7 @@ class Run:
     batch_size: int = 0  # the global batch its command trains or loads (0: a run planned without one, a probe)
     model: str = ""  # the model its command trains ("": a loader's run)
     flags: dict = field(default_factory=dict)  # the work's flags in order, --flag: value (None: a flag alone)
+    beside: bool = False  # a baseline run beside the rows of its round, after its first (round_runs)
 
     @property
     def cmd(self):
@@ -322,9 +323,10 @@ def known_costs(config, gpu_count, names, variants, saved):
 def fit_budget(runs, budget_s, overhead_s, wanted=1):
     """(the runs that fit the budget, the variants left out): whole rounds (every workload's round r before any
     r + 1), as many as fit. Where fewer than wanted rounds fit (min(rounds asked, SETTLING_ROUNDS): an answer needs
-    rounds to settle, and a round of every row with no interval settles nothing), rows are left out from the end of
-    the priority order until wanted rounds fit, two training rows kept at least (one compared with the baseline);
-    if not even the first round fits, rows are left out until it does."""
+    rounds to settle, and a round of every row with no interval settles nothing), the baseline runs beside the rows
+    are left out first (the baseline once a round), then rows from the end of the priority order until wanted rounds
+    fit, two training rows kept at least (one compared with the baseline); if not even the first round fits, rows are
+    left out until it does."""
     if budget_s is None:
         return runs, []
     order = list(dict.fromkeys(r.variant for r in runs if r.kind == "train"))
@@ -332,12 +334,15 @@ def fit_budget(runs, budget_s, overhead_s, wanted=1):
     order += list(dict.fromkeys(r.variant for r in runs if r.kind == "loader"))
     left_out = []
     kept = whole_rounds(runs, budget_s, overhead_s)
+    if len({r.repeat for r in kept}) < wanted:  # the baseline beside every other row goes before a row does
+        runs = [r for r in runs if not r.beside]
+        kept = whole_rounds(runs, budget_s, overhead_s)
     while len({r.repeat for r in kept}) < wanted and len(order) > 1 and len(order) - 1 >= min(2, trained):
         left_out.insert(0, order.pop())
         kept = whole_rounds([r for r in runs if r.variant not in left_out], budget_s, overhead_s)
     while sum(r.estimate_s for r in kept) + overhead_s > budget_s and len(order) > 1:
         left_out.insert(0, order.pop())
-        kept = [r for r in kept if r.variant != left_out[0]]
+        kept = [r for r in kept if r.variant != left_out[0] and not r.beside]
     return kept, left_out
 
 
@@ -479,7 +484,9 @@ def training_run(
     run = run.with_flags(flags=flags, batch_size=int(chosen.batch_size), model=str(chosen.model))  # data: checked once
     run.env["OMP_NUM_THREADS"] = str(threads(cores, processes))
     if compiled(variant) and cache is not None:
-        run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{variant}")
+        # a row over another loader (all:no-ddp+nvjpeg) compiles the same model as its row: their cache is one
+        row = catalogue.with_loader(variant)[0]
+        run.env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache) / "compile-cache" / f"{prefix}{row}")
     return run
 
 
@@ -517,6 +524,31 @@ def first_rounds(repeats):
     return summarize.MIN_ROUNDS if repeats == "auto" else repeats
 
 
+# a CPU's round runs the baseline first, then again after every this many other rows, and last; a GPU's once, first:
+# a GPU's speed held within 2% from round to round (the fourth H200 run's baseline: 1,877 to 1,914 samples/s) where a
+# 2-core VM's baseline moved 15% within one (2026-11-27: 154, 181 and 158 samples/s in three rounds), and a GPU's run
+# costs 25-35 s outside its window: a baseline beside every other row would spend a third more of its rounds' time
+BASELINE_EVERY = dict(cpu=2, gpu=None)
+
+
+def beside_baselines(order, repeat, prefix="", every=2):
+    """[(variant, run name)] of a round's training rows with the baseline beside every other row: first, then after
+    every `every` others and last (baseline-R, then baseline-R.2, baseline-R.3, ...), each row read against the
+    baseline interpolated at its time between the runs before and after it (bench/stages/summarize.py paired).
+    Where the machine's speed drifts within a round, a row measured minutes from the round's one baseline carried
+    the drift into its ratio; beside a baseline run it does not. Without a baseline, or every None: the rows as they
+    are (the baseline once)."""
+    if "baseline" not in order or len(order) == 1 or every is None:
+        return [(variant, f"{prefix}{variant}-{repeat}") for variant in order]
+    others = [variant for variant in order if variant != "baseline"]
+    found = [("baseline", f"{prefix}baseline-{repeat}")]
+    for i, variant in enumerate(others, 1):
+        found.append((variant, f"{prefix}{variant}-{repeat}"))
+        if i % every == 0 or i == len(others):
+            found.append(("baseline", f"{prefix}baseline-{repeat}.{sum(v == 'baseline' for v, _ in found) + 1}"))
+    return found
+
+
 def round_runs(repeat, works, variants, loaders, context, saved=None):
     """One round of every workload: its training rows, then its loader rows. After the first round the training
     rows run in an order shuffled by the seed and the round, so that no row always runs next to the same ones
@@ -538,12 +570,14 @@ def round_runs(repeat, works, variants, loaders, context, saved=None):
         order = chosen.rows(ordered(variants, c.gpu_count))
         if repeat > 1:
             random.Random(f"{chosen.seed}-{repeat}").shuffle(order)
-        for variant in order:
+        every = BASELINE_EVERY["gpu" if c.gpu_count else "cpu"]
+        for variant, name in beside_baselines(order, repeat, prefix, every):
             where = (path, info, chosen, c.gpu_count, c.nproc, c.workers, c.cores, workload, prefix)
             run = training_run(variant, repeat, *where, c.log)
+            run = run.with_flags(name=name, beside=name != f"{prefix}{variant}-{repeat}")
             run = run.with_flags(flags={"--seed": chosen.seed + repeat - 1})  # every row of a round at one seed
-            if repeat > 1:  # the accuracy is the first round's (above): the later ones time the speed alone
-                run = run.with_flags(flags={"--eval-samples": 0})
+            if repeat > 1 or run.beside:  # the accuracy is the first round's first run's:
+                run = run.with_flags(flags={"--eval-samples": 0})  # the others time the speed alone
             runs.append(slurm.on_nodes(run, c.nodes) if c.nodes and distributed(variant) else run)
         for variant in loaders if workload not in DATA_OF or not c.default_loaders else []:
             where = (path, chosen, c.gpu_count, c.workers, c.cores, workload, prefix)

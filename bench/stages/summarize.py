@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench import schema
+from bench import catalogue, schema
 from bench.stages import epochs
-from bench.stages.cost import STEADY
+from bench.stages.cost import STEADY, command_flag
 
 # ----------------------------------------------------------------------------- statistics: paired rounds
 
@@ -112,17 +112,93 @@ def learning(ratios, band=LEARN_BAND):
     return estimate, low, high, None
 
 
+DECIDED = 0.10  # a settled answer whose interval is within +-this needs no more rounds to decide with
+ROUND_WHYS = ("one round", "open", "precise", "settled", "below the noise")  # needs_rounds' second answer
+
+
+def needs_rounds(row):
+    """(whether the row gets another round under --repeats auto, why: ROUND_WHYS): yes while its interval is wider
+    than precise() asks (or it has none yet), unless its answer is settled and its interval within +-DECIDED (narrow
+    enough to decide with: the round goes to the rows still open) or no count of rounds the bench runs would settle it
+    at the noise seen (rounds_to_settle above MAX_ROUNDS: its effect, if any, is below this machine's noise)."""
+    estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
+    if math.isnan(low) or math.isnan(high):
+        return True, "one round"
+    if precise(estimate, low, high):
+        return False, "precise"
+    if classify(low, high) != "unsettled" and half_width(estimate, low, high) <= DECIDED:
+        return False, "settled"
+    if num(row, "rounds_paired") >= 3 and rounds_to_settle(row) > MAX_ROUNDS:  # 2 rounds' spread: 1 degree of freedom
+        return False, "below the noise"
+    return True, "open"
+
+
 def paired(runs, column, reference):
-    """{variant: [its column / the reference's column, per round where both ran ok]}; runs: one workload and
-    kind of runs.csv (ok rows only), reference: the variant the others are read against."""
-    ok = runs[runs[column].notna() & (runs[column] > 0)]
-    base = ok[ok["variant"] == reference].groupby("repeat")[column].last()
+    """{variant: [its column / the reference's column beside it, per round where both ran ok]}; runs: one workload and
+    kind of runs.csv (ok rows only), reference: the variant the others are read against. A run is read against the
+    reference's runs of its own round, at its own time: interpolated on a log scale between the reference's run
+    before it and the one after it (bench/stages/plan.py round_runs puts a baseline beside every other row), the one
+    alone where it has a reference run on one side only, so that the machine's drift within a round is taken out
+    as the drift between rounds is. A round with one reference run (every bench before 2026-11-29) reads each run
+    against it. A run's time: its start (time_utc) and half its wall time; its place in runs.csv where none is
+    recorded."""
+    ok = runs[runs[column].notna() & (runs[column] > 0)].reset_index(drop=True)
+    when = run_times(ok)
+    base = ok[ok["variant"] == reference]
     ratios = {}
     for variant, group in ok.groupby("variant", sort=False):
-        mine = group.groupby("repeat")[column].last()
-        common = mine.index.intersection(base.index)
-        ratios[variant] = list(mine[common] / base[common])
+        mine = []
+        for repeat, runs_of_round in group.groupby("repeat", sort=True):
+            refs = base[base["repeat"] == repeat]
+            if refs.empty:
+                continue
+            run = runs_of_round.iloc[-1]  # a run tried again (--resume): its last
+            if variant == reference:
+                mine.append(1.0)
+                continue
+            beside = at_time(refs[column], when[refs.index], when[run.name])
+            mine.append(run[column] / beside)
+        ratios[variant] = mine
     return ratios
+
+
+def at_reference_steps(runs, reference):
+    """The runs that trained the steps the reference trained in their round (--steps in their command: the learning
+    rate's schedule follows them): a later round's run of a slow row times fewer (bench/modes/speed.py sized), and a
+    run of a bench from before 2026-11-29 may have cut its warm-up alone; their last loss is not of the baseline's
+    run. All of them where the commands do not say."""
+    if "command" not in runs or runs["command"].isna().all():
+        return runs
+    steps = runs["command"].map(lambda c: command_flag(c, "--steps", None))
+    reference_steps = {}
+    for repeat, found in steps[runs["variant"] == reference].groupby(runs["repeat"]):
+        reference_steps[repeat] = set(found.dropna())
+    keep = [s in reference_steps.get(r, {s}) for s, r in zip(steps, runs["repeat"])]
+    return runs[keep]
+
+
+def run_times(runs):
+    """Each run's time (seconds): its start (time_utc) and half its wall time, else its place among the runs."""
+    place = pd.Series(range(len(runs)), index=runs.index, dtype=float)
+    if "time_utc" not in runs or runs["time_utc"].isna().all():
+        return place
+    start = pd.to_datetime(runs["time_utc"], utc=True, errors="coerce")
+    seconds = (start - pd.Timestamp("1970-01-01", tz="UTC")).dt.total_seconds()
+    half = runs["wall_s"].fillna(0) / 2 if "wall_s" in runs else 0.0
+    return (seconds + half).where(seconds.notna(), place)
+
+
+def at_time(values, times, t):
+    """The reference's value at time t: on a log scale, interpolated between its runs just before and just after t,
+    the nearest alone where t is outside them."""
+    order = times.sort_values()
+    before, after = order[order <= t], order[order > t]
+    if before.empty or after.empty:
+        nearest = (after if before.empty else before).index[0 if before.empty else -1]
+        return float(values[nearest])
+    t0, t1 = before.iloc[-1], after.iloc[0]
+    v0, v1 = math.log(values[before.index[-1]]), math.log(values[after.index[0]])
+    return math.exp(v0 + (v1 - v0) * (t - t0) / (t1 - t0))
 
 
 # ----------------------------------------------------------------------------- the verdicts
@@ -212,9 +288,12 @@ def num(row, name):
     return float("nan") if value is None or pd.isna(value) else float(value)
 
 
-def rounds_to_settle(row):
-    """About how many paired rounds at the noise seen would settle the row: its interval's half-width (log scale)
-    shrinks as one over the square root of the rounds; NaN without an interval, inf where no count would."""
+def rounds_to_settle(row, most=10_000):
+    """About how many paired rounds at the noise seen would settle the row: the spread of its log ratios, read back
+    from its interval (half-width = t(rounds - 1) x sd / sqrt(rounds)), and the fewest rounds n whose interval,
+    t(n - 1) x sd / sqrt(n), is narrower than its distance from 1 (or, inside the band, from the band's edge). The t
+    quantile counts: 2 rounds' interval is 12.7 standard errors wide where 10 rounds' is 2.3, so the rounds do not
+    grow with the square of a 2-round interval. NaN without an interval, inf where none up to `most` would."""
     estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
     rounds = num(row, "rounds_paired")
     if math.isnan(low) or math.isnan(high) or not rounds >= 2:
@@ -223,7 +302,11 @@ def rounds_to_settle(row):
     target = band - effect if effect < band else effect  # inside the band: settle as no difference; else as a change
     if target <= 0 or width <= 0:
         return math.inf
-    return math.ceil(rounds * (width / target) ** 2)
+    spread = width * math.sqrt(rounds) / stats.t.ppf(0.5 + CONFIDENCE / 2, rounds - 1)
+    n = int(rounds)
+    while n <= most and stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * spread / math.sqrt(n) > target:
+        n = n + 1 if n < 100 else int(n * 1.1)
+    return n if n <= most else math.inf
 
 
 def ratio_answer(row, column, memory=False):
@@ -528,7 +611,10 @@ def against_references(summary, runs):
                 continue
             ok = runs[(runs["workload"] == workload) & (runs["kind"] == kind) & (runs["status"] == "ok")]
             paired_rates = paired(ok, "rate", reference)
-            losses = paired(ok, "train_loss_final", reference) if kind == "train" and "train_loss_final" in ok else {}
+            learned = at_reference_steps(ok, reference)
+            losses = (
+                paired(learned, "train_loss_final", reference) if kind == "train" and "train_loss_final" in ok else {}
+            )
             source = base["memory_source"].iloc[0] if "memory_source" in base else None  # alike only: one source
             paired_memory = paired(ok, source, reference) if isinstance(source, str) else {}
             for i in summary.index[mine]:
@@ -570,13 +656,27 @@ def against_references(summary, runs):
                     summary.loc[blind, ratio] = None
 
 
+RECIPE_CEILING = "all-synthetic"  # the whole recipe's own ceiling (catalogue.py), where a bench ran it
+
+
+def ceiling_of(row, ran):
+    """The synthetic row a real row is read against: the whole recipe's own ceiling for the recipe with its amp,
+    channels_last and compile on (all, all:no-ddp, either over any loader) where it ran (ran: the workload's
+    variants), else the ceiling of its precision (CEILINGS)."""
+    if RECIPE_CEILING in ran and catalogue.family(row["variant"]) == "all":
+        if set(catalogue.combination(row["variant"])) <= {"no-ddp"}:
+            return RECIPE_CEILING
+    return CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
+
+
 def against_ceilings(summary, runs):
-    """Each real training row's share of the ceiling of its precision (synthetic, amp-synthetic), paired by round."""
+    """Each real training row's share of its ceiling (ceiling_of: synthetic, amp-synthetic or the recipe's own),
+    paired by round."""
     against = {}  # (workload, ceiling): {variant: rate / the ceiling's rate, per round}
-    for i, row in summary.iterrows():  # against the ceiling of its precision, paired by round like the speed-up
-        ceiling = CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
+    for i, row in summary.iterrows():  # against its ceiling, paired by round like the speed-up
         if row["kind"] != "train" or row["dataset"] == "synthetic":
             continue
+        ceiling = ceiling_of(row, set(summary.loc[summary["workload"] == row.workload, "variant"]))
         if (row.workload, ceiling) not in against:
             ok = runs[(runs["workload"] == row.workload) & (runs["kind"] == "train") & (runs["status"] == "ok")]
             has = (ok["variant"] == ceiling).any()

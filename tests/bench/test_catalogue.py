@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from bench import catalogue
+from bench import BenchError, catalogue
 from bench.modes import check
 from bench.outputs import diffs
 from helpers import PY, ROOT, SCRIPTS
@@ -32,10 +32,11 @@ def test_the_lists_read_from_the_catalogue_are_its_rows():
     assert train["ddp"][-1] == "train_ddp.py" and train["ddp"][:2] == ["-m", "torch.distributed.run"]
     assert train["dali"] == ["train.py", "--loader", "dali"] and train["nvjpeg"] == ["train.py", "--loader", "nvjpeg"]
     assert catalogue.MULTI_GPU == {"dp", "ddp", "fsdp"} and catalogue.DISTRIBUTED == {"ddp", "fsdp", "all"}
-    assert catalogue.COMPILED == {"compile", "all"}
+    assert catalogue.COMPILED == {"compile", "all", "all-synthetic"}
     assert catalogue.TRANSFORMER_ONLY == {"fsdp", "fused", "tf32"}
     assert catalogue.CNN_ONLY == {"channels_last", "dali", "nvjpeg", "dp"}
-    assert diffs.ROWS == {"amp-synthetic": "amp", "loader_dali": "dali", "loader_nvjpeg": "nvjpeg"}
+    assert diffs.ROWS == {"amp-synthetic": "amp", "all-synthetic": "all", "loader_dali": "dali",
+                          "loader_nvjpeg": "nvjpeg"}  # fmt: skip
     assert {r.name for r in catalogue.ROWS if not r.on_cpu} == {"dp", "nvjpeg", "loader_nvjpeg"}
     assert list(SCRIPTS) == ["train", *diffs.TECHNIQUES]
 
@@ -70,3 +71,17 @@ def test_a_made_up_technique_is_its_script_and_one_row(tmp_path):
     assert "passed" in run(
         PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/bench/outputs/test_diffs.py", "-k", "noop"
     )
+
+
+def test_a_row_over_another_loader_is_the_row_with_that_loader():
+    """ROW+LOADER: the recipe over the GPU's JPEG decode is all:no-ddp's command with --loader nvjpeg, its family,
+    processes and compile the row's; what is no row over a loader is one line."""
+    assert catalogue.command("all:no-ddp+nvjpeg") == ["train_all.py", "--loader", "nvjpeg"]
+    assert catalogue.command("amp+dali") == ["train_amp.py", "--loader", "dali"]
+    assert catalogue.family("all:no-ddp+nvjpeg") == "all" and catalogue.compiled("all:no-ddp+nvjpeg")
+    assert not catalogue.distributed("all:no-ddp+nvjpeg") and catalogue.distributed("ddp+nvjpeg")
+    assert catalogue.with_loader("compile") == ("compile", None)
+    for bad in ("synthetic+nvjpeg", "dali+nvjpeg", "baseline+dali", "amp+jpeg", "+nvjpeg", "nosuch+dali"):
+        with pytest.raises(BenchError, match="ROW\\+LOADER"):
+            catalogue.with_loader(bad)
+    assert diffs.technique("all:no-ddp+nvjpeg") == "all"

@@ -70,6 +70,8 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
             (["--variants", "all:no-amp:no-amp"], "variant 'all:no-amp:no-amp': each switch once"),
             (["--variants", "all:no-ddp:no-amp:no-channels-last:no-compile"], "each switch once, and not all of them"),
             (["--variants", "all:"], "variant 'all:': unknown switch ''"),
+            (["--variants", "all:no-ddp+jpeg"], "variant 'all:no-ddp+jpeg': ROW+LOADER is a training row over"),
+            (["--variants", "synthetic+nvjpeg"], "variant 'synthetic+nvjpeg': ROW+LOADER"),
             (["--variants", "baseline,amp,baseline"], "--variants names a row twice"),
             (["--loaders", "nosuch"], "unknown loader benchmark 'nosuch'"),
             (["--repeats", "0"], "--repeats must be >= 1"),

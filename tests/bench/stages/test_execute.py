@@ -59,9 +59,9 @@ def stored_bench(tmp_path):
 @pytest.mark.parametrize("mode", fast_first(list(MODES)))  # the bench in make test-fast, every mode in make test
 def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_it(bench, mode, capsys):
     planned = MODES[mode][1]
-    # room for a first group and a half (a part that holds no round would split it: see below): the bench's 3 runs
+    # room for a first group and a half (a part that holds no round would split it: see below): the bench's 4 runs
     # and --scaling's 2 as planned (12 and 15 s a run), the others' one run
-    runs = dict(bench=4.5, scaling=3.5).get(mode, 2.5)
+    runs = dict(bench=5.5, scaling=3.5).get(mode, 2.5)
     code, first = bench(mode, "--chunk", str(runs * RUN_S / 60))
     said = capsys.readouterr().out
     assert code in (0, 1), said
@@ -81,18 +81,18 @@ def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_
 
 
 def test_a_round_longer_than_a_part_is_split_between_its_runs_and_resume_finishes_it(bench, capsys):
-    """A part of 2.5 runs, rounds of 3 (planned at 12 s a run): no part holds a round, so each part stops before the
+    """A part of 2.5 runs, rounds of 4 (planned at 12 s a run): no part holds a round, so each part stops before the
     run that would end past it (a GPU's fp32 ViT round is longer than a 10-minute command); each run once."""
     chunk = str(2.5 * RUN_S / 60)
     code, first = bench("bench", "--chunk", chunk)
     said = capsys.readouterr().out
     assert code == 0 and len(first) == 2, said
-    assert "stopped after 2 of 6 runs: this part's" in said and "split between its runs" in said
+    assert "stopped after 2 of 8 runs: this part's" in said and "split between its runs" in said
     launched = list(first)
     for _ in range(3):
         code, more = bench("bench", "--resume", "--chunk", chunk)
         launched += more
-    assert code == 0 and len(launched) == 6 == len(set(launched)), launched
+    assert code == 0 and len(launched) == 8 == len(set(launched)), launched
     plan, done = records(bench.out)
     assert sorted(r["run"] for r in done) == sorted(r["name"] for r in plan["runs"])
     assert "split between" not in capsys.readouterr().out.splitlines()[-1]
@@ -101,8 +101,8 @@ def test_a_round_longer_than_a_part_is_split_between_its_runs_and_resume_finishe
 @pytest.mark.parametrize("mode", fast_first([m for m in MODES if m != "check"]))  # --check: no default budget (below)
 def test_every_mode_keeps_to_its_budget_says_what_it_left_and_resume_with_a_budget_goes_on(bench, mode, capsys):
     planned = MODES[mode][1]
-    if mode == "bench":  # the plan fits its rounds to the budget by its estimates (12 s a run here), the executor
-        code, _ = bench(mode, "--budget", "1.5", run_s=40)  # by the runs' times: 40 s each, so round 2 is not begun
+    if mode == "bench":  # the plan fits its 2 rounds of 4 runs to the budget by its estimates (12 s a run here), the
+        code, _ = bench(mode, "--budget", "1.8", run_s=40)  # executor by the runs' times: 40 s each: no round 2
     else:  # room for one run and a half: the first group runs, the second is not begun
         code, _ = bench(mode, "--budget", str(1.5 * RUN_S / 60))
     said = capsys.readouterr().out
@@ -146,7 +146,8 @@ def test_a_resumed_bench_keeps_the_flags_it_began_with(bench, capsys):
     code, launched = bench("bench", "--profile", "--steps", "8", interrupt_at=2)
     assert code == 130 and bench.profiled == launched == ["baseline-1", "amp-1"]  # amp-1: stopped as it began
     code, launched = bench("bench", "--resume")
-    assert code in (0, 1) and bench.profiled == [r for r in launched if r.endswith("-1")] == ["amp-1", "checkpoint-1"]
+    rest = ["amp-1", "checkpoint-1", "baseline-1.2"]  # round 1's, the baseline beside its rows too
+    assert code in (0, 1) and bench.profiled == [r for r in launched if "-1" in r] == rest
 
 
 def test_the_signal_handlers_are_installed_in_one_place():
@@ -198,7 +199,7 @@ def test_resume_runs_the_failed_runs_again_and_only_them(bench, mode):
 def test_resume_refuses_a_bench_of_another_machine_and_rows_run_in_priority_order(bench):
     flags = ["--variants", "checkpoint,amp,baseline", "--loaders", "none", "--repeats", "1", *STEPS]
     code, launched = bench("bench", flags=flags)
-    assert launched == ["baseline-1", "amp-1", "checkpoint-1"]  # the plan's order, whatever --variants gives
+    assert launched == ["baseline-1", "amp-1", "checkpoint-1", "baseline-1.2"]  # the plan's order, whatever --variants
     (plan,) = (bench.out / "logs").glob("*/plan.json")
     plan.write_text(json.dumps(dict(json.loads(plan.read_text()), machine_class="8x-nvidia-h100")))
     with pytest.raises(BenchError, match="ran on 8x-nvidia-h100, this is .*: its numbers would not be one bench"):

@@ -295,3 +295,102 @@ def test_a_learning_difference_beyond_what_reruns_show_is_said_and_one_of_their_
     assert pd.isna(replayed.loc["amp", "learning_answer"]) and "learn" not in replayed.loc["amp", "verdict"]
     better = answers(losses(base, [0.3, 0.2, 0.4], 3))
     assert better.loc["amp", "learning_answer"] == "better"
+
+
+def test_the_recipe_is_read_against_its_own_ceiling_where_it_ran():
+    """all:no-ddp and it over the GPU's decode are read against all-synthetic (the same recipe with no loading); amp
+    against amp-synthetic; the answer says how near the recipe's rows come to their limit."""
+    rates = {"amp-synthetic": 300.0, "all-synthetic": 500.0, "baseline": 100.0, "amp": 150.0, "all:no-ddp": 400.0,
+             "all:no-ddp+nvjpeg": 450.0}  # fmt: skip
+    rows = []
+    for repeat in (1, 2):
+        for variant, rate in rates.items():
+            amp = None if variant == "baseline" else "bf16"
+            dataset = "synthetic" if variant.endswith("synthetic") else "generated"
+            rows.append(dict(workload="imagenet", kind="train", variant=variant, status="ok", busy=False,
+                             samples_per_s=rate * (1 + 0.01 * repeat), repeat=repeat, run=f"{variant}-{repeat}",
+                             dataset=dataset, amp_dtype=amp, global_batch_size=256, device="cuda"))  # fmt: skip
+    summary = answers(pd.DataFrame(rows))
+    assert summary.loc["all:no-ddp", "ceiling"] == "all-synthetic" == summary.loc["all:no-ddp+nvjpeg", "ceiling"]
+    assert summary.loc["all:no-ddp", "ceiling_pct"] == pytest.approx(80.0)
+    assert summary.loc["amp", "ceiling"] == "amp-synthetic" and summary.loc["amp", "ceiling_pct"] == pytest.approx(50)
+    said = markdown.markdown(summary.reset_index(), {"imagenet": "imagenet"}, "now")
+    assert "the recipe's rows reach all:no-ddp 80%, all:no-ddp+nvjpeg 90% of it" in said
+    assert "as the whole recipe (mixed precision, channels_last, compiled)" in said
+
+
+def drifting(effect, rounds, beside, drift=0.04, noise=0.01, seed=0):
+    """Rows of runs.csv on a machine whose speed drifts within each round (a random walk, sd `drift` a run): the
+    baseline beside every other row (beside=True: B X1 X2 B ...) or once a round, first (beside=False). Each run's
+    time is its place: ten seconds apart."""
+    rng, rows, t = random.Random(seed), [], 0
+    speed = 1.0
+    for r in range(1, rounds + 1):
+        order = ["baseline", "x1", "x2", "baseline", "row", "x3", "baseline"] if beside else ["baseline", "x1", "x2",
+                                                                                              "row", "x3"]  # fmt: skip
+        for k, variant in enumerate(order):
+            speed *= math.exp(rng.gauss(0, drift))
+            rate = 100 * speed * (effect if variant == "row" else 1.0) * math.exp(rng.gauss(0, noise))
+            rows.append(dict(variant=variant, kind="train", workload="small", repeat=r, run=f"{variant}-{r}.{k}",
+                             status="ok", samples_per_s=rate, global_batch_size=64, dataset="generated", busy=False,
+                             time_utc=f"2026-11-29T00:{t // 60:02d}:{t % 60:02d}", wall_s=0.0))  # fmt: skip
+            t += 10
+    return pd.DataFrame(rows)
+
+
+def test_a_baseline_beside_each_row_takes_out_the_drift_within_a_round():
+    """A machine whose speed wanders (a random walk, 4% a run of 10 s, as a round of 7 minutes moved the AVX2 EPYC's
+    baseline 15%), a row 10% faster, 20 made-up benches of 4 rounds: read against the round's one baseline, four runs
+    from it, the drift is in every ratio and fewer than half settle; read against the baseline interpolated between
+    the runs beside it, nearly all do, their intervals less than half as wide."""
+    settled, widths = {True: 0, False: 0}, {True: 0.0, False: 0.0}
+    for seed in range(20):
+        for beside in True, False:
+            ratios = summarize.paired(drifting(1.1, 4, beside, seed=seed), "samples_per_s", "baseline")["row"]
+            estimate, low, high = summarize.interval(ratios)
+            settled[beside] += summarize.classify(low, high) == "faster"
+            widths[beside] += summarize.half_width(estimate, low, high) / 20
+    assert settled[True] >= 18 and settled[False] <= 10, settled
+    assert widths[True] < widths[False] / 2, widths
+
+
+def test_the_reference_is_interpolated_at_a_rows_time():
+    """Between baseline runs of 100 (at 0 s) and 200 (at 20 s), a row at 10 s of 150 reads 150 / sqrt(100 * 200); a
+    row after the last baseline reads against it alone."""
+    rows = pd.DataFrame([
+        dict(variant="baseline", repeat=1, samples_per_s=100.0, time_utc="2026-11-29T00:00:00", wall_s=0.0),
+        dict(variant="x", repeat=1, samples_per_s=150.0, time_utc="2026-11-29T00:00:10", wall_s=0.0),
+        dict(variant="baseline", repeat=1, samples_per_s=200.0, time_utc="2026-11-29T00:00:20", wall_s=0.0),
+        dict(variant="y", repeat=1, samples_per_s=300.0, time_utc="2026-11-29T00:00:30", wall_s=0.0),
+    ])  # fmt: skip
+    ratios = summarize.paired(rows, "samples_per_s", "baseline")
+    assert ratios["x"] == [pytest.approx(150 / math.sqrt(100 * 200))] and ratios["y"] == [pytest.approx(1.5)]
+    assert ratios["baseline"] == [1.0]
+
+
+@pytest.mark.parametrize(
+    "speedup,low,high,rounds,more,why",
+    [
+        (0.19, 0.17, 0.21, 2, False, "precise"),  # within a quarter of its effect
+        (1.19, 1.09, 1.30, 3, False, "settled"),  # faster, within +-10%: decided
+        (1.19, 1.02, 1.39, 3, True, "open"),  # faster, +-17%: more rounds narrow it
+        (1.06, 0.89, 1.27, 3, True, "open"),  # not settled: about 9 rounds would settle it
+        (0.95, 0.84, 1.07, 6, False, "below the noise"),  # about 22 rounds would: more than the bench runs
+        (1.00, 0.70, 1.43, 3, False, "below the noise"),  # inside the band by less than its noise: no count settles
+        (1.06, math.nan, math.nan, 1, True, "one round"),
+    ],
+)
+def test_a_row_gets_another_round_only_while_it_is_still_open(speedup, low, high, rounds, more, why):
+    row = dict(speedup=speedup, speedup_low=low, speedup_high=high, rounds_paired=rounds)
+    assert summarize.needs_rounds(row) == (more, why)
+
+
+def test_a_slow_rows_loss_is_read_only_where_it_trained_the_baselines_steps():
+    """A later round's run of a slow row times fewer steps (speed.Bench.sized): its last loss is of another run, left
+    out of the learning check; the rounds at the baseline's steps are read."""
+    rows = losses([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], 3)
+    rows["command"] = [f"train.py --steps {30 if v == 'baseline' or r == 0 else 10}"
+                       for v, r in zip(rows["variant"], rows["repeat"])]  # fmt: skip
+    kept = summarize.at_reference_steps(rows, "baseline")
+    assert set(kept.loc[kept["variant"] == "amp", "repeat"]) == {0}
+    assert len(kept[kept["variant"] == "baseline"]) == 3

@@ -1,38 +1,48 @@
-"""python tools/firstgpu.py: a GPU run prepared so that it needs no thinking on the GPU machine.
+"""python tools/gpurun.py: the next GPU run, prepared so that it needs no thinking on the GPU machine.
 
 A lent GPU gives 15 minutes of device time and 10 a command, and the machine goes back 30 s after a command ends.
 The run is one device command of at most PART_SECONDS[1] (9.5 minutes) on a bare machine, then, at once (the machine
-warm, its data and compile caches still there), one that spends what the session has left on more rounds:
+warm, its data and compile caches still there), one that spends what the session has left (PART_SECONDS[2]: the
+session's 13 minutes with the machine's start, PLAN_S, less part 1 and the pause between):
 
-    python3 tools/firstgpu.py --part 1 --out $OUT   # the environment, the data, imagenet's six rows' paired rounds
-    python3 tools/firstgpu.py --part 2 --out $OUT   # at once after it: vit, and more rounds where time is left
-    python3 tools/firstgpu.py --carry               # a call that carries .dali/N alone (one per part: N = 1 to 4)
-    python3 tools/firstgpu.py --part 3 --out $OUT   # DALI's rows, once its parts are all there (another session)
-    python tools/firstgpu.py --dry-run              # each part's steps, their commands, time limits and estimates
-    python3 tools/firstgpu.py --part 2 --seconds 150 --out $OUT     # a part cut to the device time that is left
+    python3 tools/gpurun.py --part 1 --out $OUT   # the environment, the data, the recipe over each loader, paired
+    python3 tools/gpurun.py --part 2 --out $OUT   # at once after it: its rounds finished, the loaders alone, vit
+    python3 tools/gpurun.py --carry               # a call that carries .dali/N alone (one per part: N = 1 to 3)
+    python3 tools/gpurun.py --part 3 --out $OUT   # the recipe over DALI, once its parts are all there (a session
+                                                  # of its own)
+    python tools/gpurun.py --dry-run              # each part's steps, their commands, time limits and estimates
+    python3 tools/gpurun.py --part 2 --seconds 150 --out $OUT     # a part cut to the device time that is left
 
-Part 1 writes the environment (in the background), generates the imagenet workload (the data, before any run and
-outside every run's time limit: bench/data.py, seconds on 16 cores), then runs imagenet's six main rows (baseline,
-amp, channels_last, compile, the recipe without DDP and compile, checkpoint) in paired rounds until their answers
-settle or the part's clock ends them (SIGTERM: the bench keeps its finished rows and writes its tables). Every row is
-kept: no budget drops a row by the saved runs' costs, since the answer asked of a GPU run is all six with intervals.
-Part 2 goes on in part 1's folder: the same bench resumed (--resume: its rows' next rounds, in the compile caches the
-first rounds filled) where more than VIT_S is left, then vit's fsdp row against its ddp row (never yet run on a GPU)
-in the VIT_S kept for it: the fourth GPU run gave part 2 to the rounds alone, whose 2 rounds had settled every row.
-Each step is a process with its own time limit (SIGTERM at the limit; SIGKILL GRACE_S later); a step may keep time
-for the steps after it (reserve_s), and a step that no longer fits is skipped and said. Everything is written under
-/tmp/firstgpu/part-N (the machine keeps /tmp while it is warm) and packed into OUT/part-N.tar.gz as it goes (every
-MIRROR_S seconds where something changed, each pack written whole, and after each step: a command killed at its
-limit leaves what it had measured in one file, as a device call brings back at most 8), the compile caches and
-generated data left out, with OUT/part-N.md beside it: each step, its command, exit code, seconds and last line.
+What it measures, in order of value (the rows already settled in baseline/ are not run again): the baseline and the
+whole recipe with compile (train_all.py in one process: amp, channels_last, torch.compile) over each loader, in
+paired rounds: the torchvision DataLoader (loader.py) and the GPU's own JPEG decode (loader_nvjpeg.py: rows nvjpeg
+and all:no-ddp+nvjpeg), with the recipe's ceiling (all-synthetic: the same recipe on batches already on the device,
+how far the recipe is from its compute limit) in the same rounds; then each loader alone (loader.py and
+loader_nvjpeg.py --bench: images/s with no training); then vit's ddp and fsdp rows (FSDP has never run on a GPU).
+DALI's rows need its wheels carried in three calls first: a session of their own (part 3).
 
-DALI's wheels (265 MB) exceed a call's carry (64 MiB with the working tree): --pack-dali unpacks them as pip
---target would, compresses them with xz (196 MB) and cuts them into parts that fit beside the tree, .dali/1..N
-(ignored by git). Each call that carries one keeps it in /tmp/dali (--carry does only that), and the part whose call
-brings the last unpacks DALI into /tmp/site (or $DALI_SITE), which every step finds (PYTHONPATH). What a carry costs
-is the call: the machine warm, its transfer and a command of a second (CARRY_S each, as the first GPU run's five
-calls measured them). The GPU machine has no network; what requirements.txt needs beyond DALI it has, so no other
-wheel is carried unless .wheels/ holds some (--fetch-wheels fills it, for another machine).
+Part 1 writes the environment (in the background), generates the imagenet workload (before any run and outside
+every run's time limit: bench/data.py, seconds on 16 cores), then runs the recipe's rows in paired rounds until the
+part's clock ends them (SIGTERM: the bench keeps its finished rows and writes its tables). Every row is kept: no
+budget drops a row by the saved runs' costs. Part 2 goes on in part 1's folder: the same bench resumed (--resume: its
+rows' next rounds, in the compile caches the first rounds filled) where more than its reserve is left, then the
+loaders alone, then vit's rows, each where its least time is left. Each step is a process with its own time limit
+(SIGTERM at the limit; SIGKILL GRACE_S later); a step may keep time for the steps after it (reserve_s), and a step
+that no longer fits is skipped and said. Everything is written under /tmp/gpurun/part-N (the machine keeps /tmp while
+it is warm) and packed into OUT/part-N.tar.gz as it goes (every MIRROR_S seconds where something changed, each pack
+written whole, and after each step: a command killed at its limit leaves what it had measured in one file, as a
+device call brings back at most 8), the compile caches and generated data left out, with OUT/part-N.md beside it:
+each step, its command, exit code, seconds and last line.
+
+DALI's wheels exceed a call's carry (64 MiB with the working tree): --pack-dali unpacks them as pip --target would,
+keeps what the pipeline of loader_dali.py loads on the GPU machine's Python (PRUNED: no other Python's binaries,
+headers, JPEG 2000, TIFF or compression libraries: 144 MB compressed with xz, against 196 MB whole), and cuts them
+into parts that fit beside the tree, .dali/1..N (ignored by git). Each call that carries one keeps it in /tmp/dali
+(--carry does only that), and the part whose call brings the last unpacks DALI into /tmp/site (or $DALI_SITE), which
+every step finds (PYTHONPATH). What a carry costs is the call: the machine warm, its transfer and a command of a
+second (CARRY_S each, as the first GPU run's five calls measured them). The GPU machine has no network; what
+requirements.txt needs beyond DALI it has, so no other wheel is carried unless .wheels/ holds some (--fetch-wheels
+fills it, for another machine).
 
 The environment step writes environment.json: the versions (Python, torch, torchvision, CUDA, cuDNN, NCCL, the
 driver), every GPU's name, capability and memory, nvidia-smi's report, /dev/shm's size (the DataLoader's workers
@@ -63,20 +73,20 @@ from bench import NEEDED  # noqa: E402
 from bench.observe.machine import ROOT  # noqa: E402
 
 PART_S = 570  # a device command may run 600 s: the rest for the machine's start and the transfers
-# a session has 15 minutes of device time: part 1 in one command (9.5 min), part 2 at once after it with the rest;
-# DALI's carries and its short part 3 need a session of their own
-PART_SECONDS = {1: 570, 2: 210, 3: 120}
-CONTINUES = {2: 1}  # part 2 goes on in part 1's folder (its bench resumed), which it does not empty
 START_S = 33  # the machine's start and a call's transfers (the fourth GPU run: 577 s held after 545 s of command)
 BETWEEN_S = 26  # the next call asked at once: the machine idle, the transfers (the same run: 843 - 577 - 240 s)
+PLAN_S = 13 * 60  # the GPU seconds a session's calls take at most: the rest of its 15 minutes is slack
+# a session has 15 minutes of device time: part 1 in one command (9.5 min), part 2 at once after it with the rest of
+# PLAN_S; DALI's carries and its part 3 need a session of their own
+PART_SECONDS = {1: 570, 2: PLAN_S - START_S - 570 - BETWEEN_S, 3: 420}
+CONTINUES = {2: 1}  # part 2 goes on in part 1's folder (its bench resumed), which it does not empty
 CARRY_S = 15  # a call that carries one of DALI's parts, the machine warm (assumed: the first GPU run's start and
 # five carries took 61 s)
-DALI_CALLS = 4  # DALI's parts (--pack-dali: 196 MB in parts of about 60 MiB)
-PLAN_S = 14 * 60  # the GPU seconds a session's calls take at most: the rest of its 15 minutes is slack
+DALI_CALLS = 3  # DALI's parts (--pack-dali: 144 MB in parts of about 60 MiB)
 GRACE_S = 15  # after SIGTERM, before SIGKILL
 PACK_S = 15  # the packing at the part's end
 MIRROR_S = 10  # the part's folder copied to OUT this often: a command killed at its limit keeps what it measured
-WORK = Path("/tmp/firstgpu")
+WORK = Path("/tmp/gpurun")
 LEFT_OUT = {"compile-cache", "data", "tensorboard"}  # folders not packed: large, and rebuilt by any run
 # --profile's traces are not packed either (megabytes each): their operators are in the metrics
 TRACE = ".pt.trace.json.gz"
@@ -105,28 +115,35 @@ def bench(flags):
     return ["-m", "bench", *flags.split(), "--budget", "none"]
 
 
-SIX = "baseline,amp,channels_last,compile,all:no-ddp:no-compile,checkpoint"  # imagenet's main rows
-DATA_S = 45  # the imagenet workload's 22,000 photos on 16 cores (bench/data.py; docs/data.md: the rate measured)
+# the recipe over each loader, with its ceiling: the baseline and the recipe (train_all.py without DDP, compile on)
+# over torchvision's DataLoader and over the GPU's own JPEG decode
+RECIPE = "baseline,nvjpeg,all:no-ddp,all:no-ddp+nvjpeg,all-synthetic"
+DALI = "baseline,dali,all:no-ddp,all:no-ddp+dali,all-synthetic"  # part 3: the same over DALI
+# 120 steps, 20 of them warm-up: a window of 100 steps, inside the generated imagenet's first epoch (156 steps: no
+# epoch start), 12 s of the baseline's (119 ms a step on the H200) and 4-6 s of the recipe's
+WORK_FLAGS = "--workload imagenet --steps 120 --warmup-steps 20"
+DATA_S = 30  # the imagenet workload's 42,000 photos on 16 cores (its 22,000 took 15 s on the H200 machine)
+LOADERS_S = 45  # each loader alone, one run of each: 15 s a run (bench/stages/cost.py), their start
 VIT_S = 150  # vit's ddp and fsdp rows, one round: two runs of 35-40 s by the saved H200 runs, a cold start each
-ROUNDS = ["-m", "bench", "--workload", "imagenet", "--variants", SIX, "--loaders", "none", "--budget", "none", "--out",
-          "{work}/rounds"]  # fmt: skip
 STEPS = [
-    Step("environment", 1, 60, ["tools/firstgpu.py", "--environment", "{work}/environment.json"], background=True,
+    Step("environment", 1, 60, ["tools/gpurun.py", "--environment", "{work}/environment.json"], background=True,
          least_s=0),
     Step("imagenet-data", 1, 150, ["-m", "bench.data", "--workload", "imagenet"], least_s=0),
-    # the six rows' paired rounds until settled or the part's clock ends them: every row kept, none dropped by the
-    # saved runs' costs (a budget would keep 3 rounds of fewer rows)
-    Step("imagenet-rounds", 1, PART_S, ROUNDS),
-    # the next command, at once: the same bench's next rounds (its budget none: the resumed bench counts the first
-    # rounds' time as spent), vit's time kept: the fourth GPU run gave the rounds all of part 2 and vit none, while
-    # 2 rounds had settled every row
-    Step("imagenet-more", 2, PART_S, ["-m", "bench", "--resume", "--out", "{work}/rounds", "--budget", "none"],
-         reserve_s=VIT_S, least_s=45),
+    # the recipe's rows' paired rounds until the part's clock ends them: every row kept, none dropped by the saved
+    # runs' costs (a budget would keep 3 rounds of fewer rows)
+    Step("recipe-rounds", 1, PART_S, bench(f"{WORK_FLAGS} --variants {RECIPE} --loaders none --repeats 3 --out"
+                                           " {work}/recipe")),
+    # the next command, at once: the same bench's next rounds (budget none: the resumed bench counts the first
+    # rounds' time as spent), the loaders' and vit's time kept
+    Step("recipe-more", 2, PART_S, ["-m", "bench", "--resume", "--out", "{work}/recipe", "--budget", "none"],
+         reserve_s=LOADERS_S, least_s=45),
+    Step("loaders-alone", 2, LOADERS_S + 30, ["-m", "bench", *WORK_FLAGS.split(), "--variants", "", "--loaders",
+                                              "loader,loader_nvjpeg", "--repeats", "1", "--budget", "none", "--out",
+                                              "{work}/loaders"], least_s=LOADERS_S),
     Step("vit-fsdp", 2, VIT_S, bench("--workload vit --variants ddp,fsdp --repeats 1 --loaders none --out {work}/vit"),
          least_s=120),
-    Step("dali-rows", 3, PART_S, ["-m", "bench", "--workload", "imagenet", "--variants", "baseline,dali", "--loaders",
-                                  "loader,loader_dali", "--repeats", "1", "--budget", "{minutes}", "--out",
-                                  "{work}/dali"]),
+    Step("dali-rounds", 3, PART_S, bench(f"{WORK_FLAGS} --variants {DALI} --loaders loader_dali --repeats 2 --out"
+                                         " {work}/dali")),
 ]  # fmt: skip
 PARTS = sorted({s.part for s in STEPS})
 
@@ -182,6 +199,46 @@ def tree_bytes():
     return sum((ROOT / name.decode()).stat().st_size for name in listed if name and (ROOT / name.decode()).is_file())
 
 
+# what --pack-dali leaves out of DALI's unpacked wheels, which loader_dali.py's pipeline (a file reader, the JPEG
+# decoder, crops, flips, normalisation) never loads on the GPU machine's CPython 3.12: other Pythons' extension modules
+# (76 MB), C headers (17 MB), the compression library nvCOMP (33 MB; no DALI library links it) and JPEG 2000's and
+# TIFF's codecs with nvimgcodec's extensions for the formats the pipeline does not read. Kept: every library DALI's
+# own link to (readelf -d: its .libs, cloud storage's and video's among them), nvimgcodec and its JPEG extensions,
+# nvJPEG. The pruned tree read and trained on the CPU here (loader_dali.py --bench, train.py --loader dali, with its
+# Python's modules kept instead of 3.12's); 144 MB compressed against 196 MB: 3 calls of carrying rather than 4.
+PYTHON_TAG = "cpython-312-"  # the GPU machine's Python (KINDS.md)
+PRUNED = (
+    "nvidia/libnvcomp",
+    "nvidia/nvjpeg2k",
+    "nvidia/nvtiff",
+    "nvidia/dali/include",
+    "nvidia/nvimgcodec/include",
+    "nvidia/nvimgcodec/tools",
+    "nvidia/cu13/include",
+    *(
+        f"nvidia/nvimgcodec/extensions/lib{name}_ext"
+        for name in ("nvjpeg2k", "nvtiff", "tiff", "opencv", "nvbmp", "nvpnm")
+    ),
+)
+
+
+def prune(site, python_tag=PYTHON_TAG):
+    """Leave out of an unpacked DALI what its pipeline never loads here (PRUNED, and the extension modules of every
+    Python but python_tag's); returns the bytes left out."""
+    site, gone = Path(site), 0
+    doomed = [p for p in site.rglob("*cpython-3*") if p.is_file() and python_tag not in p.name]
+    for pattern in PRUNED:
+        doomed += [p for p in site.glob(pattern + "*")]
+    for path in doomed:
+        if path.is_dir():
+            gone += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            shutil.rmtree(path)
+        elif path.exists():
+            gone += path.stat().st_size
+            path.unlink()
+    return gone
+
+
 def pack_dali(wheels=None, parts_dir=DALI_PARTS, part_bytes=None):
     """Here, once: DALI's wheels (downloaded for the GPU machine's Python 3.12, or those in the folder wheels)
     unpacked as pip --target would, compressed with xz (a third smaller than the wheels) and cut into parts that
@@ -202,6 +259,7 @@ def pack_dali(wheels=None, parts_dir=DALI_PARTS, part_bytes=None):
         for wheel in sorted(Path(wheels).glob("*.whl")):
             with zipfile.ZipFile(wheel) as z:
                 z.extractall(site)
+        prune(site)
         if (site / "nvidia").is_dir():
             (site / "nvidia" / "__init__.py").write_text(NAMESPACE)
         packed = tmp / "dali.tar.xz"
@@ -237,7 +295,7 @@ def unpack_dali(site, parts_dir=DALI_PARTS, gathered=DALI_TMP):
         return f"DALI is in {site}"
     parts = sorted(gathered.glob("dali.tar.xz.*"))
     if not parts:
-        return "no DALI part carried (python tools/firstgpu.py --pack-dali makes them)"
+        return "no DALI part carried (python tools/gpurun.py --pack-dali makes them)"
     count = int(parts[0].name.rsplit("-of-", 1)[1])
     if len(parts) < count:
         return f"DALI: {len(parts)} of its {count} parts are here; the rest come with the next parts' calls"
@@ -516,11 +574,24 @@ def estimates(part):
     return found
 
 
+def planned(step, part):
+    """What a bench step's own plan says on one GPU (its --dry-run: where its windows lie, its estimate from the saved
+    GPU runs and what it assumes), or [] for a step that is no new bench."""
+    if step.cmd[:2] != ["-m", "bench"] or "--resume" in step.cmd:
+        return []
+    cmd = [sys.executable, *(fill(c, folder_of(part), 10) for c in step.cmd), "--dry-run", "--gpus", "1"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        return [f"its plan fails: {last_words(done.stderr)}"]
+    keep = ("estimate: ", "  windows: ", "  assumed: ")
+    return [line.strip() for line in done.stdout.splitlines() if line.startswith(keep)]
+
+
 def dry_run():
     """Each part's steps with their commands, limits and estimated seconds (which sum to the part's or less), and the
     session's calls with what each costs in device seconds."""
     for part in PARTS:
-        print(f"part {part} (at most {PART_SECONDS.get(part, PART_S)} s; python3 tools/firstgpu.py --part {part}"
+        print(f"part {part} (at most {PART_SECONDS.get(part, PART_S)} s; python3 tools/gpurun.py --part {part}"
               " --out $OUT):")  # fmt: skip
         rows = estimates(part)
         for step, seconds in rows:
@@ -529,6 +600,8 @@ def dry_run():
             if not step.background and seconds < step.least_s:
                 when = f"skipped unless {step.least_s} s are left for it"
             print(f"  {step.name} (at most {step.limit_s} s; {when}): {cmd}")
+            for line in planned(step, part):
+                print(f"    {line}")
         total = sum(seconds for _, seconds in rows) + GRACE_S + PACK_S
         print(f"  in all about {total:.0f} s with the grace and the packing ({GRACE_S + PACK_S} s)\n")
     session = START_S + PART_SECONDS[1] + BETWEEN_S + PART_SECONDS[2]
@@ -537,14 +610,14 @@ def dry_run():
         f"the session: the machine's start {START_S} s, part 1 {PART_SECONDS[1]} s, {BETWEEN_S} s between, part 2"
         f" {PART_SECONDS[2]} s at once after it: about {session} s of the {PLAN_S} planned; DALI's rows, in a session"
         f" of their own: the start, {DALI_CALLS} calls carrying DALI's parts ({CARRY_S} s each: python3"
-        f" tools/firstgpu.py --carry) and part 3 {PART_SECONDS[3]} s, about {dali} s"
+        f" tools/gpurun.py --carry) and part 3 {PART_SECONDS[3]} s, about {dali} s"
     )
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python tools/firstgpu.py", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python tools/gpurun.py", description=__doc__.splitlines()[0])
     p.add_argument("--part", type=int, choices=PARTS, help="the part to run")
-    p.add_argument("--out", default="results/firstgpu", help="where part-N.tar.gz and part-N.md go (the device: $OUT)")
+    p.add_argument("--out", default="results/gpurun", help="where part-N.tar.gz and part-N.md go (the device: $OUT)")
     p.add_argument("--dry-run", action="store_true", help="print each part's steps and stop")
     p.add_argument("--seconds", type=int, help="the part's seconds, where less device time is left than it plans")
     p.add_argument("--dali-site", default=os.environ.get("DALI_SITE", "/tmp/site"), help="where DALI was installed")
@@ -568,7 +641,7 @@ def main(argv=None):
         return dry_run()
     if args.seconds is not None:
         if not GRACE_S + PACK_S < args.seconds <= PART_S:
-            print(f"firstgpu: error: --seconds {args.seconds}: more than {GRACE_S + PACK_S} (the grace and the packing)"
+            print(f"gpurun: error: --seconds {args.seconds}: more than {GRACE_S + PACK_S} (the grace and the packing)"
                   f" and at most {PART_S}", file=sys.stderr)  # fmt: skip
             sys.exit(2)
         PART_SECONDS[args.part] = args.seconds
