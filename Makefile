@@ -6,22 +6,23 @@ WORKLOAD ?=
 DATA ?=
 ARGS ?=
 
-# CPU=avx2 or CPU=bf16: the tests (make test, test-fast) run as a machine of that class would, whatever this one is:
+# CPU=avx2, CPU=avx512bf16 (AVX-512-BF16 without AMX) or CPU=bf16 (with AMX): the tests (make test, test-fast) run as a machine of that class would, whatever this one is:
 # its flags stand for /proc/cpuinfo's (CPUINFO_FLAGS, read by the scripts and the bench alike); CPU=other names the
 # class this machine is not (.ci/run runs make test-fast so, after make test: a test that assumes one class fails)
 CPU_avx2 := fpu sse2 avx avx2 fma
+CPU_avx512bf16 := fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16
 CPU_bf16 := fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_bf16
 NATIVE_BF16_HERE = $(shell grep -q -w -E 'avx512_bf16|amx_bf16|bf16' /proc/cpuinfo 2>/dev/null && echo yes)
 CPU_CLASS = $(if $(filter other,$(CPU)),$(if $(NATIVE_BF16_HERE),avx2,bf16),$(CPU))
 ifneq ($(CPU),)
-ifeq ($(filter avx2 bf16 other,$(CPU)),)
-$(error CPU=$(CPU): choose avx2, bf16 or other)
+ifeq ($(filter avx2 avx512bf16 bf16 other,$(CPU)),)
+$(error CPU=$(CPU): choose avx2, avx512bf16, bf16 or other)
 endif
 export CPUINFO_FLAGS = $(CPU_$(CPU_CLASS))
 endif
 # make test's pass as the other class: the class its passes ran as (CPU's, else this machine's), turned over
 RAN_AS = $(or $(CPU_CLASS),$(if $(NATIVE_BF16_HERE),bf16,avx2))
-OTHER_CLASS = $(if $(filter bf16,$(RAN_AS)),avx2,bf16)
+OTHER_CLASS = $(if $(filter avx2,$(RAN_AS)),bf16,avx2)
 
 # the oldest torch CI tests (requirements.txt): its wheels alone (they import beside .venv's CUDA 13 libraries and
 # train on a CPU), in a folder of their own that make test puts first on PYTHONPATH for the scripts' tests
@@ -44,9 +45,12 @@ bench: $(SETUP)
 # settled or the budget spent: 5 minutes, 10 where nvidia-smi lists a GPU (3 rounds of any technique's pair by the
 # GPU plan's costs; one workload there, the one the techniques belong to); results/compare/; ARGS="--budget 20"
 COMPARE_MIN = $(if $(shell nvidia-smi -L 2>/dev/null),10,5)
+# V reaches the shell as its environment's V (make exports a variable set on its command line), never pasted into the
+# recipe's text: "V=amp;cmd" is a bad variant's name, said in one line, not a command run
 compare: $(SETUP)
-	@case "$(V)" in ""|*baseline*) echo "usage: make compare V=amp (or V=amp,compile: any of make bench's variants but baseline)" >&2; exit 2 ;; esac
-	$(PY) -m bench --variants baseline,$(V) --loaders none --budget $(COMPARE_MIN) --out results/compare $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
+	@case "$$V" in ""|*baseline*) echo "usage: make compare V=amp (or V=amp,compile: any of make bench's variants but baseline)" >&2; exit 2 ;; \
+	  *[!A-Za-z0-9_:,+-]*) echo "make compare: V=$$V: a variant's name holds letters, digits and _ : , + - alone (python -m bench --help lists them)" >&2; exit 2 ;; esac
+	$(PY) -m bench --variants "baseline,$$V" --loaders none --budget $(COMPARE_MIN) --out results/compare $(if $(WORKLOAD),--workload $(WORKLOAD)) $(if $(DATA),--data $(DATA)) $(ARGS)
 
 # does every technique work on this machine? a short run of every script and path, a table of what works (3-4 min)
 check: $(SETUP)

@@ -39,6 +39,8 @@ import torchvision
 from PIL import Image
 from torch import nn
 
+import cpu
+
 
 def die(message):
     """End the run with a one-line error naming the problem, exit code 2."""
@@ -324,35 +326,23 @@ def one_line_errors():
 
 def native_bf16(device):
     """True or False; None where the system does not say (a CPU without /proc/cpuinfo). bf16 is native on GPUs
-    from Ampere on and on CPUs with AVX-512-BF16 or AMX (Arm: bf16); elsewhere it is emulated, and slow."""
+    from Ampere on and on CPUs with AVX-512-BF16 or AMX (Arm: bf16: the one rule, cpu.py's); elsewhere it is
+    emulated, and slow."""
     if device.type == "cuda":
         try:
             return torch.cuda.is_bf16_supported(including_emulation=False)
         except TypeError:  # a torch that does not know emulation
             return torch.cuda.is_bf16_supported()
-    flags = cpu_flags()
-    if flags is None:
-        return None
-    return bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
+    return cpu.native_bf16(cpu_flags())
 
 
 def cpu_flags():
-    """The CPU's feature flags as /proc/cpuinfo lists them (x86 `flags`, Arm `Features`); None where the system does
-    not say. CPUINFO_FLAGS, where set, stands for them: the one seam through which the tests, and `make test-fast
-    CPU=avx2` (or CPU=bf16), run as a machine of the other class would (python -m bench reads it too).
-    CPUINFO_FLAGS_READ, where set, is a file each read marks: how make test finds the tests that read the class."""
-    if os.environ.get("CPUINFO_FLAGS_READ"):
-        open(os.environ["CPUINFO_FLAGS_READ"], "a").close()
-    forced = os.environ.get("CPUINFO_FLAGS")
-    if forced is not None:
-        return set(forced.split())
+    """The CPU's feature flags (cpu.py, which the bench reads too: CPUINFO_FLAGS stands for them); None where the
+    system does not say. A CPUINFO_FLAGS set to nothing ends the run in one line."""
     try:
-        with open("/proc/cpuinfo") as f:
-            return {
-                flag for line in f if line.startswith(("flags", "Features")) for flag in line.split(":", 1)[1].split()
-            }
-    except (OSError, IndexError):
-        return None
+        return cpu.flags()
+    except cpu.FlagsError as e:
+        die(str(e))
 
 
 def check_amp_dtype(name, device):

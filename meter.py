@@ -102,6 +102,9 @@ class Meter:
         checks.at_least(args, {"--warmup-steps": 0})
         if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
             die(f"--target-accuracy {args.target_accuracy}: a share of the validation images, above 0 and at most 1")
+        if args.target_accuracy is not None and getattr(args, "eval_samples", None) == 0:
+            die("--target-accuracy is read at each evaluation: with --eval-samples 0 nothing is evaluated, so it could"
+                " never be reached")  # fmt: skip
         if args.metrics_out and self.is_main:
             checks.writable(args.metrics_out)
         if args.memory_snapshot and self.is_main:

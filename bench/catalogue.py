@@ -41,6 +41,8 @@ class Row:
     kind: str = "train"  # or "loader": a loader's pipeline alone, no training
     twin: str = ""  # the row it computes the same run as, at the same seed (--parity checks their curves match)
     by_default: bool = True  # False: it runs where --variants names it, not in a bench of every row
+    says: str = ""  # what its script adds, in the README's table of the scripts (a tutorial's row)
+    usage: str = ""  # how to run it there; "" for `python SCRIPT --data DIR` (torchrun's: 8 processes)
 
 
 # in the order a user needs them, the order they run in and are left out from the end of when the budget is short:
@@ -51,26 +53,45 @@ ROWS = [
     # the whole recipe's ceiling (amp, channels_last, compile in one process), where named
     Row("all-synthetic", "train_all.py", ("--data", "{synthetic}"), measures="all", compiles=True, by_default=False),
     Row("baseline", "train.py"),
-    Row("amp", "train_amp.py", base="train.py", lesson=3),
-    Row("tf32", "train_tf32.py", base="train.py", lesson=10, workloads="transformer"),
-    Row("fused", "train_fused.py", base="train.py", lesson=9, workloads="transformer", twin="baseline"),
-    Row("channels_last", "train_channels_last.py", base="train.py", lesson=4, workloads="cnn"),
-    Row("compile", "train_compile.py", base="train.py", lesson=5, compiles=True),
-    Row("all", "train_all.py", base="train.py", lesson=7, launch="torchrun", compiles=True),
+    Row("amp", "train_amp.py", base="train.py", lesson=3,
+        says="+ `torch.amp.autocast`, `--amp-dtype bf16` (default where supported) or `fp16` with `GradScaler`"),
+    Row("tf32", "train_tf32.py", base="train.py", lesson=10, workloads="transformer",
+        says="+ fp32 matmuls and convolutions in TF32 (NVIDIA), or bf16 (oneDNN, CPUs with native bf16)"),
+    Row("fused", "train_fused.py", base="train.py", lesson=9, workloads="transformer", twin="baseline",
+        says="+ the optimizer's fused step (`fused=True`, SGD or AdamW)",
+        usage="`python train_fused.py --data DIR --optimizer adamw`"),
+    Row("channels_last", "train_channels_last.py", base="train.py", lesson=4, workloads="cnn",
+        says="+ the model and every batch in `torch.channels_last` (NHWC) memory format"),
+    Row("compile", "train_compile.py", base="train.py", lesson=5, compiles=True,
+        says="+ `torch.compile(model)`, `--compile-mode default\\|reduce-overhead\\|max-autotune`; the first step,"
+             " which compiles, is timed apart (`compile_s`)"),
+    Row("all", "train_all.py", base="train.py", lesson=7, launch="torchrun", compiles=True,
+        says="+ DDP, AMP, channels_last and `torch.compile` at once; `--no-compile`, `--no-channels-last`, `--amp-dtype"
+             " none` switch a block off",
+        usage="`torchrun --nproc-per-node 8 train_all.py --data DIR` (or `python train_all.py`: no DDP)"),
     Row("dali", "train.py", ("--loader", "dali"), workloads="cnn"),  # its tutorial is loader_dali's (below)
     # the JPEG decode on the GPU (its tutorial is loader_nvjpeg's, below): where named, until a GPU run has measured it
     # (a bench of every row fits its GPU budget without it)
     Row("nvjpeg", "train.py", ("--loader", "nvjpeg"), workloads="cnn", on_cpu=False, by_default=False),
-    Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6, twin="baseline"),
-    Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False),
-    Row("ddp", "train_ddp.py", base="train.py", lesson=2, launch="torchrun", several_gpus=True),
+    Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6, twin="baseline",
+        says="+ activation checkpointing (`torch.utils.checkpoint`, non-reentrant) over the model's main stages"),
+    Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False,
+        says="+ `nn.DataParallel` over every visible GPU; `--batch-size` is split over them"),
+    Row("ddp", "train_ddp.py", base="train.py", lesson=2, launch="torchrun", several_gpus=True,
+        says="+ DistributedDataParallel, one process per GPU, `DistributedSampler`, exact distributed evaluation,"
+             " `--sync-bn`"),
     Row("fsdp", "train_fsdp.py", base="train.py", lesson=8, launch="torchrun", workloads="transformer",
-        several_gpus=True, twin="ddp"),
+        several_gpus=True, twin="ddp",
+        says="+ FSDP2: `fully_shard` per block, then the root; parameters, gradients, optimizer state sharded"),
     Row("loader", "loader.py", kind="loader"),  # the input pipeline alone
-    Row("loader_dali", "loader_dali.py", base="loader.py", lesson=11, kind="loader", measures="dali"),
+    Row("loader_dali", "loader_dali.py", base="loader.py", lesson=11, kind="loader", measures="dali",
+        says="+ an NVIDIA DALI pipeline in place of the `DataLoader`, decoding on the GPU",
+        usage="`python train.py --data DIR --loader dali` (any `train*.py`); `python loader_dali.py --data DIR"
+              " --bench`"),
     # the JPEG decode on the GPU with torchvision alone: without a GPU it decodes in the training process, on the CPU
     Row("loader_nvjpeg", "loader_nvjpeg.py", base="loader.py", lesson=12, kind="loader", measures="nvjpeg",
-        on_cpu=False),
+        on_cpu=False, says="+ the JPEG decode and crops on the GPU with torchvision alone (nvJPEG)",
+        usage="`python train.py --data DIR --loader nvjpeg`; `python loader_nvjpeg.py --data DIR --bench`"),
 ]  # fmt: skip
 BY_NAME = {row.name: row for row in ROWS}
 
@@ -83,6 +104,14 @@ def training():
 def loaders():
     """The loader rows (a pipeline alone), by name."""
     return {row.name: row for row in ROWS if row.kind == "loader"}
+
+
+def usage(row):
+    """How to run a tutorial's script, as the README's table of the scripts says it."""
+    if row.usage:
+        return row.usage
+    launch = "torchrun --nproc-per-node 8" if row.launch == "torchrun" else "python"
+    return f"`{launch} {row.script} --data DIR`"
 
 
 def tutorials():

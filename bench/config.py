@@ -6,12 +6,16 @@ the record its registration builds, bench/modes/__init__.py). Everything below t
 plans other work varies it (varied: a copy with some fields changed), as --scaling plans its DDP rows alone. Each
 field keeps the name of its flag (--batch-size: work.batch_size); a value left None is chosen by the planner for the
 machine and the workload (bench/stages/plan.py DEFAULTS).
+
+A bench keeps its configuration with its plan (saved(), in logs/BENCH/plan.json), and --resume finishes it with the
+configuration rebuilt from there (resumed()): the resume command may change what RESUMABLE names, and nothing else.
 """
 
-from dataclasses import dataclass, field, fields, replace
+import importlib
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from bench import catalogue
+from bench import BenchError, catalogue
 
 
 @dataclass(frozen=True)
@@ -131,3 +135,103 @@ def of(flags, mode, **made):
     groups = {g: Config.__dataclass_fields__[g].default_factory for g in GROUPS}
     built = {g: kind(**{f.name: values[f.name] for f in fields(kind)}) for g, kind in groups.items()}
     return Config(mode=mode, dry_run=values["dry_run"], gpus=values["gpus"], **built)
+
+
+# what a --resume may change of the bench it finishes: where its results are and which baselines it compares with,
+# how long this part may run, and what each run also records (added, never taken away); the rest is the bench as it
+# was planned (its rows, work, launch, rounds and timeout, its mode's own flags)
+RESUMABLE = ("out", "baseline_dir", "budget", "chunk", "tensorboard", "profile")
+ADDED = ("tensorboard", "profile")  # a resume adds them where the bench began without, never takes them away
+
+
+def saved(asked):
+    """The configuration as plan.json keeps it (JSON's types: a tuple a list, a path its text), its mode's own flags
+    with the name of their record's kind (rebuilt() finds it again)."""
+    keep = jsonable({name: value for name, value in asdict(replace(asked, own=None)).items() if name != "own"})
+    if asked.own is not None:
+        kind = type(asked.own)
+        keep["own"] = dict(kind=f"{kind.__module__}.{kind.__qualname__}", fields=jsonable(asdict(asked.own)))
+    return keep
+
+
+def jsonable(value):
+    if isinstance(value, dict):
+        return {name: jsonable(v) for name, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
+def rebuilt(kept):
+    """The Config that saved() kept: every group of its kind, a list a tuple again, a path a Path."""
+    own = None
+    if kept.get("own"):
+        module, _, name = kept["own"]["kind"].rpartition(".")
+        own = built(getattr(importlib.import_module(module), name), kept["own"]["fields"])
+    groups = {g: built(Config.__dataclass_fields__[g].default_factory, kept[g]) for g in GROUPS}
+    top = {f.name: kept[f.name] for f in fields(Config) if f.name not in (*GROUPS, "own") and f.name in kept}
+    return Config(**top, **groups, own=own)
+
+
+def built(kind, values):
+    """A record of kind from its kept values (a field it no longer has is left out, a new one keeps its default)."""
+    known = {f.name: f for f in fields(kind)}
+
+    def back(f, value):
+        if f.type is Path or (value is not None and f.type == Path | None):
+            return Path(value)
+        return tuple(value) if isinstance(value, list) else value
+
+    return kind(**{name: back(known[name], value) for name, value in values.items() if name in known})
+
+
+def given(asked):
+    """{field: value} of what the command line set: the fields whose value is not the default's (a group's field by
+    its name, the rows' default_* flags left out: they follow --variants and --loaders)."""
+    default, found = Config(), {}
+    for group in GROUPS:
+        for f in fields(getattr(asked, group)):
+            value = getattr(getattr(asked, group), f.name)
+            if not f.name.startswith("default_") and value != getattr(getattr(default, group), f.name):
+                found[f.name] = value
+    for name in ("dry_run", "gpus"):
+        if getattr(asked, name) != getattr(default, name):
+            found[name] = getattr(asked, name)
+    return found
+
+
+def flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def words(value):
+    """A flag's value as the command line gives it: a list comma-separated, a number as short as it is."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def resumed(planned, asked, bench_id):
+    """(the configuration a --resume finishes bench_id with, what the resume command changed, in words): the planned
+    one, with the resume command's RESUMABLE fields (ADDED ones added to the planned). Any other field the resume
+    command sets to something other than the planned value is a BenchError, one line: a resume finishes the bench it
+    names, a bench of other work is a new bench."""
+    planned_values = {name: value for group in GROUPS for name, value in asdict(getattr(planned, group)).items()}
+    for name, value in given(asked).items():
+        if name in RESUMABLE:
+            continue
+        was = planned_values.get(name, getattr(planned, name, None))
+        if jsonable(value) != jsonable(was):
+            then = f"without {flag(name)}" if was in (None, False) else f"{flag(name)} {words(was)}"
+            raise BenchError(
+                f"{flag(name)} {words(value)}: a --resume finishes bench {bench_id} as it was planned ({then}); it may"
+                f" change {', '.join(map(flag, RESUMABLE))} alone: start a new bench for other work"
+            )
+    asked_values = {name: value for group in GROUPS for name, value in asdict(getattr(asked, group)).items()}
+    changes = {name: asked_values[name] for name in RESUMABLE}
+    changes.update({name: asked_values[name] or planned_values[name] for name in ADDED})
+    told = [
+        name for name in ("budget", "chunk", *ADDED) if name in given(asked) and changes[name] != planned_values[name]
+    ]
+    said = [flag(name) if changes[name] is True else f"{flag(name)} {words(changes[name])}" for name in told]
+    return varied(planned, **changes), said

@@ -12,7 +12,8 @@ Who writes it: `train` (every train*.py), `loader` (loader*.py --bench), `script
 (the bench, per run), `machine` (the bench, per machine), `summary` (summary.csv, per variant).
 Summary: `median` over the ok runs, `first` (the same in every run), `-` not summarized.
 Flags: `required` (a positive finite number in every ok run; `required=train`: in every ok training
-run), `workload` (part of "the same work" when a bench is compared with a saved baseline), `ratio`
+run), `least=N` (where there, a number N or more: runs.csv is refused naming the row where it is not),
+`workload` (part of "the same work" when a bench is compared with a saved baseline), `ratio`
 (the summary adds <stem>_vs_baseline), `only=SCRIPT[+SCRIPT]` (written by those scripts alone), `json` (in the
 run's metrics file alone, logs/<bench>/<run>.json: not a column of runs.csv).
 
@@ -33,11 +34,11 @@ run                     -     runner  -       -          the run's name in its b
 variant                 -     script  -       workload   the technique: baseline, amp, ... (a name of the bench plan)
 kind                    -     runner  -       workload   train (a training script) or loader (an input pipeline alone)
 workload                -     runner  -       workload   small, imagenet (generated: bench/data.py), custom (--data DIR)
-repeat                  -     runner  -       -          1, 2, ...: the repeats are interleaved
+repeat                  -     runner  -       least=1    1, 2, ...: the repeats are interleaved
 status                  -     runner  -       -          ok or failed
 returncode              -     runner  -       -          the run's exit code
 error                   -     runner  -       -          why it failed: the script's error line, or `timed out ...`
-wall_s                  s     runner  median  -          the whole process: start-up, warm-up and evaluation included
+wall_s                  s     runner  median  least=0    the whole process: start-up, warm-up and evaluation included
 runner_cpu_s            s     runner  median  -          CPU the runner spent on the run (launching, sampling)
 other_s                 s     runner  median  -          wall_s less setup, warm-up, window and evaluation: starting the
                                                            interpreter, imports, launching (torchrun), writing, exiting
@@ -369,6 +370,11 @@ class Field(NamedTuple):
     def only(self):
         return next((flag.split("=")[1] for flag in self.flags if flag.startswith("only=")), "")
 
+    @property
+    def least(self):
+        """The least value the field may hold (its `least=N` flag), or None."""
+        return next((float(flag.split("=")[1]) for flag in self.flags if flag.startswith("least=")), None)
+
 
 def parse(table):
     fields = []
@@ -391,6 +397,22 @@ WORKLOAD = [f.name for f in FIELDS if "workload" in f.flags]
 MEDIANS = [f.name for f in FIELDS if f.summary == "median"]
 FIRSTS = [f.name for f in FIELDS if f.summary == "first"]
 RATIOS = {f.name: re.sub("_mib$", "", f.name) + "_vs_baseline" for f in FIELDS if "ratio" in f.flags}
+
+
+def out_of_range(frame):
+    """(row number, field, value, least) of the first value below its field's least (the `least=N` flag), the row
+    numbered as a CSV file's lines are (its header the first); None where every value is in range or empty."""
+    import pandas as pd  # here: the schema's table is read where pandas is not installed (python -m bench.schema)
+
+    for f in FIELDS:
+        if f.least is None or f.name not in frame:
+            continue
+        values = frame[f.name].reset_index(drop=True)
+        numbers = pd.to_numeric(values, errors="coerce")  # text that is no number: another check's
+        low = numbers[numbers < f.least]
+        if not low.empty:
+            return int(low.index[0]) + 2, f.name, values[low.index[0]], f.least
+    return None
 
 
 def required(kind):

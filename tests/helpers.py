@@ -191,7 +191,14 @@ def generate(out, train=12, val=4, size=16, seed=0):
 
 # the two classes of CPU the tests and CI meet, as /proc/cpuinfo lists their flags (the part that decides): set as
 # CPUINFO_FLAGS (checks.cpu_flags, bench.observe.machine.cpu_flags), a test sees that class whatever this machine is
-CPU_CLASSES = dict(avx2="fpu sse2 avx avx2 fma", bf16="fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_bf16")
+# the real flag sets of the CPUs CI and the team run on: AVX2 only (an AMD EPYC), AVX-512-BF16 without AMX (an AMD EPYC
+# of another generation), AVX-512-BF16 with AMX (a Xeon): each class a test of the bf16 rule takes (cpu.py)
+CPU_CLASSES = dict(
+    avx2="fpu sse2 avx avx2 fma",
+    avx512bf16="fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16",
+    bf16="fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16 amx_bf16",
+)
+NATIVE = dict(avx2=False, avx512bf16=True, bf16=True)  # bf16 native in each class
 
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 2)  # two CPU processes (gloo)
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from bench.outputs import diffs
-from helpers import PY, ROOT
+from helpers import CPU_CLASSES, PY, ROOT
 
 
 @pytest.mark.slow  # make and a fresh interpreter: 1.5 s each
@@ -15,6 +15,24 @@ from helpers import PY, ROOT
 def test_make_compare_without_a_technique_or_with_a_misspelt_one_is_one_line(v, words):
     result = subprocess.run(["make", "-s", "compare", f"V={v}", f"PY={PY}"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_make_tests_cpu_classes_are_the_tests_own():
+    """make test CPU=CLASS sets the flags of the class the tests name (helpers.CPU_CLASSES): one set of classes."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    classes = dict(line[len("CPU_") :].split(" := ") for line in lines if line.startswith("CPU_") and " := " in line)
+    assert classes == CPU_CLASSES
+
+
+@pytest.mark.parametrize("v", ["amp;touch {marker}", "amp`touch {marker}`", 'amp" ; touch {marker} ; echo "'])
+def test_make_compare_runs_no_command_that_v_holds(v, tmp_path):
+    """V reaches the shell as an environment variable, quoted: what it holds is a variant's name, or one line."""
+    marker = tmp_path / "ran"
+    asked = v.format(marker=marker)
+    result = subprocess.run(["make", "-s", "compare", f"V={asked}", f"PY={PY}"], cwd=ROOT, capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 2 and not marker.exists()
+    assert "a variant's name holds letters, digits and _ : , + - alone" in result.stderr
 
 
 @pytest.mark.parametrize("flags", [["V=nope"], []])

@@ -434,7 +434,7 @@ def test_evaluation_is_left_out_of_the_window(tiny_data, tmp_path):
     """3 validation batches of 1 s each, after each of the 2 epochs that end inside the window: 6 s paused."""
     m = slowed(tmp_path, tiny_data, 0, 1.0, "--warmup-steps", 2)
     assert m["eval_pauses"] == 2
-    assert m["window_s"] < 3, m["window_s"]  # 18 steps of a few tens of ms, and none of the 6 s of evaluation
+    assert m["window_s"] < 6, m["window_s"]  # the 6 s of evaluation would be in it; the 18 steps take tenths
     assert m["data_wait_frac"] < 0.5
 
 
@@ -702,3 +702,11 @@ def test_a_collectives_time_and_its_time_with_no_compute_beside_it():
     ]
     assert meter.collective_time(gpu, steps=1) == (pytest.approx(3.0), pytest.approx(2.0))
     assert meter.collective_time(cpu[:4], steps=2) == (None, None)  # no collective: nothing to say
+
+
+def test_a_target_accuracy_with_nothing_evaluated_is_one_line(tiny_data, tmp_path):
+    """--target-accuracy is read at each evaluation: --eval-samples 0 evaluates nothing, so the run would train on
+    without a word; it is refused before any work (the meter declares both rules)."""
+    result, m = train("train.py", tiny_data, tmp_path / "m.json", "--eval-samples", 0, "--target-accuracy", 0.5)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and m is None, result.stderr
+    assert "--target-accuracy is read at each evaluation: with --eval-samples 0 nothing is evaluated" in result.stderr

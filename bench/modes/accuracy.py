@@ -110,15 +110,20 @@ def time_to_target(metrics, target):
 
 class ToAccuracy(execute.Mode):
     """The mode as the executor runs it: a run a variant; its record, the time to the target from its val_curve.
-    options: target, epochs, timeout."""
+    Its state: the target accuracy and the epochs to reach it in, besides the timeout."""
 
     name, what, subfolder = "to_accuracy", "variants", "to-accuracy"
+
+    @dataclass(frozen=True)
+    class State(execute.State):
+        target: float = 0.0
+        epochs: int = 0
 
     def do(self, run, job):
         row = job.launch(run)
         if row is None:
             return None
-        target, epochs = self.options["target"], self.options["epochs"]
+        target, epochs = self.state.target, self.state.epochs
         result = dict(variant=run.variant, target=target, max_epochs=epochs, error=row.get("error"))
         result.update(status=row["status"], run_s=row["wall_s"], wall_s=None)
         if row["status"] == "ok":
@@ -142,7 +147,7 @@ class ToAccuracy(execute.Mode):
         if not base.empty:
             table["speedup"] = base["train_s"].iloc[0] / table["train_s"]
         spent = sum(r.get("run_s") or 0 for r in records)
-        write(self.config.outputs.out, table, self.info, spent, self.options["target"], found)
+        write(self.config.outputs.out, table, self.info, spent, self.state.target, found)
         print(f"to accuracy: {spent / 60:.1f} min in runs; {self.config.outputs.out}/accuracy.md, accuracy.csv,"
               " accuracy_curves.png")  # fmt: skip
         return 0
@@ -162,10 +167,9 @@ def main(config, info, bench_id):
         run.estimate_s = cost.accuracy_s([run], epochs, gpu, info["cpu_bf16_native"])
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
     works = dict(hard=plan.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
-    options = dict(
-        target=config.own.to_accuracy, epochs=epochs, timeout=cost.timeout_s(config.limits.timeout, gpu, "accuracy")
-    )
-    mode = ToAccuracy(config, info, bench_id, runs, works, options)
+    timeout = cost.timeout_s(config.limits.timeout, gpu, "accuracy")
+    state = ToAccuracy.State(target=config.own.to_accuracy, epochs=epochs, timeout=timeout)
+    mode = ToAccuracy(config, info, bench_id, runs, works, state)
     execute.start(mode)
     execute.execute(mode, budget_s, config.limits.chunk)
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import BenchError, check_folder, data, write_whole
+from bench import BenchError, catalogue, check_folder, data, write_whole
 from bench.catalogue import TORCHRUN
 from bench.modes import Registration, new_id, this_machine
 from bench.outputs import markdown
@@ -144,11 +144,28 @@ def paths(gpus, model=MODEL):
         Probe(f"train.py --profile: torch.profiler after the window ({'CUDA kernels' if gpus else 'CPU'})",
              ["train.py", "--profile", "{trace}", *device], kind="profile"),
     ]  # fmt: skip
+    every += from_catalogue(every, device)
     for path in every:
         if path.kind != "loader" and "--model" not in path.cmd:
             path.cmd += ["--model", model]
         path.cmd += FLAGS if path.kind != "loader" else ["--batch-size", "8", "--steps", "20", "--warmup-steps", "3"]
     return every
+
+
+def from_catalogue(every, device):
+    """A path for each technique of the catalogue (a row with a tutorial: its script and its flags; a loader's row:
+    its --bench) that no path above runs: a technique is its script and its row, and `make check` runs it."""
+    found = []
+    for row in catalogue.ROWS:
+        wanted = [row.script, *row.flags]
+        if not row.base or any(all(part in path.cmd for part in wanted) for path in every):
+            continue
+        if row.kind == "loader":
+            found.append(Probe(f"{row.script} --bench: the {row.name} row's pipeline alone", [*wanted, "--bench",
+                               *device], kind="loader"))  # fmt: skip
+        else:
+            found.append(Probe(f"{' '.join(wanted)}: the {row.name} row", [*wanted, *device]))
+    return found
 
 
 # on a GPU these run first: the paths only a GPU runs, so that a first GPU run cut short has still run them
@@ -274,14 +291,20 @@ def verdict(path, row, snapshot):
 
 class Check(execute.Mode):
     """The check as a mode of the executor: a run a path; its record says works or fails, and why.
-    options: gpus (the plan's), model, timeout."""
+    Its state: the GPUs it planned for, the model, the paths asked (--paths), besides the timeout."""
 
     name, what = "check", "paths"
 
-    def __init__(self, config, info, bench_id, runs, works, options=None):
-        super().__init__(config, info, bench_id, runs, works, options)
-        gpus = self.options["gpus"]
-        self.every = chosen(in_order(paths(gpus, self.options["model"]), gpus), self.options.get("paths"))
+    @dataclass(frozen=True)
+    class State(execute.State):
+        gpus: int = 0
+        model: str = MODEL
+        paths: tuple | None = None
+
+    def __init__(self, config, info, bench_id, runs, works, state=None):
+        super().__init__(config, info, bench_id, runs, works, state)
+        gpus = self.state.gpus
+        self.every = chosen(in_order(paths(gpus, self.state.model), gpus), self.state.paths)
         self.snapshot = config.outputs.out / "check" / "snapshot.pickle"
 
     def folder(self):
@@ -306,7 +329,7 @@ class Check(execute.Mode):
 
     def finish(self, records, unrun, how):
         found = {r["variant"]: (r["result"], r["detail"]) for r in records}
-        gpus, results = self.options["gpus"], []
+        gpus, results = self.state.gpus, []
         for path in self.every:
             why = applies(path, gpus)
             if why:
@@ -357,13 +380,9 @@ def main(config, info, bench_id):
             run.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "compile-cache" / f"{i:02d}")  # each path its own
             run.estimate_s = cost.check_s([path], gpus, info.get("cpu_bf16_native", True))
             runs.append(run)
-    options = dict(
-        gpus=gpus,
-        model=config.work.model or MODEL,
-        timeout=cost.timeout_s(config.limits.timeout, gpus, "check"),
-        paths=config.own.paths,
-    )
-    mode = Check(config, info, bench_id, runs, dict(check=Work(data=str(where))), options)
+    timeout = cost.timeout_s(config.limits.timeout, gpus, "check")
+    state = Check.State(gpus=gpus, model=config.work.model or MODEL, paths=config.own.paths, timeout=timeout)
+    mode = Check(config, info, bench_id, runs, dict(check=Work(data=str(where))), state)
     execute.start(mode)
     budget = cost.budget_s(config.limits.budget)
     execute.execute(mode, budget, config.limits.chunk)

@@ -29,7 +29,7 @@ import math
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -258,19 +258,26 @@ def largest(records):
 class MaxBatch(execute.Mode):
     """The mode as the executor runs it: a variant's search and its measured run are one of its runs; then the rounds
     at each variant's largest batch, added by more() a round at a time once every search has run.
-    options: memory_limit (MiB or None), timeout, rounds, timed_s (a timed run's estimate, by variant)."""
+    Its state: memory_limit (MiB or None), rounds, timed_s (a timed run's estimate, by variant), besides the
+    timeout."""
 
     name, what, subfolder = "max_batch", "runs", "max-batch"
 
+    @dataclass(frozen=True)
+    class State(execute.State):
+        memory_limit: int | None = None
+        rounds: int = ROUNDS
+        timed_s: dict = field(default_factory=dict)
+
     def more(self, runs, records):
         """The next round at each variant's largest batch (the order reversed every other round), while fewer than
-        options' rounds are planned; (None, why) when there are no more."""
+        state's rounds are planned; (None, why) when there are no more."""
         searches = [r for r in runs if not timed(r)]
         found = largest(records)
         if "baseline" not in found or len(found) < 2:
             return None, "no round at the largest batches: the baseline's and another's are needed"
         made = max((r.repeat for r in runs if timed(r)), default=0)
-        if made >= self.options.get("rounds", ROUNDS):
+        if made >= self.state.rounds:
             return None, f"{made} rounds at each variant's largest batch"
         order = [r for r in searches if r.variant in found]
         order = order[::-1] if made % 2 else order
@@ -278,12 +285,12 @@ class MaxBatch(execute.Mode):
         for run in order:
             at = sized_run(run, found[run.variant], self.works[run.workload])
             at = at.with_flags(name=f"{run.variant}{TIMED}{made + 1}", repeat=made + 1)
-            at.estimate_s = self.options.get("timed_s", {}).get(run.variant, at.estimate_s)
+            at.estimate_s = self.state.timed_s.get(run.variant, at.estimate_s)
             group.append(at)
         return group, None
 
     def do(self, run, job):
-        limit = self.options["memory_limit"]
+        limit = self.state.memory_limit
         if timed(run):  # a round at the largest batch: one run, a step down while it runs out of memory
             batch, spent = run.batch_size, 0.0
             while True:
@@ -360,7 +367,7 @@ def run(config):
     whole = varied(config, budget="none")  # the budget is the mode's, not the bench's plan's
     runs, works, _ = plan.make_plan(whole, gpu_count, info["cpu_cores"], logs, info["cpu_bf16_native"], calibrate.steps)
     if config.dry_run:
-        train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
+        train = measured_rows(runs)
         budget_s = cost.budget_s(config.limits.budget, gpu_count)
         rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
         print(f"{say_estimate(train, bool(gpu_count), budget_s, rounds)}:")
@@ -373,10 +380,15 @@ def run(config):
         redraw(config.outputs.out, info)
 
 
+def measured_rows(runs):
+    """The plan's training rows a search runs for: round 1's, less the ceilings and the baselines beside the rows."""
+    return [r for r in runs if r.kind == "train" and r.repeat == 1 and not r.beside and "synthetic" not in r.variant]
+
+
 def main(config, info, runs, logs, works):
     """Search each training run's variant through the executor; write and print the table. works: the plan's work
     of each workload."""
-    train = [r for r in runs if r.kind == "train" and r.repeat == 1 and "synthetic" not in r.variant]
+    train = measured_rows(runs)
     if not train:
         raise BenchError("--max-batch searches training variants: --variants names none (the ceilings are left out)")
     gpu = bool(info["gpu_count"])
@@ -388,9 +400,9 @@ def main(config, info, runs, logs, works):
     timed_s = {run.variant: run.estimate_s + cost.compile_s(run.variant, 1, gpu) for run in train}
     for run in train:
         run.estimate_s = cost.maxbatch_s([run], gpu, PROBES)
-    options = dict(memory_limit=memory, timeout=cost.timeout_s(config.limits.timeout, gpu), rounds=rounds)
-    options["timed_s"] = timed_s
-    mode = MaxBatch(config, info, logs.name, train, works, options)
+    timeout = cost.timeout_s(config.limits.timeout, gpu)
+    state = MaxBatch.State(memory_limit=memory, rounds=rounds, timed_s=timed_s, timeout=timeout)
+    mode = MaxBatch(config, info, logs.name, train, works, state)
     execute.start(mode)
     execute.execute(mode, budget_s, config.limits.chunk)
 

@@ -206,9 +206,14 @@ def verdict(result, seeds, twin=None, again=None):
 
 class Parity(execute.Mode):
     """The mode as the executor runs it: a run each (the baseline once a seed); the verdicts once all have run.
-    options: seeds, seed (the techniques'), timeout."""
+    Its state: the seeds, the techniques' seed, besides the timeout."""
 
     name, what, subfolder = "parity", "runs", "parity"
+
+    @dataclass(frozen=True)
+    class State(execute.State):
+        seeds: int = SEEDS
+        seed: int = 0
 
     def do(self, run, job):
         row = job.launch(run)
@@ -233,11 +238,7 @@ class Parity(execute.Mode):
     def finish(self, records, unrun, how):
         seeds = [r for r in records if r["variant"] == "baseline" and not r.get("again")]
         again = next((r for r in records if r.get("again") and r.get("status") == "ok"), None)
-        at_seed = {
-            r["variant"]: r
-            for r in records
-            if r.get("seed") == self.options.get("seed", self.config.work.seed) and not r.get("again")
-        }
+        at_seed = {r["variant"]: r for r in records if r.get("seed") == self.state.seed and not r.get("again")}
         rows = [verdict(r, seeds, at_seed.get(catalogue.TWINS.get(r["variant"])), again) for r in records
                 if r["variant"] != "baseline"]  # fmt: skip
         rows += [dict(variant=run.variant, verdict="failed", error=f"not run: {why}") for run, why in unrun]
@@ -260,10 +261,9 @@ def main(config, info, bench_id):
         run.estimate_s = cost.parity_s([run], gpu, info["cpu_bf16_native"])
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
     works = dict(hard=plan.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
-    options = dict(
-        seeds=config.own.seeds or SEEDS, seed=config.work.seed, timeout=cost.timeout_s(config.limits.timeout, gpu)
-    )
-    mode = Parity(config, info, bench_id, runs, works, options)
+    timeout = cost.timeout_s(config.limits.timeout, gpu)
+    state = Parity.State(seeds=config.own.seeds or SEEDS, seed=config.work.seed, timeout=timeout)
+    mode = Parity(config, info, bench_id, runs, works, state)
     execute.start(mode)
     execute.execute(mode, budget_s, config.limits.chunk)
 

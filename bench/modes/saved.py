@@ -36,6 +36,8 @@ class SaveBaselineFlags:
 def check_resume(flags, config):
     if flags.allow_changed and config.mode != "resume":
         raise BenchError("--allow-changed goes with --resume")
+    if config.mode == "resume" and config.dry_run:
+        raise BenchError("--dry-run prints a new bench's plan: --resume runs a saved one (its logs/BENCH/plan.json)")
 
 
 def resume(config):

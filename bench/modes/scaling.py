@@ -188,9 +188,14 @@ def table_of(rows, mode):
 
 class Scaling(execute.Mode):
     """The mode as the executor runs it: rounds of every variant at every count; a record a run.
-    options: counts, scaling_mode, timeout."""
+    Its state: the process counts and the scaling mode, besides the timeout."""
 
     name = subfolder = "scaling"
+
+    @dataclass(frozen=True)
+    class State(execute.State):
+        counts: tuple = ()
+        scaling_mode: str = "weak"
 
     def groups(self, runs):
         return plan.rounds(runs)
@@ -209,7 +214,7 @@ class Scaling(execute.Mode):
     def finish(self, records, unrun, how):
         if not records:
             raise BenchError("--scaling stopped before its first run ended: nothing to write")
-        table = table_of(records, self.options["scaling_mode"])
+        table = table_of(records, self.state.scaling_mode)
         done, rounds = max(r["repeat"] for r in records), max(r.repeat for r in self.runs)
         spent = sum(r.get("wall_s") or 0 for r in records)
         spent_out = bool(how["paused"]) and "budget" in how["paused"]
@@ -257,12 +262,11 @@ def main(config, info, runs, logs, counts, works):
     if not gpu:
         print(f"  on a CPU the processes share its {info['cpu_cores']} cores (each gets cores / processes threads):"
               " this measures what DDP costs, not what more GPUs would give", flush=True)  # fmt: skip
-    options = dict(
-        counts=counts, scaling_mode=config.own.scaling_mode, timeout=cost.timeout_s(config.limits.timeout, gpu)
-    )
+    timeout = cost.timeout_s(config.limits.timeout, gpu)
+    state = Scaling.State(counts=tuple(counts), scaling_mode=config.own.scaling_mode, timeout=timeout)
     for run in runs:  # the executor's budget and --chunk go by them until a run of the kind has been measured
         run.estimate_s = cost.run_s(run, cost.scaling_window_s(gpu), gpu, info["cpu_bf16_native"])
-    mode = Scaling(config, info, logs.name, runs, works, options)
+    mode = Scaling(config, info, logs.name, runs, works, state)
     execute.start(mode)
     execute.execute(mode, budget_s, config.limits.chunk)
 

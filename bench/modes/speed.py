@@ -12,7 +12,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -204,9 +204,17 @@ def next_round(out, bench_id, works, context, repeat):
 
 class Bench(execute.Mode):
     """The bench: every variant on the same work, in rounds; a row each in runs.csv; the summary, plots, report.
-    options: auto (--repeats auto: rounds are added after the planned ones) and the plan's context to add them from."""
+    Its state: auto (--repeats auto: rounds are added after the planned ones), the plan's context to add them from,
+    and --profile and --tensorboard as the bench began."""
 
     name = "bench"
+
+    @dataclass(frozen=True)
+    class State(execute.State):
+        auto: bool = False
+        context: dict | None = None
+        profile: bool = False
+        tensorboard: bool = False
 
     def groups(self, runs):
         return plan.rounds(runs)
@@ -219,16 +227,14 @@ class Bench(execute.Mode):
         upgraded = record.prepare_runs_file(self.config.outputs.out / "runs.csv")
         if upgraded:
             print(upgraded)
-        if self.options.get("tensorboard") or self.config.outputs.tensorboard:
+        if self.state.tensorboard or self.config.outputs.tensorboard:
             print(f"the curves, as they come: tensorboard --logdir {self.logs / 'tensorboard'}", flush=True)
 
     def do(self, run, job):
         # --profile and --tensorboard as the bench began (a resumed bench keeps them), or as a --resume adds them
-        profile = (self.options.get("profile") or self.config.outputs.profile) and run.repeat == 1
+        profile = (self.state.profile or self.config.outputs.profile) and run.repeat == 1 and not run.beside
         run = self.sized(self.warmed(run))
-        row = job.launch(
-            run, tensorboard=self.options.get("tensorboard") or self.config.outputs.tensorboard, profile=profile
-        )
+        row = job.launch(run, tensorboard=self.state.tensorboard or self.config.outputs.tensorboard, profile=profile)
         if row is not None:
             row.update(bench_id=self.bench_id, workload=run.workload, **self.info)
         return row
@@ -329,9 +335,9 @@ class Bench(execute.Mode):
         return f"{result} ({row['wall_s']:.1f} s{busy}{diverged})"
 
     def more(self, runs, records):
-        if not self.options.get("auto"):
+        if not self.state.auto:
             return None, None
-        group, ended, said = next_round(self.config.outputs.out, self.bench_id, self.works, self.options["context"],
+        group, ended, said = next_round(self.config.outputs.out, self.bench_id, self.works, self.state.context,
                                         max(r.repeat for r in runs) + 1)  # fmt: skip
         if group is not None:
             spent = sum(execute.took(r) or 0.0 for r in records) / 60
@@ -340,7 +346,7 @@ class Bench(execute.Mode):
 
     def finish(self, records, unrun, how):
         out = self.config.outputs.out
-        if how["ended"] or (how["paused"] and self.options.get("auto") and not self.config.limits.chunk):
+        if how["ended"] or (how["paused"] and self.state.auto and not self.config.limits.chunk):
             note = f"Rounds stopped: {how['ended'] or how['paused']}."
             write_whole(self.logs / "rounds.txt", lambda tmp: Path(tmp).write_text(note + "\n"))
         report(write_outputs(out, self.bench_id, self.info), out, self.info, self.config.outputs.baseline_dir)
@@ -371,8 +377,8 @@ def run(config):
         return
     plan.print_estimate(fit, runs)
     recorded = dict(profile=config.outputs.profile, tensorboard=config.outputs.tensorboard)
-    options = dict(auto=fit.auto, context=asdict(fit.context), **recorded)
-    bench = Bench(config, info, bench_id, runs, works, options)  # the options kept for --resume
+    state = Bench.State(auto=fit.auto, context=asdict(fit.context), **recorded)
+    bench = Bench(config, info, bench_id, runs, works, state)  # kept for --resume
     execute.start(bench)
     execute.execute(bench, fit.budget_s, config.limits.chunk, time.monotonic() - started)
 

@@ -159,18 +159,25 @@ def training_rows(records, names, reference):
 
 class TuneLoader(execute.Mode):
     """The mode as the executor runs it: the loader runs of the grid, then (more()) the rounds of training.
-    options: rounds, timeout, own (the bench's own setting), train (the baseline's and ceiling's runs as planned)."""
+    Its state: rounds, own (the bench's own setting), train (the baseline's and ceiling's runs as planned), besides
+    the timeout."""
 
     name, what, subfolder = "tune_loader", "runs", "tune-loader"
 
+    @dataclasses.dataclass(frozen=True)
+    class State(execute.State):
+        rounds: int = ROUNDS
+        own: dict | None = None
+        train: tuple = ()
+
     def more(self, runs, records):
         made = max((r.repeat for r in runs if TRAIN in r.name), default=0)
-        if made >= self.options["rounds"]:
+        if made >= self.state.rounds:
             return None, f"{made} rounds of training"
         settings = self.chosen(records)
         if settings is None:
             return None, "no loader run finished: no setting to train"
-        base, ceiling = (plan.Run(**run) for run in self.options["train"])  # as plan.json keeps them
+        base, ceiling = (plan.Run(**run) for run in self.state.train)  # as plan.json keeps them
         group = [ceiling.with_flags(name=f"ceiling{TRAIN}{made + 1}", repeat=made + 1)]
         for setting in settings:
             name = "own" if setting is None else name_of(setting)
@@ -186,7 +193,7 @@ class TuneLoader(execute.Mode):
         if not ok:
             return None
         gpu = bool(self.info["gpu_count"])
-        best = [r["grid"] for r in ok if not same(r["grid"], self.options["own"], gpu)][:CANDIDATES]
+        best = [r["grid"] for r in ok if not same(r["grid"], self.state.own, gpu)][:CANDIDATES]
         return [None, *best]
 
     def do(self, run, job):
@@ -213,7 +220,7 @@ class TuneLoader(execute.Mode):
 
     def finish(self, records, unrun, how):
         names = {r["setting"]: flags_of(r["grid"]) for r in records if r.get("grid")}
-        names["own"] = f"{flags_of(self.options['own'])} (the bench's own)"
+        names["own"] = f"{flags_of(self.state.own)} (the bench's own)"
         table = write(self.config.outputs.out, records, names, self.info)
         spent = sum(r.get("run_s") or 0 for r in records)
         print(f"tune loader: {spent / 60:.1f} min in runs; {self.config.outputs.out}/tune_loader.md, tune_loader.csv,"
@@ -273,7 +280,7 @@ def run(config):
                  default_variants=False, default_loaders=False)  # fmt: skip
     runs, works, _ = plan.make_plan(one, gpu_count, info["cpu_cores"], logs, info["cpu_bf16_native"], calibrate.steps)
     first = next(iter(works))  # one workload: the default's, or the one asked for
-    planned = {r.variant: r for r in runs if r.repeat == 1 and r.workload == first}
+    planned = {r.variant: r for r in runs if r.repeat == 1 and not r.beside and r.workload == first}
     if config.dry_run:
         say(config, info, planned)
         for r in runs_of(planned, most(config, info), bool(gpu_count)):
@@ -293,9 +300,9 @@ def main(config, info, planned, logs, works):
     rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
     budget_s = cost.budget_s(config.limits.budget, gpu)
     own = own_setting(planned["baseline"])
-    options = dict(rounds=rounds, timeout=cost.timeout_s(config.limits.timeout, gpu), own=own)
-    options["train"] = [dataclasses.asdict(planned["baseline"]), dataclasses.asdict(planned["synthetic"])]
-    mode = TuneLoader(config, info, logs.name, runs, works, options)
+    train = (dataclasses.asdict(planned["baseline"]), dataclasses.asdict(planned["synthetic"]))
+    state = TuneLoader.State(rounds=rounds, own=own, train=train, timeout=cost.timeout_s(config.limits.timeout, gpu))
+    mode = TuneLoader(config, info, logs.name, runs, works, state)
     execute.start(mode)
     execute.execute(mode, budget_s, config.limits.chunk)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+import cpu
 from bench import BenchError
 from bench.observe import nvml
 
@@ -33,7 +34,7 @@ def cpu_model():
 # CPU is native only with AVX-512-BF16 or AMX (x86) or the bf16 extension (Arm); without, it is emulated and slow.
 CPU_FEATURES = {"avx2": "avx2", "avx512f": "avx512", "avx512_bf16": "avx512_bf16", "amx_bf16": "amx",
                 "asimd": "neon", "sve": "sve", "bf16": "bf16"}  # fmt: skip
-NATIVE_BF16 = {"avx512_bf16", "amx", "bf16"}
+NATIVE_BF16 = {CPU_FEATURES[flag] for flag in cpu.NATIVE_BF16}  # cpu.py's rule, in the bench's names of the features
 TIERS = ("amx", "avx512_bf16", "avx512", "avx2", "bf16", "sve", "neon")  # the first held names the machine class
 
 GPUS = """import json, torch
@@ -45,22 +46,14 @@ print(json.dumps(gpus))"""
 
 
 def cpu_flags(cpuinfo="/proc/cpuinfo"):
-    """The CPU's feature flags (x86 `flags`, Arm `Features`); an empty set where the system does not say.
-    CPUINFO_FLAGS, where set, stands for this machine's (checks.cpu_flags, which the scripts read, says the same): a
-    test, or `make test-fast CPU=avx2`, sees the machine of the class it names. A read of this machine's marks the file
-    CPUINFO_FLAGS_READ names, where set (checks.cpu_flags does the same)."""
-    if os.environ.get("CPUINFO_FLAGS_READ") and cpuinfo == "/proc/cpuinfo":
-        Path(os.environ["CPUINFO_FLAGS_READ"]).touch()
-    forced = os.environ.get("CPUINFO_FLAGS")
-    if forced is not None and cpuinfo == "/proc/cpuinfo":
-        return set(forced.split())
+    """The CPU's feature flags (x86 `flags`, Arm `Features`), read by cpu.py as the scripts read them (CPUINFO_FLAGS
+    stands for this machine's: a test, or `make test-fast CPU=avx2`, sees the machine of the class it names); an empty
+    set where the system does not say. A CPUINFO_FLAGS set to nothing is a BenchError, one line."""
     try:
-        for line in Path(cpuinfo).read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+        found = cpu.flags(cpuinfo)
+    except cpu.FlagsError as e:
+        raise BenchError(str(e)) from None
+    return found or set()
 
 
 def cpu_isa(flags):

@@ -9,7 +9,8 @@ headings one level down, with two of its plots, or (headline) the table's main c
 to the rest. `<!-- results: FOLDER to-accuracy -->` (or `max-batch`, `scaling`, `parity`, `tune-loader`) shows the
 table a mode wrote there (accuracy.md, max_batch.md, scaling.md, parity.md, tune_loader.md: python -m bench
 --to-accuracy, --max-batch, --scaling, --parity, --tune-loader, kept by --save-baseline) with its plot. The block
-between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines.
+between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines, and the
+rows between `<!-- scripts -->` and `<!-- /scripts -->` each technique's script, from the catalogue.
 tests/bench/outputs/test_readme.py checks that every page holds what --readme writes, so a finding in a block is
 always the verdicts'.
 """
@@ -18,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from bench import BenchError, write_whole
+from bench import BenchError, catalogue, write_whole
 from bench.observe.machine import ROOT
 from bench.outputs import answer, diffs, markdown, verdicts
 
@@ -29,6 +30,7 @@ BLOCK = re.compile(
     re.S,
 )
 LINES = re.compile(r"(<!-- lines -->\n)(?P<body>.*?)(<!-- /lines -->)", re.S)
+SCRIPTS = re.compile(r"(<!-- scripts -->\n)(?P<body>.*?)(<!-- /scripts -->)", re.S)
 PLOTS = [("tradeoff.png", "speed-up against memory"), ("time.png", "where a step's time goes")]
 MODES = {  # a mode's table and plot, as the mode writes them
     "to-accuracy": ("accuracy.md", "accuracy_curves.png", "training loss and validation accuracy of each variant"),
@@ -98,6 +100,29 @@ def lines_block():
     return "\n".join(rows) + "\n"
 
 
+# the scripts table's first rows: the base and the modules every script imports, which are no technique
+BASE_SCRIPTS = [
+    ("train.py", "the base, read as a story: data, a torchvision model, SGD, the loop, evaluation",
+     "`python train.py --data DIR`"),
+    ("meter.py", "all the measuring (the timed window, curves, memory, `--profile`, the record), in 4 lines of the"
+     " loop", "imported by `train*.py`"),
+    ("checks.py", "what is neither the story nor the technique: one-line errors for bad input, your own model's"
+     " factory, the machine's checks (the CPU's flags: `cpu.py`)", "imported by `train*.py` and `loader*.py`"),
+    ("loader.py", "its data: `open_data()` finds the images, `build_loaders()` batches them in a `DataLoader`",
+     "imported by `train*.py`; `python loader.py --data DIR --bench`"),
+]  # fmt: skip
+
+
+def scripts_block():
+    """The README's table of the scripts: the base's, then each technique's from the catalogue (bench/catalogue.py:
+    what it adds and how to run it), in the tutorials' reading order: a technique is its script and its row."""
+    rows = ["| file | what it is | how to run it |", "| --- | --- | --- |"]
+    rows += [f"| `{script}` | {says} | {usage} |" for script, says, usage in BASE_SCRIPTS]
+    techniques = sorted((row for row in catalogue.ROWS if row.base), key=lambda row: row.lesson)
+    rows += [f"| `{row.script}` | {row.says} | {catalogue.usage(row)} |" for row in techniques]
+    return "\n".join(rows) + "\n"
+
+
 def render(text, page, root=ROOT, summaries=None):
     """page's text with every block written again (the folders already summarized: summaries, by folder)."""
 
@@ -108,6 +133,7 @@ def render(text, page, root=ROOT, summaries=None):
         return m.group(1) + body + m.group(6)
 
     text = BLOCK.sub(result, text)
+    text = SCRIPTS.sub(lambda m: m.group(1) + scripts_block() + m.group(3), text)
     return LINES.sub(lambda m: m.group(1) + lines_block() + m.group(3), text)
 
 

@@ -22,24 +22,42 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from bench import LOGS, BenchError, data, logs_of, write_whole
+from bench import LOGS, BenchError, config, data, logs_of, write_whole
 from bench.observe.machine import code_fingerprint
 from bench.stages import cost, plan
 from bench.stages.launch import launch
 
 
+@dataclass(frozen=True)
+class State:
+    """What a mode chose as it planned, besides its configuration and its runs, that it needs to go on after --resume
+    (plan.json keeps it as `options`): a mode with more subclasses it (ToAccuracy.State: the target, the epochs), and
+    reads each field by its name. timeout: a run's time limit, the mode's (None: the machine's default)."""
+
+    timeout: int | None = None
+
+    @classmethod
+    def kept(cls, values):
+        """The state plan.json kept (a field the record no longer has is left out, a new one keeps its default)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in (values or {}).items() if name in names})
+
+
 class Mode:
-    """What a mode gives the executor. A subclass sets name and says how to do, say and finish its runs."""
+    """What a mode gives the executor. A subclass sets name and says how to do, say and finish its runs; its State, a
+    subclass of State above, says what it keeps for --resume besides the configuration (bench/config.py)."""
 
     name = "bench"  # as plan.json and the progress lines call it
     what = "runs"  # what the runs are, in the progress lines
     subfolder = None  # the runs' logs and metrics in logs/BENCH/SUBFOLDER, or in logs/BENCH itself
+    State = State
 
-    def __init__(self, config, info, bench_id, runs, works, options=None):
+    def __init__(self, config, info, bench_id, runs, works, state=None):
         self.config, self.info, self.bench_id, self.runs, self.works = config, info, bench_id, runs, works
-        self.options = dict(options or {})  # what the mode needs besides its runs to go on after --resume
+        self.state = state if isinstance(state, self.State) else self.State.kept(state)  # plan.json's: a dict
         self.logs = logs_of(config.outputs.out, bench_id)
 
     # ------------------------------------------------------------------------ what a mode may change
@@ -48,8 +66,8 @@ class Mode:
         return [[run] for run in runs]
 
     def timeout(self, run):
-        """A run's time limit: the mode's (options: timeout, kept for --resume), else the machine's default."""
-        return cost.timeout_s(self.options.get("timeout"), self.info["gpu_count"])
+        """A run's time limit: the mode's (its state's, kept for --resume), else the machine's default."""
+        return cost.timeout_s(self.state.timeout, self.info["gpu_count"])
 
     def folder(self):
         """Where the runs' logs and metrics go."""
@@ -167,7 +185,7 @@ def start(mode):
 
 def save(mode):
     plan.save(mode.logs / "plan.json", mode.bench_id, mode.info["machine_class"], mode.runs, mode.works, mode.name,
-              mode.options)  # fmt: skip
+              asdict(mode.state), config.saved(mode.config))  # fmt: skip
 
 
 def changes(logs, works):
@@ -268,14 +286,15 @@ def last_of_each(records):
     return list(last.values())
 
 
-def resume(config, info, modes, which="last", allow_changed=False):
+def resume(asked, info, modes, which="last", allow_changed=False):
     """Finish a bench of any mode (which: its name, or the last): its saved plan, less the runs with a finished
-    record. modes: name -> Mode class; allow_changed: go on where the data or the code changed, the new rows marked."""
-    plans = sorted((config.outputs.out / LOGS).glob("*/plan.json"))
+    record, on the configuration it was planned with (the resume command's, asked, where a resume may change it).
+    modes: name -> Mode class; allow_changed: go on where the data or the code changed, the new rows marked."""
+    plans = sorted((asked.outputs.out / LOGS).glob("*/plan.json"))
     if which != "last":
         plans = [p for p in plans if p.parent.name == which]
     if not plans:
-        raise BenchError(f"no bench {which!r} to resume in {config.outputs.out}/logs/ (a bench stores its plan there)")
+        raise BenchError(f"no bench {which!r} to resume in {asked.outputs.out}/logs/ (a bench stores its plan there)")
     saved, runs = plan.load(plans[-1])
     if saved["machine_class"] != info["machine_class"]:
         raise BenchError(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}:"
@@ -283,6 +302,7 @@ def resume(config, info, modes, which="last", allow_changed=False):
     name = saved.get("mode") or "bench"
     if name not in modes:
         raise BenchError(f"{plans[-1]} is of a mode this bench does not know ({name!r})")
+    finished, said = as_planned(saved, asked)  # a resume command that asks for other work: refused before any work
     make_data(saved["works"])
     changed = changes(plans[-1].parent, saved["works"])  # before anything runs
     if changed and not allow_changed:
@@ -294,9 +314,24 @@ def resume(config, info, modes, which="last", allow_changed=False):
         print(f"warning: the {' and the '.join(changed)} changed since bench {saved['bench_id']} started: its new rows"
               " are marked (changed_since_start in runs.csv)", file=sys.stderr)  # fmt: skip
         info = {**info, "changed_since_start": ",".join(changed)}
-    options = saved.get("options") or dict(context=saved.get("context"), auto=saved.get("auto", False))
-    mode = modes[name](config, info, saved["bench_id"], runs, saved["works"], options)
+    state = saved.get("options") or dict(context=saved.get("context"), auto=saved.get("auto", False))
+    mode = modes[name](finished, info, saved["bench_id"], runs, saved["works"], state)
     before = len({r["run"] for r in mode.recorded() if r.get("status") == "ok"} & {r.name for r in runs})
-    print(f"resuming {name} {saved['bench_id']}: {before} of {len(runs)} {mode.what} finished before")
-    budget = cost.budget_s(config.limits.budget)  # the plan fitted its own; a new one here
-    execute(mode, budget, config.limits.chunk, resumed=True)
+    print(f"resuming {name} {saved['bench_id']}: {before} of {len(runs)} {mode.what} finished before, as it was"
+          f" planned{'; this command changes ' + ', '.join(said) if said else ''}")  # fmt: skip
+    budget = cost.budget_s(finished.limits.budget)  # the plan fitted its own; a new one here
+    execute(mode, budget, finished.limits.chunk, resumed=True)
+
+
+def as_planned(saved, asked):
+    """(the configuration a resume finishes the saved bench with, the changes the resume command makes, in words):
+    the one it was planned with (plan.json), with what a resume may change (bench/config.py RESUMABLE); a plan saved
+    before plans kept their configuration is finished with the resume command's."""
+    if not saved.get("config"):
+        return asked, []
+    try:
+        planned = config.rebuilt(saved["config"])
+    except (KeyError, TypeError, ValueError, ImportError, AttributeError) as e:
+        raise BenchError(f"bench {saved['bench_id']}: its plan.json's configuration is damaged ({type(e).__name__}:"
+                         f" {str(e)[:80]}): start a new bench") from None  # fmt: skip
+    return config.resumed(planned, asked, saved["bench_id"])

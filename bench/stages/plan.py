@@ -817,12 +817,13 @@ def print_estimate(fit, runs):
         print(f"  left out to fit the budget: {', '.join(fit.left_out)} (--budget none, or a larger one, keeps them)")
 
 
-def save(path, bench_id, machine_class, runs, works, mode="bench", options=None):
+def save(path, bench_id, machine_class, runs, works, mode="bench", options=None, config=None):
     """plan.json: what --resume needs to finish a bench of any mode as it was planned: its runs, the work of each
-    workload, and the mode's options (the bench's: with --repeats auto, the context to add rounds from)."""
+    workload, the mode's options (the bench's: with --repeats auto, the context to add rounds from) and the
+    configuration it was asked (bench/config.py saved(): --resume rebuilds it)."""
     works = {name: asdict(work) for name, work in works.items()}
     plan = dict(bench_id=bench_id, machine_class=machine_class, works=works, runs=[asdict(run) for run in runs])
-    plan.update(mode=mode, options=options or {})
+    plan.update(mode=mode, options=options or {}, config=config)
     write_whole(path, lambda tmp: Path(tmp).write_text(json.dumps(plan, indent=1) + "\n"))
 
 

@@ -80,9 +80,13 @@ def read_runs(path, say_torn=True):
     is left out; other damage is a BenchError, see load_csv)."""
     try:
         runs = schema.upgrade(load_csv(path, needed=RUNS_NEEDED, say_torn=say_torn))
-        return runs.reindex(columns=list(dict.fromkeys(RUN_COLUMNS + list(runs.columns))))
     except schema.VersionError as e:
         raise BenchError(f"{path}: {e}") from None
+    wrong = schema.out_of_range(runs)  # a value its field's least (bench/schema.py) refuses: no summary of it
+    if wrong:
+        line, name, value, least = wrong
+        raise BenchError(f"{path}, line {line}: {name} {value}: must be {least:g} or more (bench/schema.py)")
+    return runs.reindex(columns=list(dict.fromkeys(RUN_COLUMNS + list(runs.columns))))
 
 
 def prepare_runs_file(path):

@@ -10,7 +10,9 @@ from bench.modes import check
 from bench.outputs import diffs
 from helpers import PY, ROOT, SCRIPTS
 
-NEW_ROW = '    Row("noop", "train_noop.py", base="train.py", lesson=12),  # made up by tests/test_catalogue.py\n'
+NEW_ROW = (
+    '    Row("noop", "train_noop.py", base="train.py", lesson=13, says="+ nothing"),  # made up by test_catalogue.py\n'
+)
 
 
 def test_every_script_is_a_row_and_every_row_a_script():
@@ -44,7 +46,8 @@ def test_the_lists_read_from_the_catalogue_are_its_rows():
 @pytest.mark.slow
 def test_a_made_up_technique_is_its_script_and_one_row(tmp_path):
     """A copy of the suite with train_noop.py (train.py plus one marked line) and its row: the bench plans it, `make
-    diff` shows it, the diffs count its line, the tests' scripts hold it and the diff rule's test passes on it."""
+    diff` shows it, the diffs count its line, `make check` runs it, the README's table of the scripts lists it, the
+    tests' scripts hold it and the diff rule's test passes on it."""
     copy = tmp_path / "suite"
     left_out = shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "__pycache__", "*.png")
     shutil.copytree(ROOT, copy, ignore=left_out)
@@ -66,6 +69,10 @@ def test_a_made_up_technique_is_its_script_and_one_row(tmp_path):
     assert "+NOOP = True  # new #" in run("make", "diff", "V=noop")
     listed = run(PY, "-m", "bench.outputs.diffs")
     assert "noop              1 lines  (make diff V=noop: train_noop.py against train.py)" in listed
+    probes = "from bench.modes import check; print([p.cmd[0] for p in check.paths(0)])"
+    assert "'train_noop.py'" in run(PY, "-c", probes)
+    table = "from bench.outputs import readme; print(readme.scripts_block())"
+    assert "| `train_noop.py` | + nothing | `python train_noop.py --data DIR` |" in run(PY, "-c", table)
     found = "import sys; sys.path.insert(0, 'tests'); import helpers; print(helpers.SCRIPTS['noop'])"
     assert run(PY, "-c", found).strip() == "('train_noop.py',)"
     assert "passed" in run(

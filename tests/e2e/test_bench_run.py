@@ -67,28 +67,32 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     assert result.returncode == 0, result.stdout + result.stderr
     runs = pd.read_csv(out / "runs.csv")
     assert list(runs.columns) == record.RUN_COLUMNS
-    assert len(runs) == 6 and (runs["status"] == "ok").all()
-    assert sorted(runs["run"]) == ["baseline-1", "baseline-2", "dp-1", "dp-2", "loader-1", "loader-2"]
+    assert len(runs) == 8 and (runs["status"] == "ok").all()  # a CPU round: baseline, dp, the baseline beside it
+    assert sorted(runs["run"]) == ["baseline-1", "baseline-1.2", "baseline-2", "baseline-2.2", "dp-1", "dp-2",
+                                   "loader-1", "loader-2"]  # fmt: skip
     train = runs[runs["kind"] == "train"]
     assert (train["samples_per_s"] > 0).all() and (train["global_batch_size"] == 16).all()
     assert (train["steps_timed"] == 2).all()
     evaluated = train.set_index("run")["val_samples"]  # the first round evaluates, the second times the speed alone
-    assert (evaluated[["baseline-1", "dp-1"]] == 40).all() and (evaluated[["baseline-2", "dp-2"]] == 0).all()
+    assert (evaluated[["baseline-1", "dp-1"]] == 40).all()
+    assert (evaluated[["baseline-1.2", "baseline-2", "dp-2", "baseline-2.2"]] == 0).all()
     assert train.set_index("run")["val_acc"][["baseline-2", "dp-2"]].isna().all()
     assert (runs["peak_host_mem_mib"] > 0).all() and runs["nvml_peak_mib"].isna().all()  # a CPU-only machine
     assert runs["git_commit"].notna().all() and runs["command"].str.contains("--metrics-out").all()
     summary = pd.read_csv(out / "summary.csv")
     by_variant = summary.set_index("variant")
     assert by_variant.loc["baseline", "speedup"] == 1.0 and by_variant.loc["loader", "speedup"] == 1.0
-    rate = train.set_index(["variant", "repeat"])["samples_per_s"]  # paired: dp over the baseline of its round
-    ratios = [rate[("dp", r)] / rate[("baseline", r)] for r in (1, 2)]
-    assert by_variant.loc["dp", "speedup"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
+    rate = train.set_index("run")["samples_per_s"]  # paired: dp over the baseline beside it, at dp's time
+    low = [rate[f"dp-{r}"] / max(rate[f"baseline-{r}"], rate[f"baseline-{r}.2"]) for r in (1, 2)]
+    high = [rate[f"dp-{r}"] / min(rate[f"baseline-{r}"], rate[f"baseline-{r}.2"]) for r in (1, 2)]
+    speedup = by_variant.loc["dp", "speedup"]
+    assert math.sqrt(low[0] * low[1]) - 1e-9 <= speedup <= math.sqrt(high[0] * high[1]) + 1e-9
     assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in summarize.ANSWERS
-    assert by_variant.loc["baseline", "runs_ok"] == 2
+    assert by_variant.loc["baseline", "runs_ok"] == 4  # two a round: first and beside dp
     for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png", "curves.png":
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     learned = json.loads((out / "curves.json").read_text())["runs"]  # every training run's curves, no loader's
-    assert sorted(learned) == ["baseline-1", "baseline-2", "dp-1", "dp-2"]
+    assert sorted(learned) == sorted(train["run"])
     assert all([step for step, _ in r["loss"]] == [3] and len(r["val"]) == 1 for r in learned.values())
     bench_id = runs["bench_id"].iloc[0]
     assert sorted(p.name for p in (out / "logs" / bench_id / "tensorboard").iterdir()) == sorted(learned)
@@ -96,7 +100,7 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     text = (out / "summary.md").read_text()
     assert "| baseline |" in text and "- baseline: the reference" in text and "- dp: " in text
     assert by_variant.loc["dp", "verdict"] in text and by_variant.loc["dp", "verdict"] in result.stdout
-    assert list(runs["run"])[:3] == ["baseline-1", "dp-1", "loader-1"]  # the first round in priority order
+    assert list(runs["run"])[:4] == ["baseline-1", "dp-1", "baseline-1.2", "loader-1"]  # round 1 in priority order
     assert "What to adopt for" in text and "What to adopt for" in result.stdout  # the answer first
     # where each run's time went: its phases add up to its wall time
     phases = train[["setup_s", "warmup_s", "window_s", "eval_s", "other_s"]]
@@ -109,11 +113,11 @@ def test_a_failing_variant_is_a_row_and_the_others_run(tiny_data, tmp_path):
     out = tmp_path / "results"
     result = bench(tiny_data, out, "--variants", "ddp,baseline", "--loaders", "none", "--repeats", 1, "--nproc", 3)
     assert result.returncode == 1, result.stdout + result.stderr
-    runs = pd.read_csv(out / "runs.csv").set_index("variant")
-    assert runs.loc["ddp", "status"] == "failed" and "does not split evenly" in runs.loc["ddp", "error"]
-    assert runs.loc["baseline", "status"] == "ok"
+    runs = pd.read_csv(out / "runs.csv").set_index("run")
+    assert runs.loc["ddp-1", "status"] == "failed" and "does not split evenly" in runs.loc["ddp-1", "error"]
+    assert runs.loc["baseline-1", "status"] == "ok" and runs.loc["baseline-1.2", "status"] == "ok"  # and beside it
     summary = pd.read_csv(out / "summary.csv").set_index("variant")
-    assert summary.loc["ddp", "runs_failed"] == 1 and summary.loc["baseline", "runs_ok"] == 1
+    assert summary.loc["ddp", "runs_failed"] == 1 and summary.loc["baseline", "runs_ok"] == 2
 
 
 @pytest.mark.slow
@@ -170,7 +174,7 @@ def test_save_baseline_then_a_bench_appends_and_prints_the_comparison(tiny_data,
     assert f"against the saved {folder}:" in again.stdout
     assert "  baseline: " in again.stdout and "  loader: " in again.stdout and "  dp: " not in again.stdout
     runs = pd.read_csv(copy / "runs.csv")
-    assert len(runs) == 8 and runs["bench_id"].nunique() == 2
+    assert len(runs) == 8 + 2 and runs["bench_id"].nunique() == 2  # the tiny bench's and baseline-1, loader-1
     assert list(pd.read_csv(copy / "summary.csv")["variant"]) == ["baseline", "loader"]  # the summary: the last bench
 
 

@@ -18,12 +18,13 @@ def test_make_check_passes_on_this_machine(tmp_path):
     assert out.startswith("CPU: ") and "features " in out and "GPU: none that torch can see" in out
     table = (tmp_path / "check" / "check.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(("| path", "| ---"))]
-    assert len(rows) == len(check.paths(0)) == 27
+    assert len(rows) == len(check.paths(0))
     works = [r for r in rows if "| works |" in r]
     not_here = [r for r in rows if "| does not apply | needs" in r]
-    assert len(works) == 17 and len(not_here) == 10, table
+    assert len(works) == 19 and len(not_here) == 10, table
     assert all("loss " in r or "delivered" in r for r in works)
+    assert any("train.py --loader nvjpeg" in r for r in works) and any("loader_nvjpeg.py --bench" in r for r in works)
     cuda = ("NCCL", "fp16", "reduce-overhead", "snapshot", "NVML", "TF32")
     assert all(any(word in r for word in cuda) for r in not_here)
-    assert "check: 17 of 17 paths work here" in out
+    assert "check: 19 of 19 paths work here" in out
     assert "| train.py --profile: torch.profiler after the window (CPU) | works | " in table

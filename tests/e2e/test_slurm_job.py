@@ -115,11 +115,12 @@ def test_a_bench_in_a_job_runs_its_ddp_row_through_srun_and_the_rest_where_it_is
                           "--data", tiny_data, "--out", out, "--baseline-dir", tmp_path / "none",
                           *JOB_FLAGS)  # fmt: skip
     assert code == 0, log
-    rows = record.read_runs(out / "runs.csv").set_index("variant")
-    assert list(rows["status"]) == ["ok", "ok"] and list(rows["world_size"]) == [1, 2]
-    assert rows.loc["ddp", "command"].startswith("srun --nodes 1 ") and "c10d" in rows.loc["ddp", "command"]
-    assert not rows.loc["baseline", "command"].startswith("srun")  # single-process rows: where the bench is
-    assert pd.isna(rows.loc["ddp", "peak_host_mem_mib"]) and rows.loc["baseline", "peak_host_mem_mib"] > 0
+    rows = record.read_runs(out / "runs.csv").set_index("run")  # a CPU round: the baseline beside ddp too
+    assert list(rows.index) == ["baseline-1", "ddp-1", "baseline-1.2"] and (rows["status"] == "ok").all()
+    assert list(rows["world_size"]) == [1, 2, 1]
+    assert rows.loc["ddp-1", "command"].startswith("srun --nodes 1 ") and "c10d" in rows.loc["ddp-1", "command"]
+    assert not rows.loc["baseline-1", "command"].startswith("srun")  # single-process rows: where the bench is
+    assert pd.isna(rows.loc["ddp-1", "peak_host_mem_mib"]) and rows.loc["baseline-1", "peak_host_mem_mib"] > 0
     assert (out / "summary.csv").exists()
 
 

@@ -159,7 +159,9 @@ def test_the_first_round_evaluates_and_the_later_ones_time_the_speed_alone():
     plan = dry_run("--variants", "baseline,amp", "--loaders", "none", "--repeats", 3)
     runs = [line.split() for line in plan.splitlines() if " train" in line and "--eval-samples" in line]
     evaluated = [run[run.index("--eval-samples") + 1] for run in runs]
-    assert evaluated == ["500", "500", "0", "0", "0", "0"], plan
+    seeds = [run[run.index("--seed") + 1] for run in runs]  # a CPU round: baseline, amp, the baseline beside it
+    assert seeds == ["0"] * 3 + ["1"] * 3 + ["2"] * 3, plan
+    assert evaluated == ["500", "500"] + ["0"] * 7, plan  # the baseline beside evaluates nothing either
 
 
 def sized_bench(rows):

@@ -60,7 +60,14 @@ def test_the_cpu_features_that_decide_the_answers(tmp_path):
     )
 
 
-@pytest.mark.parametrize("cpu, isa, native", [("avx2", "avx2", False), ("bf16", "avx2 avx512 avx512_bf16 amx", True)])
+@pytest.mark.parametrize(
+    "cpu, isa, native",
+    [
+        ("avx2", "avx2", False),
+        ("avx512bf16", "avx2 avx512 avx512_bf16", True),
+        ("bf16", "avx2 avx512 avx512_bf16 amx", True),
+    ],
+)
 def test_the_machine_record_carries_its_capabilities_and_the_scripts_read_the_same(monkeypatch, cpu, isa, native):
     """CPUINFO_FLAGS stands for /proc/cpuinfo's flags for the bench and the scripts alike (the one seam): a test sees
     the class it names, whatever this machine is, and the two readers never disagree."""
@@ -69,7 +76,7 @@ def test_the_machine_record_carries_its_capabilities_and_the_scripts_read_the_sa
     info = machine.machine_info()
     assert info["cpu_isa"] == isa and info["cpu_bf16_native"] is native
     assert checks.native_bf16(torch.device("cpu")) is native
-    assert machine.machine_class(info).endswith("-avx2" if cpu == "avx2" else "-amx")
+    assert machine.machine_class(info).endswith(dict(avx2="-avx2", avx512bf16="-avx512-bf16", bf16="-amx")[cpu])
     assert info["gpu_capability"] is None and info["gpu_bf16_native"] is None  # no GPU on the test machines
     monkeypatch.delenv("CPUINFO_FLAGS")
     flags = machine.cpu_flags()  # this machine's own, as /proc/cpuinfo lists them

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from bench import BenchError, cli
+from bench import BenchError, catalogue, cli
 from bench.modes import speed
 from bench.outputs import diffs, readme
 from bench.stages import record
@@ -94,6 +94,16 @@ def test_the_lines_each_technique_costs_are_counted_from_the_scripts():
     assert body == readme.lines_block()
     for name in diffs.TECHNIQUES:
         assert f"| {name} | {diffs.cost(name)} |" in body
+
+
+def test_the_scripts_table_is_the_catalogues():
+    """Every technique's script in the README's table, its words and its usage the catalogue's row's: a technique
+    added by its script and its row is in the table after --readme."""
+    body = readme.SCRIPTS.search(TEXT).group("body")
+    assert body == readme.scripts_block()
+    for row in catalogue.ROWS:
+        if row.base:
+            assert f"| `{row.script}` | {row.says} | {catalogue.usage(row)} |" in body and row.says
 
 
 def test_no_finding_is_typed_outside_the_blocks():

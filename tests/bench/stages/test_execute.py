@@ -146,8 +146,32 @@ def test_a_resumed_bench_keeps_the_flags_it_began_with(bench, capsys):
     code, launched = bench("bench", "--profile", "--steps", "8", interrupt_at=2)
     assert code == 130 and bench.profiled == launched == ["baseline-1", "amp-1"]  # amp-1: stopped as it began
     code, launched = bench("bench", "--resume")
-    rest = ["amp-1", "checkpoint-1", "baseline-1.2"]  # round 1's, the baseline beside its rows too
-    assert code in (0, 1) and bench.profiled == [r for r in launched if "-1" in r] == rest
+    rest = ["amp-1", "checkpoint-1"]  # round 1's rows; not the baseline beside them (its first run is profiled)
+    assert code in (0, 1) and "baseline-1.2" in launched and bench.profiled == rest
+
+
+def test_a_resume_finishes_the_bench_as_planned_and_changes_only_what_a_resume_may(bench, capsys):
+    """plan.json keeps the configuration the bench was asked (bench/config.py): a resume that asks for other work
+    (other steps, other rows, another seed) is refused in one line before anything runs; one that gives the budget
+    again and adds --profile says so, and finishes the plan on the bench's own configuration, its rest profiled."""
+    code, _ = bench("bench", "--steps", "8", interrupt_at=2)
+    assert code == 130
+    plan, done = records(bench.out)
+    assert plan["config"]["mode"] == "run" and plan["config"]["work"]["steps"] == 8
+    assert plan["config"]["rows"]["variants"] == ["baseline", "amp", "checkpoint"]
+    capsys.readouterr()
+    for other, planned_as in ((["--steps", "9"], "--steps 8"), (["--variants", "amp"], "--variants baseline,amp,"),
+                              (["--seed", "3"], "without --seed")):  # fmt: skip
+        with pytest.raises(BenchError, match=f"a --resume finishes bench .* as it was planned \\({planned_as}"):
+            bench("bench", "--resume", *other)
+    assert [r["run"] for r in records(bench.out)[1]] == [r["run"] for r in done]  # nothing ran
+    assert "resuming" not in capsys.readouterr().out
+    code, launched = bench("bench", "--resume", "--steps", "8", "--budget", "none", "--profile")
+    said = capsys.readouterr().out
+    assert code in (0, 1) and "as it was planned; this command changes --budget none, --profile" in said, said
+    assert bench.profiled == [r for r in launched if r.endswith("-1")] and bench.profiled  # round 1, not beside
+    plan, done = records(bench.out)
+    assert not plan["config"]["outputs"]["profile"] and len(done) == len(plan["runs"])  # plan.json: as planned
 
 
 def test_the_signal_handlers_are_installed_in_one_place():

@@ -139,3 +139,16 @@ def test_a_row_that_does_not_fit_on_the_disk_is_cut_off(tmp_path):
     result = run("-c", code, file_limit=len(before) + 100)
     assert result.returncode == 1 and "File too large (the rows before it are kept)" in result.stderr
     assert path.read_bytes() == before
+
+
+def test_a_value_its_field_refuses_is_named_with_its_line(tmp_path):
+    """bench/schema.py's least=N: a repeat of -5 in a saved runs.csv is no round; summarizing it is refused, naming
+    the line (a header, then the rows), and the file is left as it is."""
+    runs = record.read_runs(SAVED / "runs.csv")
+    runs.loc[runs.index[3], "repeat"] = -5
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    with pytest.raises(BenchError, match="runs.csv, line 5: repeat -5: must be 1 or more"):
+        record.read_runs(tmp_path / "runs.csv")
+    result = run("-m", "bench", "--summarize", "--out", tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "line 5: repeat -5: must be 1 or more (bench/schema.py)" in result.stderr
