@@ -30,7 +30,7 @@ from pathlib import Path
 import filelock
 
 from bench import BenchError, catalogue, check_folder, config, data
-from bench.modes import registered
+from bench.modes import goes_with, registered
 from bench.stages import record, slurm
 
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -104,6 +104,9 @@ def parse_args(argv=None):
     rows = rows_asked(flags)
     check_work(flags, rows)
     asked = mode_of(flags)
+    given = [dest for dest, value in vars(flags).items() if value != p.get_default(dest)]
+    if (refused := goes_with(given, asked, set(vars(flags)))) is not None:
+        fail(refused)
     shared = config.of(flags, asked, **rows, out=Path(flags.out), baseline_dir=Path(flags.baseline_dir))
     for mode in registered().values():
         if mode.check_flags is not None:

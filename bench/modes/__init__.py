@@ -40,6 +40,8 @@ class Registration:
     writes_out: it writes in --out: the folder is made and checked, and every mode's outputs, before any work
     locked: it reads or writes --out, so it holds --out's lock while it runs
     executes: the executor's mode (bench/stages/execute.py Mode) it runs, which --resume finishes by its name
+    only: the flags (argparse dests) that go with it alone, or with it and the other modes that list them: given
+        with any other mode, cli.py refuses them in one line ("--seeds goes with --parity"), the rule said here once
     """
 
     name: str
@@ -52,6 +54,7 @@ class Registration:
     writes_out: bool = True
     locked: bool = True
     executes: type | None = None
+    only: tuple = ()
 
 
 OWN = {}  # name -> Registration: BUILT_IN's, read the first time registered() is called
@@ -74,6 +77,29 @@ def registered():
             mode = getattr(importlib.import_module(f"bench.modes.{module}"), name)
             OWN[mode.name] = mode
     return {**OWN, **OTHERS}
+
+
+def flag_of(name):
+    """How a mode is asked for, in words: --NAME (- for _), "a bench" for the default."""
+    return "a bench" if registered()[name].asked is None else f"--{name.replace('_', '-')}"
+
+
+def goes_with(given, asked, known):
+    """The one line refusing a flag given with a mode that does not take it, or None: given, the dests of the flags
+    the command line gave (not at their default), asked, the mode it asks for, known, every flag's dest; the rule is
+    the registrations' only (a dest there that is no flag's: ValueError, a mistake in the registration)."""
+    takes = {}
+    for name, mode in registered().items():
+        for dest in mode.only:
+            if dest not in known:
+                raise ValueError(f"mode {name!r}: only names {dest!r}, which is no flag's dest")
+            takes.setdefault(dest, []).append(name)
+    for dest in given:
+        if dest in takes and asked not in takes[dest]:
+            modes = sorted(takes[dest], key=lambda name: registered()[name].asked is not None)  # a bench first
+            other = f", not {flag_of(asked)}" if registered()[asked].asked is not None else ""
+            return f"--{dest.replace('_', '-')} goes with {' or '.join(map(flag_of, modes))}{other}"
+    return None
 
 
 def new_id():

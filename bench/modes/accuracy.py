@@ -58,8 +58,6 @@ def check_flags(flags, config):
         raise BenchError(
             f"--to-accuracy {flags.to_accuracy:g}: a share of the validation images, above 0 and at most 1"
         )
-    if flags.max_epochs is not None and config.mode != "to_accuracy":
-        raise BenchError("--max-epochs goes with --to-accuracy")
     if flags.max_epochs is not None and flags.max_epochs < 1:
         raise BenchError(f"--max-epochs {flags.max_epochs}: 1 or more")
 
@@ -205,4 +203,5 @@ def run(config):
 
 MODE = Registration("to_accuracy", run, asked=lambda flags: flags.to_accuracy is not None, add_flags=add_flags,
                     check_flags=check_flags, own=read(Flags),
-                    outputs=("accuracy.csv", "accuracy.md", "accuracy_curves.png"), executes=ToAccuracy)  # fmt: skip
+                    outputs=("accuracy.csv", "accuracy.md", "accuracy_curves.png"), executes=ToAccuracy,
+                    only=("max_epochs",))  # fmt: skip

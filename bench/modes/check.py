@@ -58,8 +58,6 @@ def add_flags(p):
 
 
 def check_flags(flags, config):
-    if flags.paths is not None and config.mode != "check":
-        raise BenchError("--paths goes with --check")
     if flags.paths is not None and not words(flags.paths):
         raise BenchError("--paths names no word: give one or more, comma-separated (e.g. --paths dali,fsdp)")
 
@@ -389,4 +387,5 @@ def main(config, info, bench_id):
 
 
 MODE = Registration("check", lambda config: main(config, this_machine(), new_id()), asked=lambda flags: flags.check,
-                    add_flags=add_flags, check_flags=check_flags, own=own, executes=Check)  # fmt: skip
+                    add_flags=add_flags, check_flags=check_flags, own=own, executes=Check,
+                    only=("paths",))  # fmt: skip

@@ -95,8 +95,6 @@ def add_flags(p):
 
 
 def check_flags(flags, config):
-    if flags.memory_limit is not None and config.mode != "max_batch":
-        raise BenchError("--memory-limit goes with --max-batch")
     if flags.memory_limit is not None and flags.memory_limit < 1:
         raise BenchError(f"--memory-limit {flags.memory_limit}: MiB, 1 or more")
 
@@ -468,4 +466,4 @@ def redraw(out, info):
 
 MODE = Registration("max_batch", run, asked=lambda flags: flags.max_batch, add_flags=add_flags,
                     check_flags=check_flags, own=read(Flags), outputs=("max_batch.csv", "max_batch.md",
-                    "max_batch.png"), executes=MaxBatch)  # fmt: skip
+                    "max_batch.png"), executes=MaxBatch, only=("memory_limit",))  # fmt: skip

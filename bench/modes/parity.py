@@ -71,8 +71,6 @@ def add_flags(p):
 
 
 def check_flags(flags, config):
-    if flags.seeds is not None and config.mode != "parity":
-        raise BenchError("--seeds goes with --parity")
     if flags.seeds is not None and not 2 <= flags.seeds <= 20:
         raise BenchError(f"--seeds {flags.seeds}: 2 to 20 (a band needs the spread of two seeds at least)")
     if config.mode == "parity" and config.work.steps == "auto":
@@ -308,4 +306,4 @@ def run(config):
 
 MODE = Registration("parity", run, asked=lambda flags: flags.parity, add_flags=add_flags, check_flags=check_flags,
                     own=read(Flags), outputs=("parity.csv", "parity.md", "parity_curves.png"),
-                    executes=Parity)  # fmt: skip
+                    executes=Parity, only=("seeds",))  # fmt: skip

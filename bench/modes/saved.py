@@ -34,8 +34,6 @@ class SaveBaselineFlags:
 
 
 def check_resume(flags, config):
-    if flags.allow_changed and config.mode != "resume":
-        raise BenchError("--allow-changed goes with --resume")
     if config.mode == "resume" and config.dry_run:
         raise BenchError("--dry-run prints a new bench's plan: --resume runs a saved one (its logs/BENCH/plan.json)")
 
@@ -113,7 +111,8 @@ def save_baseline(config):
 
 
 RESUME = Registration("resume", resume, asked=lambda flags: flags.resume, add_flags=resume_flags,
-                      check_flags=check_resume, own=read(ResumeFlags), outputs=("runs.csv",))  # fmt: skip
+                      check_flags=check_resume, own=read(ResumeFlags), outputs=("runs.csv",),
+                      only=("allow_changed", "tensorboard", "profile"))  # fmt: skip
 SUMMARIZE = Registration("summarize", summarize_again, asked=lambda flags: flags.summarize, add_flags=summarize_flags)
 # --readme writes README.md and the folders it shows, --save-baseline --baseline-dir: neither writes --out
 README = Registration("readme", readme, asked=lambda flags: flags.readme, add_flags=readme_flags, writes_out=False,

@@ -67,8 +67,6 @@ def add_flags(p):
 
 def check_flags(flags, config):
     """--scaling's counts and rows read."""
-    if flags.scaling_mode is not None and config.mode != "scaling":
-        raise BenchError("--scaling-mode goes with --scaling")
     if flags.scaling is not None:
         counts_flag(flags.scaling)
         variants_of(config.rows.variants)
@@ -286,4 +284,4 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
 
 MODE = Registration("scaling", run, asked=lambda flags: flags.scaling is not None, add_flags=add_flags,
                     check_flags=check_flags, own=own, outputs=("scaling.csv", "scaling.md", "scaling.png"),
-                    executes=Scaling)  # fmt: skip
+                    executes=Scaling, only=("scaling_mode",))  # fmt: skip

@@ -392,12 +392,8 @@ def saved_costs(config, info, gpu_count):
 
 
 def check_flags(flags, config):
-    """The launcher's flags (bench/stages/slurm.py), and what a bench (or its --resume) alone records."""
+    """The launcher's flags (bench/stages/slurm.py), and that --tensorboard can record."""
     slurm.check_flags(config)
-    if config.outputs.tensorboard and config.mode not in ("run", "resume"):
-        raise BenchError(f"--tensorboard goes with a bench or --resume, not --{config.mode.replace('_', '-')}")
-    if config.outputs.profile and config.mode not in ("run", "resume"):
-        raise BenchError(f"--profile goes with a bench or --resume, not --{config.mode.replace('_', '-')}")
     if config.outputs.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise BenchError(f"--tensorboard needs the tensorboard package: {sys.executable} -m pip install tensorboard")
 
@@ -411,4 +407,5 @@ MODE = Registration(
     check_flags=check_flags,
     outputs=("runs.csv", *baseline.OUTPUTS),
     executes=Bench,
+    only=("tensorboard", "profile"),  # and --resume, which goes on with them
 )

@@ -2,6 +2,7 @@
 in --help, its checks, its outputs checked before any work, the lock, the two-modes error, --save-baseline's care,
 and runs to its outputs; the bench's own modes are registered in their order, and the default is the bench."""
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +21,6 @@ def count_flags(p):
 def check_count(flags, config):
     if config.mode == "count_images" and config.work.data is None:
         raise BenchError("--count-images counts the images of --data: name a folder")
-    if flags.count_glob != "*.*" and config.mode != "count_images":
-        raise BenchError("--count-glob goes with --count-images")
 
 
 @dataclass(frozen=True)
@@ -51,6 +50,7 @@ COUNT = Registration(
     check_flags=check_count,
     own=read(CountFlags),
     outputs=("count.csv", "count.md"),
+    only=("count_glob",),  # --count-glob with another mode is refused by the rule made once from this
 )
 
 
@@ -87,6 +87,8 @@ def test_a_registered_modes_flags_are_the_benchs(counting, tmp_path, capsys):
     assert asked.mode == "count_images" and asked.own == CountFlags("*.png")  # its own flags, typed, in config.own
     with pytest.raises(BenchError, match="^--count-glob goes with --count-images$"):
         cli.parse_args(["--count-glob", "*.png"])
+    with pytest.raises(BenchError, match="^--count-glob goes with --count-images, not --parity$"):
+        cli.parse_args(["--parity", "--count-glob", "*.png"])
     (tmp_path / "out" / "count.md").mkdir(parents=True)  # its output a folder: refused before any work, in any mode
     with pytest.raises(BenchError, match="count.md is a folder: the bench writes a file of that name"):
         cli.main(["--summarize", "--out", str(tmp_path / "out")])
@@ -97,6 +99,20 @@ def test_a_name_is_registered_once(counting):
         modes.register(COUNT)
     with pytest.raises(ValueError, match="'check' is registered already"):
         modes.register(Registration("check", print))
+
+
+def test_a_flag_goes_with_the_modes_that_declare_it_and_a_wrong_declaration_is_caught(monkeypatch):
+    """The one rule, from every registration's only: a bench's --profile goes with --resume too, not --parity; a
+    declared name that is no flag's (a typo would refuse nothing) stops every parse."""
+    assert cli.parse_args(["--resume", "--profile"]).outputs.profile
+    with pytest.raises(BenchError, match="^--profile goes with a bench or --resume, not --parity$"):
+        cli.parse_args(["--parity", "--profile"])
+    with pytest.raises(BenchError, match="^--seeds goes with --parity$"):
+        cli.parse_args(["--seeds", "3"])
+    monkeypatch.setattr(modes, "OTHERS", {})
+    modes.register(dataclasses.replace(COUNT, only=("count_globs",)))
+    with pytest.raises(ValueError, match="mode 'count_images': only names 'count_globs', which is no flag's dest"):
+        cli.parse_args([])
 
 
 def test_the_benchs_own_modes_in_their_order_and_the_default_is_the_bench():
