@@ -219,7 +219,7 @@ def test_without_the_meter_a_script_still_trains_and_evaluates(script, tiny_data
     text = (ROOT / script).read_text()
     kept = [line for line in text.splitlines() if not NAMES_THE_METER.search(line)]
     assert len(kept) < len(text.splitlines()) - 5  # the meter's lines were there, and are gone
-    for name in ("checks.py", "loader.py", "loader_dali.py"):
+    for name in ("checks.py", "cpu.py", "loader.py", "loader_dali.py", "loader_nvjpeg.py"):
         shutil.copy(ROOT / name, tmp_path / name)
     (tmp_path / script).write_text("\n".join(kept) + "\n")
     (tmp_path / "cli.py").write_text(RUNNER)

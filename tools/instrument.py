@@ -64,7 +64,7 @@ def bare_copy(folder):
     """train.py without the lines that name the meter, beside the modules it imports but meter.py."""
     kept = [line for line in (ROOT / "train.py").read_text().splitlines() if not NAMES_THE_METER.search(line)]
     (folder / "train.py").write_text("\n".join(kept) + "\n")
-    for module in ("loader.py", "checks.py"):
+    for module in ("loader.py", "checks.py", "cpu.py"):
         shutil.copy(ROOT / module, folder / module)
     return folder / "train.py"
 
