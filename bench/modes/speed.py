@@ -283,41 +283,38 @@ class Bench(execute.Mode):
         return {key: statistics.median(s for _, s in found) for key, found in self.timings().items()}
 
     def timings(self):
-        """{(workload, variant): [(window seconds, seconds a step)] of its finished runs}, from runs.csv the first
-        time, then as rows come."""
-        if getattr(self, "timed", None) is None:
-            self.timed = {}
-            for row in self.recorded():
-                self.note_timing(row)
-        return self.timed
-
-    def note_timing(self, row):
-        window, steps = row.get("window_s"), row.get("steps_timed")
-        if row.get("kind") != "train" or row.get("status") != "ok" or not window or not steps or pd.isna(window):
-            return
-        self.timed.setdefault((row.get("workload"), row.get("variant")), []).append((window, window / steps))
+        """{(workload, variant): [(window seconds, seconds a step)] of its finished runs that timed a window}."""
+        found = {}
+        for key, rows in self.finished().items():
+            timed = [(r["window_s"], r["window_s"] / r["steps_timed"]) for r in rows if timed_window(r)]
+            if timed:
+                found[key] = timed
+        return found
 
     def known_needs(self):
-        """{(workload, variant): the warmup_steady_steps of its finished runs}: noted as rows come, and read from
-        runs.csv the first time (a resumed bench's rows finished before)."""
-        if getattr(self, "needs", None) is None:
-            self.needs = {}
-            for row in self.recorded():
-                self.note_need(row)
-        return self.needs
+        """{(workload, variant): the warmup_steady_steps of its finished runs (None where a run did not say)}."""
+        return {
+            key: [None if pd.isna(r.get("warmup_steady_steps")) else int(r["warmup_steady_steps"]) for r in rows]
+            for key, rows in self.finished().items()
+        }
 
-    def note_need(self, row):
+    def finished(self):
+        """{(workload, variant): [its finished training rows]} of this bench: read from runs.csv the first time (a
+        resumed bench's rows finished before), then noted as rows come (keep)."""
+        if getattr(self, "done", None) is None:
+            self.done = {}
+            for row in self.recorded():
+                self.note(row)
+        return self.done
+
+    def note(self, row):
         if row.get("kind") == "train" and row.get("status") == "ok":
-            need = row.get("warmup_steady_steps")
-            need = None if need is None or pd.isna(need) else int(need)
-            self.needs.setdefault((row.get("workload"), row.get("variant")), []).append(need)
+            self.done.setdefault((row.get("workload"), row.get("variant")), []).append(row)
 
     def keep(self, row):
         record.append_row(self.config.outputs.out / "runs.csv", row)
-        if getattr(self, "needs", None) is not None:  # else read with the rest when first asked
-            self.note_need(row)
-        if getattr(self, "timed", None) is not None:
-            self.note_timing(row)
+        if getattr(self, "done", None) is not None:  # else read with the rest when first asked
+            self.note(row)
 
     def recorded(self):
         if not (self.config.outputs.out / "runs.csv").exists():
@@ -357,6 +354,12 @@ class Bench(execute.Mode):
             )
             return 1
         return 0
+
+
+def timed_window(row):
+    """Whether a finished run timed a window: its seconds and steps recorded."""
+    window, steps = row.get("window_s"), row.get("steps_timed")
+    return bool(window) and bool(steps) and not pd.isna(window)
 
 
 def run(config):

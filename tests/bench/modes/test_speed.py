@@ -16,7 +16,7 @@ from helpers import dry_run, fast_first, run
 def bench_with(rows):
     """A Bench's warm-up bookkeeping with its finished rows, no bench around it."""
     made = types.SimpleNamespace(recorded=lambda: rows)
-    for name in ("warmed", "known_needs", "note_need"):
+    for name in ("warmed", "known_needs", "finished", "note"):
         setattr(made, name, getattr(speed.Bench, name).__get__(made))
     return made
 
@@ -103,9 +103,9 @@ def test_a_later_round_warms_up_as_long_as_its_rows_earlier_runs_needed():
         assert (cut.flags["--warmup-steps"], cut.flags["--steps"]) == ("6", "66"), variant
     for kept in run_of("dali", 2), run_of("amp", 1), run_of("ddp", 2):
         assert bench.warmed(kept).flags == kept.flags  # failed, the first round, none yet
-    bench.note_need(row("ddp", 3))  # a row kept as it finishes counts at once
+    bench.note(row("ddp", 3))  # a row kept as it finishes counts at once
     assert bench.warmed(run_of("ddp", 2)).flags["--warmup-steps"] == "6"
-    bench.note_need(row("checkpoint", 25))  # one row needed its whole warm-up: every row keeps it
+    bench.note(row("checkpoint", 25))  # one row needed its whole warm-up: every row keeps it
     assert bench.warmed(run_of("amp", 2)).flags == run_of("amp", 2).flags
     unsaid = bench_with([row("amp", 4), row("compile", float("nan"))])
     assert unsaid.warmed(run_of("amp", 2)).flags == run_of("amp", 2).flags  # one row did not say: none cut
@@ -166,7 +166,7 @@ def test_the_first_round_evaluates_and_the_later_ones_time_the_speed_alone():
 
 def sized_bench(rows):
     made = types.SimpleNamespace(recorded=lambda: rows)
-    for name in ("sized", "known_windows", "known_steps", "timings", "note_timing"):
+    for name in ("sized", "known_windows", "known_steps", "timings", "finished", "note"):
         setattr(made, name, getattr(speed.Bench, name).__get__(made))
     return made
 
@@ -185,5 +185,5 @@ def test_a_slow_row_times_fewer_steps_in_a_later_round_so_rounds_last_alike():
     assert (cut.flags["--warmup-steps"], cut.flags["--steps"]) == ("5", str(5 + speed.FEWEST_TIMED))
     for kept in run_of("amp", 1, 5, 30), run_of("compile", 2, 5, 30), run_of("baseline", 2, 5, 30):
         assert bench.sized(kept).flags == kept.flags
-    bench.note_timing(timed("checkpoint", 15.0, 25))  # 0.6 s a step: 10 steps of the baseline's 6.1 s
+    bench.note(timed("checkpoint", 15.0, 25))  # 0.6 s a step: 10 steps of the baseline's 6.1 s
     assert bench.sized(run_of("checkpoint", 2, 5, 30)).flags["--steps"] == str(5 + 11)
