@@ -274,10 +274,16 @@ spread_pct              %     summary -       -          (max - min) / median of
 speedup                 x     summary -       -          the geometric mean over the rounds of rate / the reference's
                                                            rate in the same round (baseline; loaders: loader)
 speedup_low             x     summary -       -          the 95% confidence interval of speedup starts here (Student's t
-                                                           on the log ratios: bench/stages/summarize.py)
+                                                           on the log ratios, their spread pooled with the machine's
+                                                           noise measured on the baseline beside the rows where a round
+                                                           ran it three times or more: bench/stages/summarize.py)
 speedup_high            x     summary -       -          ... and ends here
 speedup_precision_pct   %     summary -       -          the interval's half-width, as a share of speedup
 rounds_paired           -     summary -       -          rounds in which both this row and its reference ran ok
+speedup_df              -     summary -       -          the degrees of freedom of the speed-up's interval: the rounds
+                                                           less one, and half a degree for each baseline run read
+                                                           against the baseline runs either side of it (the machine's
+                                                           noise), where pooled
 speed_answer            -     summary -       -          same (the interval wholly inside 0.97-1.03), else faster or
                                                            slower (wholly above or below 1), else unsettled
 loss_ratio              x     summary -       -          the geometric mean over the rounds of train_loss_final / the

@@ -50,19 +50,85 @@ LEARN_BAND = 0.1  # a final loss whose paired interval lies wholly beyond 1 +- t
 LEARNING = ("worse", "better")  # what learning() says; None: nothing a rerun would not contradict
 
 
-def interval(ratios, confidence=CONFIDENCE):
+class Noise(NamedTuple):
+    """The machine's noise in a paired log ratio, measured on the reference's own runs (noise()): its variance and
+    the degrees of freedom it counts for."""
+
+    variance: float
+    df: float
+
+
+def interval(ratios, confidence=CONFIDENCE, noise=None):
     """(estimate, low, high) of paired ratios: geometric mean and its t interval; low and high are NaN
-    with fewer than two ratios or none finite and positive."""
-    logs = np.log(np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], dtype=float))
+    with fewer than two ratios or none finite and positive. With the machine's noise (a Noise: measured on the
+    baseline beside the rows), the spread is the row's own and the machine's pooled (pooled())."""
+    logs = log_ratios(ratios)
     if len(logs) == 0:
         return math.nan, math.nan, math.nan
     estimate = math.exp(logs.mean())
     if len(logs) < 2:
         return estimate, math.nan, math.nan
+    spread = pooled(logs, noise)
+    if spread is not None:
+        half = stats.t.ppf(0.5 + confidence / 2, spread.df) * math.sqrt(spread.variance / len(logs))
+        return estimate, math.exp(logs.mean() - half), math.exp(logs.mean() + half)
     if np.ptp(logs) == 0:  # identical ratios: no spread, the interval is the point
         return estimate, estimate, estimate
     low, high = stats.ttest_1samp(logs, 0.0).confidence_interval(confidence)
     return estimate, math.exp(low), math.exp(high)
+
+
+def log_ratios(ratios):
+    """The logs of the finite, positive ratios."""
+    return np.log(np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], dtype=float))
+
+
+NOISIER = 0.75  # a row's spread above this quantile of F(its df, the machine's df) is its own: no pooling
+
+
+def pooled(logs, noise):
+    """The spread of a row's log ratios (a Noise: variance, degrees of freedom) pooled with the machine's, each by its
+    degrees of freedom, with t counting both (an empirical-Bayes, or moderated, t: Smyth 2004): 2 rounds' interval is
+    no longer 12.7 standard errors wide for want of a second degree of freedom. None (the row's own t interval)
+    without the machine's noise, with fewer than two ratios, or where the row is noisier than the machine explains
+    (its variance over the machine's above F's NOISIER quantile): a noisy row keeps its own width, and its interval
+    covers what it should (tests/bench/stages/test_summarize.py: made-up benches, a row 3 times as noisy)."""
+    own = len(logs) - 1
+    if noise is None or noise.df <= 0 or own < 1:
+        return None
+    variance = float(logs.var(ddof=1))
+    if variance > 0 and (noise.variance == 0 or variance / noise.variance > stats.f.ppf(NOISIER, own, noise.df)):
+        return None
+    return Noise((noise.df * noise.variance + own * variance) / (noise.df + own), noise.df + own)
+
+
+def degrees(ratios, noise=None):
+    """The degrees of freedom of interval(ratios, noise=noise)'s t: the rounds less one, and the machine noise's
+    where it was pooled."""
+    logs = log_ratios(ratios)
+    spread = pooled(logs, noise)
+    return spread.df if spread is not None else max(len(logs) - 1, 0)
+
+
+def noise(runs, column, reference):
+    """The machine's noise in a row's paired log ratio (a Noise), measured on the reference's own runs: where a round
+    ran the reference three times or more (bench/stages/plan.py round_runs: the baseline beside every other row on a
+    CPU), each of its runs with one on either side is read against them as a row is read (at_time: interpolated
+    between its neighbours), and its log ratio, 0 on a machine without noise, is one draw of the noise a row's ratio
+    carries. The variance is the mean of their squares; a draw shares a run with the next (their correlation is about
+    -2/3), so each counts half a degree of freedom. None where no round has such runs (one baseline a round: every
+    bench before 2026-11-29, and a GPU's); runs as paired() takes them."""
+    ok = runs[runs[column].notna() & (runs[column] > 0)].reset_index(drop=True)
+    when = run_times(ok)
+    draws = []
+    for _, refs in ok[ok["variant"] == reference].groupby("repeat", sort=True):
+        order = when[refs.index].sort_values().index
+        for before, mine, after in zip(order, order[1:], order[2:]):
+            beside = at_time(refs.loc[[before, after], column], when[[before, after]], when[mine])
+            draws.append(math.log(refs.at[mine, column] / beside))
+    if len(draws) < 2:
+        return None
+    return Noise(float(np.mean(np.square(draws))), len(draws) / 2)
 
 
 def classify(low, high, band=BAND):
@@ -120,7 +186,8 @@ def needs_rounds(row):
     """(whether the row gets another round under --repeats auto, why: ROUND_WHYS): yes while its interval is wider
     than precise() asks (or it has none yet), unless its answer is settled and its interval within +-DECIDED (narrow
     enough to decide with: the round goes to the rows still open) or no count of rounds the bench runs would settle it
-    at the noise seen (rounds_to_settle above MAX_ROUNDS: its effect, if any, is below this machine's noise)."""
+    at the noise seen (rounds_to_settle above MAX_ROUNDS: its effect, if any, is below this machine's noise), known
+    from 2 degrees of freedom (3 rounds; 2 where the machine's noise was measured beside them)."""
     estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
     if math.isnan(low) or math.isnan(high):
         return True, "one round"
@@ -128,7 +195,7 @@ def needs_rounds(row):
         return False, "precise"
     if classify(low, high) != "unsettled" and half_width(estimate, low, high) <= DECIDED:
         return False, "settled"
-    if num(row, "rounds_paired") >= 3 and rounds_to_settle(row) > MAX_ROUNDS:  # 2 rounds' spread: 1 degree of freedom
+    if degrees_of(row) >= 2 and rounds_to_settle(row) > MAX_ROUNDS:  # a spread of 1 degree of freedom says little
         return False, "below the noise"
     return True, "open"
 
@@ -290,10 +357,11 @@ def num(row, name):
 
 def rounds_to_settle(row, most=10_000):
     """About how many paired rounds at the noise seen would settle the row: the spread of its log ratios, read back
-    from its interval (half-width = t(rounds - 1) x sd / sqrt(rounds)), and the fewest rounds n whose interval,
-    t(n - 1) x sd / sqrt(n), is narrower than its distance from 1 (or, inside the band, from the band's edge). The t
-    quantile counts: 2 rounds' interval is 12.7 standard errors wide where 10 rounds' is 2.3, so the rounds do not
-    grow with the square of a 2-round interval. NaN without an interval, inf where none up to `most` would."""
+    from its interval (half-width = t(df) x sd / sqrt(rounds), df: rounds - 1 and the machine noise's, interval),
+    and the fewest rounds n whose interval, t(n - 1 + the machine's df) x sd / sqrt(n), is narrower than its
+    distance from 1 (or, inside the band, from the band's edge). The t quantile counts: 2 rounds' interval is 12.7
+    standard errors wide where 10 rounds' is 2.3, so the rounds do not grow with the square of a 2-round interval.
+    NaN without an interval, inf where none up to `most` would."""
     estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
     rounds = num(row, "rounds_paired")
     if math.isnan(low) or math.isnan(high) or not rounds >= 2:
@@ -302,11 +370,19 @@ def rounds_to_settle(row, most=10_000):
     target = band - effect if effect < band else effect  # inside the band: settle as no difference; else as a change
     if target <= 0 or width <= 0:
         return math.inf
-    spread = width * math.sqrt(rounds) / stats.t.ppf(0.5 + CONFIDENCE / 2, rounds - 1)
+    machine = max(0.0, degrees_of(row) - (rounds - 1))  # the machine's noise's degrees of freedom (interval's noise)
+    spread = width * math.sqrt(rounds) / stats.t.ppf(0.5 + CONFIDENCE / 2, machine + rounds - 1)
     n = int(rounds)
-    while n <= most and stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * spread / math.sqrt(n) > target:
+    while n <= most and stats.t.ppf(0.5 + CONFIDENCE / 2, machine + n - 1) * spread / math.sqrt(n) > target:
         n = n + 1 if n < 100 else int(n * 1.1)
     return n if n <= most else math.inf
+
+
+def degrees_of(row):
+    """The degrees of freedom of the row's speed-up interval: speedup_df, else (a summary from before it) its rounds
+    less one."""
+    df = num(row, "speedup_df")
+    return df if not math.isnan(df) else num(row, "rounds_paired") - 1
 
 
 def ratio_answer(row, column, memory=False):
@@ -611,6 +687,7 @@ def against_references(summary, runs):
                 continue
             ok = runs[(runs["workload"] == workload) & (runs["kind"] == kind) & (runs["status"] == "ok")]
             paired_rates = paired(ok, "rate", reference)
+            machine = noise(ok, "rate", reference)  # the speed's noise, from the baseline beside the rows
             learned = at_reference_steps(ok, reference)
             losses = (
                 paired(learned, "train_loss_final", reference) if kind == "train" and "train_loss_final" in ok else {}
@@ -621,9 +698,10 @@ def against_references(summary, runs):
                 variant = summary.at[i, "variant"]
                 summary.loc[i, "speedup_floor"] = summary.at[i, "rate_floor"] / base["rate_median"].iloc[0]
                 ratios = paired_rates.get(variant, [])
-                estimate, low, high = interval(ratios)
+                estimate, low, high = interval(ratios, noise=machine)
                 summary.loc[i, ["speedup", "speedup_low", "speedup_high"]] = estimate, low, high
                 summary.loc[i, "rounds_paired"] = len(ratios)
+                summary.loc[i, "speedup_df"] = degrees(ratios, machine)
                 summary.loc[i, "speedup_precision_pct"] = 100 * half_width(estimate, low, high)
                 summary.loc[i, "speed_answer"] = None if variant == reference else classify(low, high)
                 if variant != reference and variant in losses and summary.at[i, "dataset"] != "synthetic":

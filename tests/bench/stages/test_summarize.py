@@ -394,3 +394,104 @@ def test_a_slow_rows_loss_is_read_only_where_it_trained_the_baselines_steps():
     kept = summarize.at_reference_steps(rows, "baseline")
     assert set(kept.loc[kept["variant"] == "amp", "repeat"]) == {0}
     assert len(kept[kept["variant"] == "baseline"]) == 3
+
+
+def beside_bench(effect, rounds, seed, row_noise=0.05, drift=0.03, noise=0.05):
+    """Rows of runs.csv laid out as a CPU bench lays them out (the baseline beside every other row: B x1 x2 B row x3 B
+    x4 x5 B), on a machine whose speed wanders (a random walk, sd `drift` a run) and whose runs scatter (lognormal,
+    sd `noise`; the row's own `row_noise`), as the 2-core AVX2 EPYC's did (2026-11-29: its baseline runs read against
+    their neighbours scattered by 0.07 to 0.08); ten seconds a run."""
+    rng, rows, t, speed = random.Random(seed), [], 0, 1.0
+    for r in range(1, rounds + 1):
+        for variant in ["baseline", "x1", "x2", "baseline", "row", "x3", "baseline", "x4", "x5", "baseline"]:
+            speed *= math.exp(rng.gauss(0, drift))
+            rate = 100 * speed * (effect if variant == "row" else 1.0)
+            rate *= math.exp(rng.gauss(0, row_noise if variant == "row" else noise))
+            rows.append(dict(variant=variant, repeat=r, samples_per_s=rate, wall_s=0.0,
+                             time_utc=pd.Timestamp("2026-11-29", tz="UTC") + pd.Timedelta(seconds=t)))  # fmt: skip
+            t += 10
+    return pd.DataFrame(rows)
+
+
+def test_the_machines_noise_is_read_on_the_baseline_runs_between_two_others():
+    """Baselines of 100, 110, 100, 110 at 0, 20, 40 and 60 s: the two between others read 110 / 100 and 100 / 110
+    against them, a variance of log(1.1)^2 at half a degree of freedom each; one baseline a round measures none."""
+    runs = [("baseline", 100.0, 0), ("x", 150.0, 10), ("baseline", 110.0, 20), ("baseline", 100.0, 40),
+            ("y", 90.0, 50), ("baseline", 110.0, 60)]  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            dict(variant=v, repeat=1, samples_per_s=rate, wall_s=0.0, time_utc=f"2026-11-29T00:00:{t:02d}")
+            for v, rate, t in runs
+        ]  # fmt: skip
+    )
+    found = summarize.noise(rows, "samples_per_s", "baseline")
+    assert found.variance == pytest.approx(math.log(1.1) ** 2) and found.df == 1.0
+    once = rows.drop_duplicates("variant")
+    assert summarize.noise(once, "samples_per_s", "baseline") is None
+    assert summarize.interval([1.2, 1.3], noise=None) == summarize.interval([1.2, 1.3])  # no noise: the row's own t
+
+
+def test_the_machines_noise_pools_with_a_rows_own_spread():
+    """Two rounds (1 degree of freedom of its own) and the machine's noise at 4: t at 5 degrees, the variance of the
+    two weighted 4 to 1; a row noisier than F(1, 4)'s 75th percentile explains keeps its own interval."""
+    machine = summarize.Noise(0.05**2, 4.0)
+    ratios = [1.10, 1.16]
+    logs = [math.log(r) for r in ratios]
+    own = (logs[0] - logs[1]) ** 2 / 2
+    variance = (4 * 0.05**2 + own) / 5
+    half = 2.570581835636314 * math.sqrt(variance / 2)  # Student's t, 5 degrees of freedom, 97.5th percentile
+    estimate, low, high = summarize.interval(ratios, noise=machine)
+    assert (low, high) == pytest.approx((estimate * math.exp(-half), estimate * math.exp(half)))
+    assert summarize.degrees(ratios, machine) == 5.0 and summarize.degrees(ratios) == 1
+    noisy = [1.0, 1.4]
+    assert summarize.interval(noisy, noise=machine) == summarize.interval(noisy)
+    assert summarize.degrees(noisy, machine) == 1
+
+
+@pytest.mark.slow
+def test_the_machines_noise_settles_more_rows_in_few_rounds_and_its_intervals_still_cover():
+    """200 made-up benches of 3 rounds on a machine like the AVX2 EPYC: a row 15% faster settles faster far more often
+    with the machine's noise pooled than on its own 2 degrees of freedom; a row of no effect is still covered by 93% of
+    its intervals or more (95% asked; the baselines' own scatter is a little wider than a row's, so it is about 98%),
+    and by 90% or more where the row scatters three times as widely as the machine (read by its own spread then:
+    pooled, about 87%)."""
+    settled, covered, noisy_covered = {True: 0, False: 0}, 0, 0
+    for seed in range(200):
+        for effect, row_noise in (1.15, 0.05), (1.0, 0.05), (1.0, 0.15):
+            runs = beside_bench(effect, 3, seed, row_noise=row_noise)
+            ratios = summarize.paired(runs, "samples_per_s", "baseline")["row"]
+            machine = summarize.noise(runs, "samples_per_s", "baseline")
+            _, low, high = summarize.interval(ratios, noise=machine)
+            if effect > 1:
+                settled[True] += low > 1
+                settled[False] += summarize.interval(ratios)[1] > 1
+            elif row_noise == 0.05:
+                covered += low <= 1 <= high
+            else:
+                noisy_covered += low <= 1 <= high
+    assert settled[True] >= 1.25 * settled[False], settled
+    assert covered >= 0.93 * 200 and noisy_covered >= 0.9 * 200, (covered, noisy_covered)
+
+
+def test_a_row_beside_the_baseline_has_the_machines_noise_in_its_degrees_of_freedom():
+    """A whole summary of a bench laid out as a CPU bench: the speed-up's degrees of freedom are the rounds less one
+    and half of each baseline run between two others (2 a round here: 3 more), where the row is pooled with them."""
+    runs = beside_bench(1.15, 3, seed=1)
+    runs = runs.assign(kind="train", workload="small", status="ok", global_batch_size=64, dataset="generated",
+                       busy=False, run=[f"{v}-{i}" for i, v in enumerate(runs["variant"])])  # fmt: skip
+    row = answers(runs).loc["row"]
+    assert row["rounds_paired"] == 3 and row["speedup_df"] == 2 + 3 * 2 / 2
+    ratios = summarize.paired(runs.rename(columns={"samples_per_s": "rate"}), "rate", "baseline")["row"]
+    machine = summarize.noise(runs.rename(columns={"samples_per_s": "rate"}), "rate", "baseline")
+    assert row["speedup_df"] == summarize.degrees(ratios, machine)
+    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx(summarize.interval(ratios, noise=machine)[1:])
+
+
+def test_a_row_below_the_machines_noise_is_known_after_two_rounds_where_the_noise_was_measured_beside_it():
+    """0.99x +-13% after 2 rounds: on its own 1 degree of freedom its spread says little (another round); with the
+    machine's noise pooled (6 degrees of freedom) about 80 rounds would settle it: below the noise, the rounds go to
+    the rows still open."""
+    row = dict(speedup=0.99, speedup_low=0.87, speedup_high=1.13, rounds_paired=2)
+    assert summarize.needs_rounds(row) == (True, "open")
+    assert summarize.needs_rounds(dict(row, speedup_df=6.0)) == (False, "below the noise")
+    assert summarize.rounds_to_settle(dict(row, speedup_df=6.0)) > summarize.MAX_ROUNDS
