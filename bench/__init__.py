@@ -5,7 +5,7 @@ and those below it (tests/test_layout.py):
                           folder's lock; every error the bench finds in its input is a BenchError, printed once, as
                           one line, by __main__.py
     modes/                a plan, a way to do one run and a way to finish: speed.py (the bench: the speed table),
-                          check.py (--check), maxbatch.py (--max-batch), accuracy.py (--to-accuracy), scaling.py
+                          check.py (--check), max_batch.py (--max-batch), to_accuracy.py (--to-accuracy), scaling.py
                           (--scaling), each with its own flags
     outputs/              rendered from the stages' numbers and answers: verdicts.py (the words, every mode's),
                           answer.py, markdown.py (summary.md, every mode's .md), plots.py, diffs.py (the tutorial

@@ -81,7 +81,7 @@ class Config:
     """The mode asked for (its registration's name), the groups above, --dry-run and the GPUs it plans for (--gpus),
     and the mode's own flags (own: its registration's record, None for a mode without flags of its own)."""
 
-    mode: str = "run"
+    mode: str = "bench"
     rows: Rows = field(default_factory=Rows)
     work: Work = field(default_factory=Work)
     launch: Launch = field(default_factory=Launch)
@@ -162,11 +162,20 @@ def jsonable(value):
     return str(value) if isinstance(value, Path) else value
 
 
+# the names a plan.json of an earlier version kept, and the names they go by now (one name per mode, 2026-11-29)
+RENAMED = {"run": "bench", "bench.modes.maxbatch": "bench.modes.max_batch", "bench.modes.accuracy":
+           "bench.modes.to_accuracy", "bench.modes.tuneloader": "bench.modes.tune_loader"}  # fmt: skip
+
+
 def rebuilt(kept):
-    """The Config that saved() kept: every group of its kind, a list a tuple again, a path a Path."""
+    """The Config that saved() kept: every group of its kind, a list a tuple again, a path a Path (a mode or a
+    module by the name it goes by now: RENAMED)."""
     own = None
+    if kept.get("mode") in RENAMED:
+        kept = {**kept, "mode": RENAMED[kept["mode"]]}
     if kept.get("own"):
         module, _, name = kept["own"]["kind"].rpartition(".")
+        module = RENAMED.get(module, module)
         own = built(getattr(importlib.import_module(module), name), kept["own"]["fields"])
     groups = {g: built(Config.__dataclass_fields__[g].default_factory, kept[g]) for g in GROUPS}
     top = {f.name: kept[f.name] for f in fields(Config) if f.name not in (*GROUPS, "own") and f.name in kept}

@@ -1,7 +1,7 @@
 """The modes: a plan, a way to do one run and a way to finish, each on the stages and outputs below it. speed.py is
 the bench itself (the speed table, the default mode); saved.py the modes on a results folder's saved runs
-(--resume, --summarize, --save-baseline, --readme); check.py --check; maxbatch.py --max-batch; accuracy.py
---to-accuracy; parity.py --parity; scaling.py --scaling; tuneloader.py --tune-loader.
+(--resume, --summarize, --save-baseline, --readme); check.py --check; max_batch.py --max-batch; to_accuracy.py
+--to-accuracy; parity.py --parity; scaling.py --scaling; tune_loader.py --tune-loader.
 
 A mode is one registration: a Registration below (the bench's own are listed in BUILT_IN; another is register'ed).
 cli.py derives every list from registered(): the flags and their checks, the one mode the flags ask for, the files
@@ -11,14 +11,18 @@ and its registration in BUILT_IN (docs/bench.md, "How the bench runs", shows the
 
 import importlib
 import secrets
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable
+
+from bench import BenchError
 
 # the bench's own modes, as MODULE.REGISTRATION, in their order: the order of their flags in --help (after the flags
 # every mode shares, cli.py's) and of "--A and --B are two modes" when two are asked for
-BUILT_IN = ("saved.RESUME", "saved.SUMMARIZE", "check.MODE", "saved.README", "maxbatch.MODE", "accuracy.MODE",
-            "parity.MODE", "scaling.MODE", "tuneloader.MODE", "speed.MODE", "saved.SAVE_BASELINE")  # fmt: skip
+BUILT_IN = ("saved.RESUME", "saved.SUMMARIZE", "check.MODE", "saved.README", "max_batch.MODE", "to_accuracy.MODE",
+            "parity.MODE", "scaling.MODE", "tune_loader.MODE", "speed.MODE", "saved.SAVE_BASELINE")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,12 @@ class Registration:
     executes: the executor's mode (bench/stages/execute.py Mode) it runs, which --resume finishes by its name
     only: the flags (argparse dests) that go with it alone, or with it and the other modes that list them: given
         with any other mode, cli.py refuses them in one line ("--seeds goes with --parity"), the rule said here once
+    shows: (its table, its plot, what the plot shows): the files in --out a README or docs/ block shows for it
+        (`<!-- results: FOLDER max-batch -->`: bench/outputs/readme.py), as shown() gives them; () for none
+    joins: joins(summary, out): a bench's summary (its numbers, bench/stages/summarize.py) with what this mode's table
+        in the same results folder adds to it (its columns; the summary as it is where the folder holds none): the
+        bench's summary takes every registered mode's, in the registry's order (bench/modes/speed.py summary_of),
+        and names none itself
     """
 
     name: str
@@ -55,6 +65,18 @@ class Registration:
     locked: bool = True
     executes: type | None = None
     only: tuple = ()
+    joins: Callable | None = None
+    shows: tuple = ()
+
+    def __post_init__(self):
+        """One name per mode: its registration's, which its executor, plan.json and the progress lines use too, and
+        its runs' logs folder spells as its flag does (a mistake here stops every parse)."""
+        if self.executes is None:
+            return
+        if self.executes.name != self.name:
+            raise ValueError(f"mode {self.name!r}: its executor is named {self.executes.name!r}")
+        if self.executes.subfolder not in (None, self.name.replace("_", "-")):
+            raise ValueError(f"mode {self.name!r}: its runs' folder {self.executes.subfolder!r} is not its flag's name")
 
 
 OWN = {}  # name -> Registration: BUILT_IN's, read the first time registered() is called
@@ -79,6 +101,11 @@ def registered():
     return {**OWN, **OTHERS}
 
 
+def shown():
+    """{a mode's flag without its dashes: (table, plot, what the plot shows)} of every mode that shows a table."""
+    return {name.replace("_", "-"): mode.shows for name, mode in registered().items() if mode.shows}
+
+
 def flag_of(name):
     """How a mode is asked for, in words: --NAME (- for _), "a bench" for the default."""
     return "a bench" if registered()[name].asked is None else f"--{name.replace('_', '-')}"
@@ -100,6 +127,21 @@ def goes_with(given, asked, known):
             other = f", not {flag_of(asked)}" if registered()[asked].asked is not None else ""
             return f"--{dest.replace('_', '-')} goes with {' or '.join(map(flag_of, modes))}{other}"
     return None
+
+
+def table_in(out, name, needed, what):
+    """A mode's table in the results folder (name: parity.csv, max_batch.csv), None without one or where it does not
+    read (said once, on stderr: the summary goes on without it; what: what it would have added, in words)."""
+    from bench.stages import record
+
+    path = Path(out) / name
+    if not path.exists():
+        return None
+    try:
+        return record.load_csv(path, needed=needed)
+    except BenchError as e:
+        print(f"warning: {e}: the summary goes on without {what}", file=sys.stderr)
+        return None
 
 
 def new_id():

@@ -358,7 +358,7 @@ def main(config, info, bench_id):
     gpus = info["gpu_count"] if config.gpus is None else config.gpus  # --gpus: the plan of another machine (--dry-run)
     every = chosen(in_order(paths(gpus, config.work.model or MODEL), gpus), config.own.paths)
     todo = [p for p in every if applies(p, gpus) is None]
-    minutes = cost.check_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
+    minutes = estimate_s(todo, gpus, info.get("cpu_bf16_native", True)) / 60
     for line in capabilities(info):
         print(line)
     source = MEASURED["gpu" if gpus else "cpu"]
@@ -376,7 +376,7 @@ def main(config, info, bench_id):
             run = Run(f"check-{i:02d}", path.name, "loader" if path.kind == "loader" else "train", 1, path.processes,
                       command(path, where, snapshot), "check")  # fmt: skip
             run.env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "compile-cache" / f"{i:02d}")  # each path its own
-            run.estimate_s = cost.check_s([path], gpus, info.get("cpu_bf16_native", True))
+            run.estimate_s = estimate_s([path], gpus, info.get("cpu_bf16_native", True))
             runs.append(run)
     timeout = cost.timeout_s(config.limits.timeout, gpus, "check")
     state = Check.State(gpus=gpus, model=config.work.model or MODEL, paths=config.own.paths, timeout=timeout)
@@ -384,6 +384,23 @@ def main(config, info, bench_id):
     execute.start(mode)
     budget = cost.budget_s(config.limits.budget)
     execute.execute(mode, budget, config.limits.chunk)
+
+
+# --check: a path's seconds; on a CPU as `python -m bench --check` measured them (9 s a path, a compile 35 s more);
+# on a GPU as the first GPU run's check measured them (11 to 22 s a path, reduce-overhead's compile 35 s more)
+CHECK_S = dict(cpu=dict(run=9, compile=35, process=5, emulated=25), gpu=dict(run=17, compile=35, process=3))
+
+
+def estimate_s(paths, gpus, bf16_native=True):
+    """--check: the paths' seconds (each path: processes, compiled, cmd), bf16 emulated where the CPU has none."""
+    seconds_of = CHECK_S["gpu" if gpus else "cpu"]
+    seconds = sum(
+        seconds_of["run"] + seconds_of["compile"] * p.compiled + seconds_of["process"] * (p.processes - 1)
+        for p in paths
+    )
+    if not gpus and not bf16_native:  # bf16 emulated: the paths that autocast run several times slower
+        seconds += seconds_of["emulated"] * sum("train_amp.py" in p.cmd or "train_all.py" in p.cmd for p in paths)
+    return seconds
 
 
 MODE = Registration("check", lambda config: main(config, this_machine(), new_id()), asked=lambda flags: flags.check,

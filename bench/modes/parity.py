@@ -37,11 +37,11 @@ from scipy import stats
 
 from bench import BenchError, catalogue, data, logs_of, write_whole
 from bench.config import read
-from bench.modes import Registration, new_id, planned_for
+from bench.modes import Registration, new_id, planned_for, table_in
 from bench.observe import machine
 from bench.outputs import markdown, plots
 from bench.outputs.verdicts import fmt, plural
-from bench.stages import cost, execute, plan
+from bench.stages import cost, execute, plan, summarize
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, steps=150, warmup_steps=5),
@@ -256,7 +256,7 @@ def main(config, info, bench_id):
     budget_s = cost.budget_s(config.limits.budget, gpu)
     say(runs, gpu, info, budget_s)
     for run in runs:
-        run.estimate_s = cost.parity_s([run], gpu, info["cpu_bf16_native"])
+        run.estimate_s = estimate_s([run], gpu, info["cpu_bf16_native"])
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
     works = dict(hard=plan.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
     timeout = cost.timeout_s(config.limits.timeout, gpu)
@@ -270,7 +270,7 @@ def say(runs, gpu, info, budget_s=None):
     seeds = sum(r.variant == "baseline" and not r.name.endswith("-again") for r in runs)
     steps = runs[0].flags.get("--steps")
     budget = f" (budget {budget_s / 60:g} min)" if budget_s else ""
-    minutes = cost.parity_s(runs, gpu, info["cpu_bf16_native"]) / 60
+    minutes = estimate_s(runs, gpu, info["cpu_bf16_native"]) / 60
     again = sum(r.name.endswith("-again") for r in runs)
     twice = " (the first twice: the twins' check)" if again else ""
     techniques = plural(len(runs) - seeds - again, "technique")
@@ -304,6 +304,32 @@ def run(config):
     main(config, info, bench_id)
 
 
+def joins(summary, out):
+    """A bench's summary with the verdicts of a --parity run in the same results folder (parity.csv), by variant."""
+    table = table_in(out, "parity.csv", ("variant", "verdict", "from_step"), "--parity's verdicts")
+    return summary if table is None else summarize.with_parity(summary.copy(), table)
+
+
+# --parity: a run's start and evaluations, a step of its model and a cold compile of it: on a CPU the tiny CNN as the
+# saved run measured it (2-core EPYC with AVX-512-BF16, 2026-11-26: the baseline 21 to 42 s for 150 steps of 64,
+# median 27, a compiled row 25 s more; 15 runs, 7.7 min); on a GPU assumed until a GPU runs it
+PARITY_S = dict(cpu=dict(start=10, step=0.11, compile=30), gpu=dict(start=25, step=0.05, compile=60))
+
+
+def estimate_s(runs, gpu, bf16_native=True):
+    """--parity: each run's start and its steps at its row's factor (SLOWER, bf16 emulated), a compile cold."""
+    seconds_of = PARITY_S["gpu" if gpu else "cpu"]
+    return sum(
+        seconds_of["start"]
+        + int(run.flags.get("--steps", 0))
+        * seconds_of["step"]
+        * cost.slower(run.variant, run.workload, gpu, bf16_native)
+        + (seconds_of["compile"] if catalogue.compiled(run.variant) else 0)
+        for run in runs
+    )
+
+
 MODE = Registration("parity", run, asked=lambda flags: flags.parity, add_flags=add_flags, check_flags=check_flags,
                     own=read(Flags), outputs=("parity.csv", "parity.md", "parity_curves.png"),
-                    executes=Parity, only=("seeds",))  # fmt: skip
+                    executes=Parity, only=("seeds",), joins=joins, shows=("parity.md", "parity_curves.png",
+                    "each technique's training loss over the baseline seeds' band"))  # fmt: skip

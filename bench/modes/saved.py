@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bench import BenchError, check_folder
 from bench.config import read
-from bench.modes import Registration, registered, speed, this_machine
+from bench.modes import Registration, registered, shown, speed, this_machine
 from bench.stages import baseline, execute, record
 
 
@@ -78,7 +78,7 @@ def readme(config):
         runs = record.read_runs(folder / "runs.csv")
         return speed.write_outputs(folder, runs["bench_id"].iloc[-1], speed.saved_machine(folder, runs))
 
-    for folder in blocks.rewrite(resummarize):
+    for folder in blocks.rewrite(resummarize, shown=shown()):
         print(f"README.md and docs/: the results of {folder}, summarized again from its runs.csv")
     for folder in sorted(config.outputs.baseline_dir.glob("*/runs.csv")):  # every saved baseline gets its report too
         resummarize(folder.parent)

@@ -239,7 +239,7 @@ def run(config):
     runs = runs_of(config, counts, gpu_count, info["cpu_cores"], work, logs)
     if config.dry_run:
         gpu = bool(gpu_count)
-        minutes = cost.scaling_s(runs, gpu, info["cpu_bf16_native"]) / 60
+        minutes = estimate_s(runs, gpu, info["cpu_bf16_native"]) / 60
         compiles = cost.cold_compiles(runs, gpu)
         print(f"scaling ({config.own.scaling_mode}): {len(runs)} runs, about {minutes:.0f} min{compiles}:")
         for r in runs:
@@ -254,7 +254,7 @@ def main(config, info, runs, logs, counts, works):
     budget_s = cost.budget_s(config.limits.budget, gpu)
     rounds = max(r.repeat for r in runs)
     print(f"scaling ({config.own.scaling_mode}): {', '.join(config.own.variants)} at {', '.join(map(str, counts))}"
-          f" processes, {rounds} rounds, about {cost.scaling_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"
+          f" processes, {rounds} rounds, about {estimate_s(runs, gpu, info['cpu_bf16_native']) / 60:.0f} min"
           f"{cost.cold_compiles(runs, gpu)}"
           + (f" (budget {budget_s / 60:g} min)" if budget_s else ""), flush=True)  # fmt: skip
     if not gpu:
@@ -263,7 +263,7 @@ def main(config, info, runs, logs, counts, works):
     timeout = cost.timeout_s(config.limits.timeout, gpu)
     state = Scaling.State(counts=tuple(counts), scaling_mode=config.own.scaling_mode, timeout=timeout)
     for run in runs:  # the executor's budget and --chunk go by them until a run of the kind has been measured
-        run.estimate_s = cost.run_s(run, cost.scaling_window_s(gpu), gpu, info["cpu_bf16_native"])
+        run.estimate_s = cost.run_s(run, window_s(gpu), gpu, info["cpu_bf16_native"])
     mode = Scaling(config, info, logs.name, runs, works, state)
     execute.start(mode)
     execute.execute(mode, budget_s, config.limits.chunk)
@@ -282,6 +282,19 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
     plots.plot_scaling(table, out / "scaling.png", title)
 
 
+def window_s(gpu):
+    """The timed window --scaling's estimates take: the default plan's (25 steps timed on a CPU)."""
+    return cost.WINDOW_S if gpu else cost.COST_S["cpu"]["window"] * 25 / 20
+
+
+def estimate_s(runs, gpu, bf16_native=True):
+    """--scaling: the bench's estimate of each run at the default plan's window; the first run of a compiled variant
+    at each count compiles cold (each count has its own cache); on a GPU the steps' calibration too."""
+    calibration = cost.COST_S["gpu" if gpu else "cpu"]["calibrate"]
+    return calibration + sum(cost.run_s(run, window_s(gpu), gpu, bf16_native) for run in runs)
+
+
 MODE = Registration("scaling", run, asked=lambda flags: flags.scaling is not None, add_flags=add_flags,
                     check_flags=check_flags, own=own, outputs=("scaling.csv", "scaling.md", "scaling.png"),
-                    executes=Scaling, only=("scaling_mode",))  # fmt: skip
+                    executes=Scaling, only=("scaling_mode", "launcher", "nodes"), shows=("scaling.md", "scaling.png",
+                    "samples/s against processes, with the ideal line"))  # fmt: skip

@@ -18,11 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 from bench import BenchError, logs_of, schema, write_whole
-from bench.modes import Registration, new_id, this_machine, tuneloader
+from bench.modes import Registration, new_id, registered, this_machine
 from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, verdicts
 from bench.outputs import report as html_report
-from bench.outputs.plots import largest_batches, plot_memory, plot_throughput, plot_time, plot_tradeoff
+from bench.outputs.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
 from bench.stages import baseline, calibrate, causes, cost, execute, plan, profiles, record, slurm, summarize
 
 
@@ -40,49 +40,19 @@ def title(summary, machine, workload=None):
     )
 
 
-def mode_table(out, name, needed, what):
-    """A mode's table in the results folder (name: parity.csv, max_batch.csv), None without one or where it does not
-    read (said once, on stderr: the tables go on without it)."""
-    path = Path(out) / name
-    if not path.exists():
-        return None
-    try:
-        return record.load_csv(path, needed=needed)
-    except BenchError as e:
-        print(f"warning: {e}: the summary goes on without {what}", file=sys.stderr)
-        return None
-
-
-def parity_of(out):
-    """The verdicts of a --parity run in the results folder (parity.csv)."""
-    return mode_table(out, "parity.csv", ("variant", "verdict", "from_step"), "--parity's verdicts")
-
-
-def max_batch_of(out):
-    """The table of a --max-batch run in the results folder (max_batch.csv): its speeds at the largest batches."""
-    return mode_table(out, "max_batch.csv", ("variant", "workload", "model", "max_batch"), "--max-batch's speeds")
-
-
-def tuned_of(out):
-    """The answer of a --tune-loader run in the results folder (tune_loader.csv: its training rows), or None."""
-    table = mode_table(out, "tune_loader.csv", ("phase", "setting", "flags", "answer"), "--tune-loader's answer")
-    if table is None:
-        return None
-    trained = [row for row in table.to_dict("records") if row["phase"] == "train"]
-    own = next((row for row in trained if row["setting"] == "own"), None)
-    return tuneloader.recommend(own, [row for row in trained if row is not own])[1] if own else None
-
-
-def summary_of(runs, parity=None, largest=None, profiled=None, tuned=None):
+def summary_of(runs, out=None, profiled=None):
     """The summary every output is drawn from, down one way: the statistics of the runs (bench/stages/summarize.py),
-    with the verdicts of a --parity run in the same results folder (parity: its parity.csv) and the speeds at the
-    largest batches of a --max-batch run there (largest: its max_batch.csv); each row's answers (summarize.answered)
-    and causes (bench/stages/causes.py, with the operators of a bench with --profile: profiled, from
-    bench/stages/profiles.py); then the words (bench/outputs/verdicts.py): a verdict for every row, a row waiting for
-    its data told the answer of a --tune-loader run there (tuned). summary.csv holds its columns in_order."""
-    numbers = summarize.with_largest(summarize.with_parity(summarize.summarize(runs), parity), largest)
+    with what each mode's table in the results folder out adds (a registration's joins: --parity's verdicts,
+    --max-batch's speeds at the largest batches, --tune-loader's answer; none without out); each row's answers
+    (summarize.answered) and causes (bench/stages/causes.py, with the operators of a bench with --profile: profiled,
+    from bench/stages/profiles.py); then the words (bench/outputs/verdicts.py), a verdict for every row. summary.csv
+    holds its columns in_order."""
+    numbers = summarize.summarize(runs)
+    for mode in registered().values():
+        if mode.joins is not None and out is not None:
+            numbers = mode.joins(numbers, out)
     answers = causes.with_causes(summarize.answered(causes.with_profiles(numbers, profiled)))
-    return summarize.in_order(verdicts.with_verdicts(answers, tuned), answers=True)
+    return summarize.in_order(verdicts.with_verdicts(answers), answers=True)
 
 
 def write_outputs(out, bench_id, machine):
@@ -93,7 +63,7 @@ def write_outputs(out, bench_id, machine):
     if runs.empty:
         return None
     profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's operators, read by the causes
-    summary = summary_of(runs, parity_of(out), max_batch_of(out), profiled, tuned_of(out))
+    summary = summary_of(runs, out, profiled)
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     table = summarize.in_order(summary)  # summary.csv: the numbers, causes and verdicts, not each row's answers
@@ -103,7 +73,7 @@ def write_outputs(out, bench_id, machine):
     text = markdown.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
     write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
     plot_throughput(summary, out / "throughput.png", headings)
-    plot_memory(summary, out / "memory.png", headings, largest_batches(out / "max_batch.csv"))
+    plot_memory(summary, out / "memory.png", headings)
     plot_tradeoff(summary, out / "tradeoff.png", headings)
     plot_time(summary, out / "time.png", headings)
     learned = plots.gather_curves(out, bench_id, runs)
@@ -404,11 +374,11 @@ def check_flags(flags, config):
 # the default mode, run when no other is asked for; its own flags are the launcher's (how its DDP rows start:
 # --launcher, --nodes), the flags every mode shares being cli.py's
 MODE = Registration(
-    "run",
+    "bench",
     run,
     add_flags=slurm.add_flags,
     check_flags=check_flags,
     outputs=("runs.csv", *baseline.OUTPUTS),
     executes=Bench,
-    only=("tensorboard", "profile"),  # and --resume, which goes on with them
+    only=("tensorboard", "profile", "launcher", "nodes"),  # and --resume (the first two), --scaling (the launcher's)
 )

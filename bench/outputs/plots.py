@@ -64,23 +64,15 @@ def save(fig, path):
         plt.close(fig)
 
 
-def largest_batches(path):
-    """{(workload, model, variant): (largest batch, x the baseline's)} from a --max-batch table (max_batch.csv)
-    beside the bench's; {} without one, or one from before it named its model."""
-    try:
-        table = pd.read_csv(path)
-    except (OSError, ValueError):
-        return {}
-    if not {"workload", "model", "variant", "max_batch"} <= set(table.columns):
-        return {}
-    table = table.dropna(subset=["max_batch"])
-    return {(r.workload, r.model, r.variant): (r.max_batch, r.batch_vs_baseline) for r in table.itertuples()}
+def largest_found(row):
+    """(the largest batch found for the row, x the baseline's) where the summary holds it, else None."""
+    batch = row.get("largest_batch_found")
+    return None if batch is None or pd.isna(batch) else (batch, row.get("largest_batch_found_x"))
 
 
-def plot_memory(summary, path, headings, largest=None):
-    """Peak memory per training row; with a --max-batch table of the same workload and model (largest_batches), each
-    row also says the largest batch that trains, in the memory of the max-batch search."""
-    largest = largest or {}
+def plot_memory(summary, path, headings):
+    """Peak memory per training row; where the summary holds the largest batch found for a row (largest_batch_found,
+    x the baseline's: largest_batch_found_x, a search of the same workload and model), the row also says it."""
     train = trained(summary)
     gpu = train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any()
     if gpu:
@@ -100,7 +92,7 @@ def plot_memory(summary, path, headings, largest=None):
         ticks = [i + height * (len(series) - 1) / 2 for i in range(len(rows))]
         ax.set_yticks(ticks, [label(row) for _, row in rows.iterrows()], fontsize=8)
         ax.invert_yaxis()
-        found = [largest.get((row.workload, row.model, row.variant)) for row in rows.itertuples()]
+        found = [largest_found(row) for _, row in rows.iterrows()]
         widest = rows[[c for c, _ in series]].max(axis=1).fillna(0)
         for tick, found_here, end in zip(ticks, found, widest):
             if found_here:

@@ -6,9 +6,9 @@ A result block is the text between `<!-- results: FOLDER -->` (or `<!-- results:
 examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs again by the bench's current rules
 (its summary.csv, summary.md, plots and report.html are rewritten) and puts in the block either its summary.md,
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
-to the rest. `<!-- results: FOLDER to-accuracy -->` (or `max-batch`, `scaling`, `parity`, `tune-loader`) shows the
-table a mode wrote there (accuracy.md, max_batch.md, scaling.md, parity.md, tune_loader.md: python -m bench
---to-accuracy, --max-batch, --scaling, --parity, --tune-loader, kept by --save-baseline) with its plot. The block
+to the rest. `<!-- results: FOLDER MODE -->` (MODE a mode's flag without its dashes: `max-batch`) shows the table that
+mode wrote there, kept by --save-baseline, with its plot: the files its registration says it shows (shown: {MODE:
+(table, plot, what the plot shows)}, from bench/modes/__init__.py shown()). The block
 between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines, and the
 rows between `<!-- scripts -->` and `<!-- /scripts -->` each technique's script, from the catalogue.
 tests/bench/outputs/test_readme.py checks that every page holds what --readme writes, so a finding in a block is
@@ -25,20 +25,13 @@ from bench.outputs import answer, diffs, markdown, verdicts
 
 BLOCK = re.compile(
     r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)?"
-    r"(?: (?P<mode>to-accuracy|max-batch|scaling|parity|tune-loader))? -->\n)"
+    r"(?: (?P<mode>[a-z][a-z-]*))? -->\n)"
     r"(?P<body>.*?)(<!-- /results -->)",
     re.S,
 )
 LINES = re.compile(r"(<!-- lines -->\n)(?P<body>.*?)(<!-- /lines -->)", re.S)
 SCRIPTS = re.compile(r"(<!-- scripts -->\n)(?P<body>.*?)(<!-- /scripts -->)", re.S)
 PLOTS = [("tradeoff.png", "speed-up against memory"), ("time.png", "where a step's time goes")]
-MODES = {  # a mode's table and plot, as the mode writes them
-    "to-accuracy": ("accuracy.md", "accuracy_curves.png", "training loss and validation accuracy of each variant"),
-    "max-batch": ("max_batch.md", "max_batch.png", "the largest batch of each variant and its speed there"),
-    "scaling": ("scaling.md", "scaling.png", "samples/s against processes, with the ideal line"),
-    "parity": ("parity.md", "parity_curves.png", "each technique's training loss over the baseline seeds' band"),
-    "tune-loader": ("tune_loader.md", "tune_loader.png", "the loader alone at each setting, and the best in training"),
-}
 
 
 def pages(root=ROOT):
@@ -52,11 +45,12 @@ def folders(text, modes=True):
     return [m.group("folder") for m in BLOCK.finditer(text) if modes or not m.group("mode")]
 
 
-def block(folder, link, headline=False, mode=None, summary=None):
+def block(folder, link, headline=False, mode=None, summary=None, shown=None):
     """The text of a block for the saved bench in folder, its files linked as link/NAME; a headline's from the summary
-    the folder was summarized to (summary: bench/modes/speed.py's write_outputs, each row's answers with it)."""
+    the folder was summarized to (summary: bench/modes/speed.py's write_outputs, each row's answers with it); a mode's
+    from the files it shows (shown: {mode: (table, plot, what)})."""
     if mode:
-        return mode_block(folder, link, mode)
+        return mode_block(folder, link, mode, shown or {})
     if headline:
         return headline_block(summary, folder, link)
     text = re.sub(r"^### ", "#### ", Path(folder, "summary.md").read_text(), flags=re.M)
@@ -64,9 +58,12 @@ def block(folder, link, headline=False, mode=None, summary=None):
     return text + ("\n" + "\n".join(images) + "\n" if images else "")
 
 
-def mode_block(folder, link, mode):
+def mode_block(folder, link, mode, shown):
     """The table a mode wrote in folder, headings one level down, and its plot."""
-    table, plot, what = MODES[mode]
+    if mode not in shown:
+        raise BenchError(f"README.md or docs/ show a {mode} result of {folder}: no mode shows one (its flags: "
+                         f"{', '.join(shown)})")  # fmt: skip
+    table, plot, what = shown[mode]
     if not Path(folder, table).exists():
         raise BenchError(f"README.md or docs/ show the {mode} result of {folder}, which holds no {table}")
     text = re.sub(r"^### ", "#### ", Path(folder, table).read_text(), flags=re.M)
@@ -123,13 +120,14 @@ def scripts_block():
     return "\n".join(rows) + "\n"
 
 
-def render(text, page, root=ROOT, summaries=None):
-    """page's text with every block written again (the folders already summarized: summaries, by folder)."""
+def render(text, page, root=ROOT, summaries=None, shown=None):
+    """page's text with every block written again (the folders already summarized: summaries, by folder; the modes'
+    tables: shown, as block() takes it)."""
 
     def result(m):
         link = os.path.relpath(root / m.group("folder"), page.parent)
         summary = (summaries or {}).get(m.group("folder"))
-        body = block(root / m.group("folder"), link, bool(m.group("headline")), m.group("mode"), summary)
+        body = block(root / m.group("folder"), link, bool(m.group("headline")), m.group("mode"), summary, shown)
         return m.group(1) + body + m.group(6)
 
     text = BLOCK.sub(result, text)
@@ -137,15 +135,15 @@ def render(text, page, root=ROOT, summaries=None):
     return LINES.sub(lambda m: m.group(1) + lines_block() + m.group(3), text)
 
 
-def rewrite(resummarize, root=None):
+def rewrite(resummarize, root=None, shown=None):
     """Summarize every folder the pages show again (resummarize(folder) returns its summary), then write their blocks
-    from those summaries; return the folders."""
+    from those summaries (and the modes' tables: shown, as block() takes it); return the folders."""
     root = root or ROOT
     texts = {page: page.read_text() for page in pages(root)}
-    shown = list(dict.fromkeys(folder for text in texts.values() for folder in folders(text, modes=False)))
-    summaries = {folder: resummarize(root / folder) for folder in shown}
+    summarized = list(dict.fromkeys(folder for text in texts.values() for folder in folders(text, modes=False)))
+    summaries = {folder: resummarize(root / folder) for folder in summarized}
     for page, text in texts.items():
-        new = render(text, page, root, summaries)
+        new = render(text, page, root, summaries, shown)
         if new != text:
             write_whole(page, lambda tmp, new=new: Path(tmp).write_text(new))
-    return shown
+    return summarized

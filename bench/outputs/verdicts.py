@@ -38,7 +38,7 @@ def fmt(value, pattern="{:,.0f}"):
     return pattern.format(value) if present(value) else ""
 
 
-def with_verdicts(summary, tuned=None):
+def with_verdicts(summary):
     """summary (its numbers, each row's answers and causes: bench/stages) with a `verdict` for every row: training
     rows against their workload's baseline, loader rows against loader.py."""
     summary = summary.copy()
@@ -48,11 +48,11 @@ def with_verdicts(summary, tuned=None):
         same = workload[workload["kind"] == row.kind]
         reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
         base = reference.iloc[0] if not reference.empty else None
-        summary.at[i, "verdict"] = verdict(row, base, row.get("causes_found"), tuned)
+        summary.at[i, "verdict"] = verdict(row, base, row.get("causes_found"))
     return summary
 
 
-def why_words(row, found, tuned=None):
+def why_words(row, found):
     """' Why not faster: waiting for data: it waited for data 35% of its window; try the loader's settings (...).
     Also: ...', from the causes found (bench/stages/causes.py); where none passed, that the run does not show it."""
     answer = row.get("speed_answer")
@@ -62,14 +62,15 @@ def why_words(row, found, tuned=None):
         return f" {why}: {UNSHOWN}{': ' + ', '.join(flags) if flags else ''}."
     (rule, numbers), others = found[0], found[1:]
     said = f" {why}: {rule.name}: {rule.words.format(**numbers)}; to try: {rule.remedy}."
-    if tuned and rule.cause in ("data", "loader_limit"):
+    tuned = row.get("loader_sweep")  # a loader sweep's answer in the same folder (a mode's join)
+    if isinstance(tuned, str) and tuned and rule.cause in ("data", "loader_limit"):
         said += f" The loader's sweep in this folder (--tune-loader) says: {tuned}."
     if others:
         said += " Also " + "; ".join(f"{r.name}: {r.words.format(**n)}" for r, n in others) + "."
     return said
 
 
-def verdict(row, base, found=None, tuned=None):
+def verdict(row, base, found=None):
     """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
     measured fields; found: the causes of a row that is not faster (bench/stages/causes.py), said last."""
     name = row.variant
@@ -118,7 +119,7 @@ def verdict(row, base, found=None, tuned=None):
         head += f" and {number(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
     named = {rule.cause for rule, _ in found or []}
     said = reasons(row, base, named)
-    why = why_words(row, found, tuned) if found is not None else ""
+    why = why_words(row, found) if found is not None else ""
     return (
         f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{basis_words(row)}{why}"
         f"{busy(row)}"

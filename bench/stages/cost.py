@@ -20,7 +20,9 @@ WINDOW_MIN_S = 3.0  # the shortest window a budget may ask for
 BUDGET_MIN = dict(gpu=35, cpu=25)
 # seconds a run may take before it is stopped, unless --timeout says (a cold compile on 2 cores: minutes); a run of
 # --to-accuracy trains up to its epochs
-TIMEOUT_S = dict(run=dict(gpu=900, cpu=600), check=dict(gpu=600, cpu=600), accuracy=dict(gpu=6 * 3600, cpu=6 * 3600))
+TIMEOUT_S = dict(
+    bench=dict(gpu=900, cpu=600), check=dict(gpu=600, cpu=600), to_accuracy=dict(gpu=6 * 3600, cpu=6 * 3600)
+)
 
 
 # generating a workload's data (bench/data.py), images a second per core, as measured on a 2-core Xeon (2026-11-27):
@@ -42,7 +44,7 @@ def budget_s(budget, gpu=None):
     return 60 * (budget or BUDGET_MIN["gpu" if gpu else "cpu"])
 
 
-def timeout_s(asked, gpu, mode="run"):
+def timeout_s(asked, gpu, mode="bench"):
     """The seconds a run may take: --timeout where given, else the mode's default on this kind of machine."""
     return asked or TIMEOUT_S[mode]["gpu" if gpu else "cpu"]
 
@@ -71,18 +73,6 @@ SLOWER = {
     "cpu": dict(checkpoint=1.3, synthetic=0.75, dali=0.75, tf32=1.6, fsdp=1.2),
 }  # fmt: skip
 EMULATED_BF16 = 6.0
-# --check: a path's seconds; on a CPU as `python -m bench --check` measured them (9 s a path, a compile 35 s more);
-# on a GPU as the first GPU run's check measured them (11 to 22 s a path, reduce-overhead's compile 35 s more)
-CHECK_S = dict(cpu=dict(run=9, compile=35, process=5, emulated=25), gpu=dict(run=17, compile=35, process=3))
-# --to-accuracy: a run's start (importing torch, building the data and model) and an epoch with its evaluation. CPU:
-# the tiny CNN on the 2-core AMD EPYC (an epoch 7.3 s); GPU: assumed until a GPU runs it
-START_S = dict(cpu=10, gpu=20)
-EPOCH_S = dict(cpu=9, gpu=5)
-PROBE_S = dict(cpu=15, gpu=25)  # --max-batch: a probe (CPU: measured here, 9-15 s), a compile apart
-# --parity: a run's start and evaluations, a step of its model and a cold compile of it: on a CPU the tiny CNN as the
-# saved run measured it (2-core EPYC with AVX-512-BF16, 2026-11-26: the baseline 21 to 42 s for 150 steps of 64,
-# median 27, a compiled row 25 s more; 15 runs, 7.7 min); on a GPU assumed until a GPU runs it
-PARITY_S = dict(cpu=dict(start=10, step=0.11, compile=30), gpu=dict(start=25, step=0.05, compile=60))
 
 
 def slower(variant, workload, gpu, bf16_native=True):
@@ -121,56 +111,6 @@ def cold_compiles(runs, gpu):
     if not cold:
         return ""
     return f" ({len(cold)} cold compiles of about {COST_S['gpu' if gpu else 'cpu']['cold']:.0f} s each in it)"
-
-
-def scaling_window_s(gpu):
-    """The timed window --scaling's estimates take: the default plan's (25 steps timed on a CPU)."""
-    return WINDOW_S if gpu else COST_S["cpu"]["window"] * 25 / 20
-
-
-def scaling_s(runs, gpu, bf16_native=True):
-    """--scaling: the bench's estimate of each run at the default plan's window; the first run of a compiled variant
-    at each count compiles cold (each count has its own cache); on a GPU the steps' calibration too."""
-    calibration = COST_S["gpu" if gpu else "cpu"]["calibrate"]
-    return calibration + sum(run_s(run, scaling_window_s(gpu), gpu, bf16_native) for run in runs)
-
-
-def check_s(paths, gpus, bf16_native=True):
-    """--check: the paths' seconds (each path: processes, compiled, cmd), bf16 emulated where the CPU has none."""
-    cost = CHECK_S["gpu" if gpus else "cpu"]
-    seconds = sum(cost["run"] + cost["compile"] * p.compiled + cost["process"] * (p.processes - 1) for p in paths)
-    if not gpus and not bf16_native:  # bf16 emulated: the paths that autocast run several times slower
-        seconds += cost["emulated"] * sum("train_amp.py" in p.cmd or "train_all.py" in p.cmd for p in paths)
-    return seconds
-
-
-def accuracy_s(runs, epochs, gpu, bf16_native=True):
-    """--to-accuracy: the most the runs may take, every one training all its epochs. A CPU's rows take the bench's
-    factors (SLOWER, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
-    kind = "gpu" if gpu else "cpu"
-    total = 0.0
-    for run in runs:
-        factor = 1.0 if gpu else slower(run.variant, run.workload, gpu, bf16_native)
-        total += START_S[kind] + epochs * EPOCH_S[kind] * factor + compile_s(run.variant, 1, gpu)
-    return total
-
-
-def parity_s(runs, gpu, bf16_native=True):
-    """--parity: each run's start and its steps at its row's factor (SLOWER, bf16 emulated), a compile cold."""
-    cost = PARITY_S["gpu" if gpu else "cpu"]
-    return sum(
-        cost["start"]
-        + int(run.flags.get("--steps", 0)) * cost["step"] * slower(run.variant, run.workload, gpu, bf16_native)
-        + (cost["compile"] if catalogue.compiled(run.variant) else 0)
-        for run in runs
-    )
-
-
-def maxbatch_s(runs, gpu, probes):
-    """--max-batch: probes probes of a variant and one measured run, each a new process at a new batch (a new
-    shape), so a compiled variant compiles cold in every one of them."""
-    where = "gpu" if gpu else "cpu"
-    return sum((probes + 1) * (PROBE_S[where] + compile_s(r.variant, 1, gpu)) for r in runs)
 
 
 # ----------------------------------------------------------------------------- a GPU plan from its saved runs

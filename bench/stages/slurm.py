@@ -34,14 +34,13 @@ def add_flags(p):
 
 
 def check_flags(config):
-    """--nodes with the Slurm launcher alone, which reads them from its allocation (nodes_of)."""
+    """--nodes with the Slurm launcher alone, which reads them from its allocation (nodes_of); the modes that launch
+    distributed rows with them say so in their registrations (only: a bench and --scaling)."""
     launch = config.launch
     if launch.nodes is not None and launch.launcher != "slurm":
         raise BenchError("--nodes goes with --launcher slurm")
     if launch.nodes is not None and launch.nodes < 1:
         raise BenchError(f"--nodes {launch.nodes}: 1 or more")
-    if launch.launcher == "slurm" and config.mode not in ("run", "scaling"):
-        raise BenchError(f"--launcher slurm goes with a bench or --scaling, not --{config.mode.replace('_', '-')}")
 
 
 def nodes_of(launch):

@@ -110,25 +110,61 @@ def degrees(ratios, noise=None):
     return spread.df if spread is not None else max(len(logs) - 1, 0)
 
 
+DISTURBED = 5.0  # a reference run this many robust standard deviations off its neighbours was disturbed
+USUAL = 8  # ... of the draws that say what is usual, where there are this many
+
+
+def draws(runs, column, reference, when, left_out=()):
+    """{a reference run's index: its log ratio against the reference runs either side of it in its round (at_time),
+    0 on a machine without noise}, for every reference run with one on either side; runs: ok rows (paired's), when:
+    their times (run_times); left_out: reference runs (indexes) read as if they had not run."""
+    found = {}
+    refs_of = runs[(runs["variant"] == reference) & ~runs.index.isin(left_out)]
+    for _, refs in refs_of.groupby("repeat", sort=True):
+        order = when[refs.index].sort_values().index
+        for before, mine, after in zip(order, order[1:], order[2:]):
+            beside = at_time(refs.loc[[before, after], column], when[[before, after]], when[mine])
+            found[mine] = math.log(refs.at[mine, column] / beside)
+    return found
+
+
+def disturbed(runs, column, reference, when):
+    """The reference runs (their indexes) that the runs either side of them say were disturbed, one at a time: the run
+    whose draw (draws) lies furthest from 0, where it lies more than DISTURBED robust standard deviations (the median
+    absolute draw / 0.6745) of the draws that do not share a run with it, three or more of them; then the draws again
+    without it. A baseline that ran at 91 samples/s between runs at 227 and 264 (the AVX2 EPYC, 2026-11-29: its steps
+    3 times as slow, the machine busy elsewhere) measured the disturbance, not the machine's speed at the rows beside
+    it: they are read against the baseline runs around it instead (paired), and the machine's noise (noise) leaves
+    it out; its neighbours' draws, which read against it, are drawn again without it."""
+    out = set()
+    while True:
+        found = draws(runs, column, reference, when, out)
+        if not found:
+            return out
+        worst = max(found, key=lambda i: abs(found[i]))
+        ordered = sorted(found, key=lambda i: when[i])
+        place = ordered.index(worst)
+        near = set(ordered[max(0, place - 1) : place + 2])
+        usual = [abs(draw) for i, draw in found.items() if i not in near]
+        if len(usual) < USUAL or abs(found[worst]) <= DISTURBED * float(np.median(usual)) / 0.6745:
+            return out
+        out.add(worst)
+
+
 def noise(runs, column, reference):
     """The machine's noise in a row's paired log ratio (a Noise), measured on the reference's own runs: where a round
     ran the reference three times or more (bench/stages/plan.py round_runs: the baseline beside every other row on a
-    CPU), each of its runs with one on either side is read against them as a row is read (at_time: interpolated
-    between its neighbours), and its log ratio, 0 on a machine without noise, is one draw of the noise a row's ratio
-    carries. The variance is the mean of their squares; a draw shares a run with the next (their correlation is about
+    CPU), each of its runs with one on either side is read against them as a row is read (draws), and its log ratio,
+    0 on a machine without noise, is one draw of the noise a row's ratio carries. The variance is the mean of their
+    squares, the disturbed runs' left out (disturbed); a draw shares a run with the next (their correlation is about
     -2/3), so each counts half a degree of freedom. None where no round has such runs (one baseline a round: every
     bench before 2026-11-29, and a GPU's); runs as paired() takes them."""
     ok = runs[runs[column].notna() & (runs[column] > 0)].reset_index(drop=True)
     when = run_times(ok)
-    draws = []
-    for _, refs in ok[ok["variant"] == reference].groupby("repeat", sort=True):
-        order = when[refs.index].sort_values().index
-        for before, mine, after in zip(order, order[1:], order[2:]):
-            beside = at_time(refs.loc[[before, after], column], when[[before, after]], when[mine])
-            draws.append(math.log(refs.at[mine, column] / beside))
-    if len(draws) < 2:
+    kept = list(draws(ok, column, reference, when, disturbed(ok, column, reference, when)).values())
+    if len(kept) < 2:
         return None
-    return Noise(float(np.mean(np.square(draws))), len(draws) / 2)
+    return Noise(float(np.mean(np.square(kept))), len(kept) / 2)
 
 
 def classify(low, high, band=BAND):
@@ -208,10 +244,10 @@ def paired(runs, column, reference):
     alone where it has a reference run on one side only, so that the machine's drift within a round is taken out
     as the drift between rounds is. A round with one reference run (every bench before 2026-11-29) reads each run
     against it. A run's time: its start (time_utc) and half its wall time; its place in runs.csv where none is
-    recorded."""
+    recorded. A reference run its neighbours say was disturbed (disturbed) is not read against."""
     ok = runs[runs[column].notna() & (runs[column] > 0)].reset_index(drop=True)
     when = run_times(ok)
-    base = ok[ok["variant"] == reference]
+    base = ok[(ok["variant"] == reference) & ~ok.index.isin(disturbed(ok, column, reference, when))]
     ratios = {}
     for variant, group in ok.groupby("variant", sort=False):
         mine = []

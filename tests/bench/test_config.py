@@ -9,7 +9,7 @@ import pytest
 
 from bench import catalogue, cli, config, modes
 from bench.config import Config, Launch, Limits, Outputs, Rows, Work, varied
-from bench.modes import maxbatch, scaling
+from bench.modes import max_batch, scaling
 from helpers import ROOT
 
 
@@ -18,7 +18,7 @@ def test_each_flag_is_a_typed_field_of_its_group(tmp_path):
                             "--repeats", "3", "--budget", "none", "--seed", "7", "--out", str(tmp_path), "--dry-run",
                             "--gpus", "2", "--nproc", "2", "--profile"])  # fmt: skip
     assert asked == Config(
-        mode="run",
+        mode="bench",
         rows=Rows(variants=("baseline", "amp"), loaders=(), default_variants=False, default_loaders=False),
         work=Work(steps=12, warmup_steps=0, seed=7),
         launch=Launch(nproc=2),
@@ -49,7 +49,7 @@ def test_the_configuration_is_never_changed_and_a_mode_varies_a_copy():
 
 def test_the_asked_modes_own_flags_are_its_record(tmp_path):
     asked = cli.parse_args(["--max-batch", "--memory-limit", "4500"])
-    assert asked.mode == "max_batch" and asked.own == maxbatch.Flags(memory_limit=4500)
+    assert asked.mode == "max_batch" and asked.own == max_batch.Flags(memory_limit=4500)
     asked = cli.parse_args(["--scaling", "4,1,2", "--variants", "baseline,ddp,fsdp", "--scaling-mode", "strong"])
     assert asked.own == scaling.Flags(counts=(1, 2, 4), variants=("ddp", "fsdp"), scaling_mode="strong")
     assert cli.parse_args(["--scaling", "2"]).own.variants == ("ddp", "all")  # every variant: ddp and all, weak
@@ -58,11 +58,21 @@ def test_the_asked_modes_own_flags_are_its_record(tmp_path):
     assert cli.parse_args([]).own is None  # the bench's own flags are the launcher's, shared with --scaling
 
 
+def test_a_plan_kept_under_a_modes_earlier_name_is_rebuilt_under_its_name_now(tmp_path):
+    """plan.json of a bench planned before one name per mode (2026-11-29): the bench was "run", --max-batch's flags
+    bench.modes.maxbatch's; rebuilt, they are the bench and max_batch's."""
+    kept = config.saved(cli.parse_args(["--max-batch", "--memory-limit", "4500", "--out", str(tmp_path)]))
+    kept["own"]["kind"] = kept["own"]["kind"].replace("max_batch", "maxbatch")
+    assert config.rebuilt(kept).own == max_batch.Flags(memory_limit=4500)
+    bench = config.saved(cli.parse_args(["--out", str(tmp_path)]))
+    assert config.rebuilt({**bench, "mode": "run"}).mode == "bench"
+
+
 def test_a_mode_runs_on_the_configuration_the_entry_point_built(monkeypatch, tmp_path):
     """cli.main hands the mode the record parse_args built, nothing else."""
     given = []
-    run = modes.registered()["run"]
-    monkeypatch.setitem(modes.OWN, "run", dataclasses.replace(run, run=given.append))
+    run = modes.registered()["bench"]
+    monkeypatch.setitem(modes.OWN, "bench", dataclasses.replace(run, run=given.append))
     argv = ["--variants", "baseline", "--loaders", "none", "--out", str(tmp_path), "--repeats", "2"]
     cli.main(argv)
     assert given == [cli.parse_args(argv)] and isinstance(given[0], Config)

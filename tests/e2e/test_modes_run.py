@@ -7,7 +7,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from bench.modes import maxbatch, parity
+from bench.modes import max_batch, parity
 from bench.outputs import verdicts
 from bench.stages import summarize
 from helpers import ROOT, TINY_MODEL, run, train
@@ -50,7 +50,7 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_p
     """On a CPU, for real: under the limit, a bisection step below the batch found trains, and a step above the first
     that failed runs out of memory; the baseline is then timed at its largest batch. The baseline alone: the rounds
     that pair each variant's speed at its own largest batch with the baseline's are made of the same launches, and are
-    tested on made-up ones (tests/bench/modes/test_maxbatch.py: the order, the step-down in a round, the interval)."""
+    tested on made-up ones (tests/bench/modes/test_max_batch.py: the order, the step-down in a round, the interval)."""
     out = tmp_path / "results"
     args = ("--variants", "baseline", "--loaders", "none", "--workers", 0, "--steps", 6, "--warmup-steps", 1)
     args += ("--batch-size", 128)  # the doubling starts nearer the limit
@@ -62,7 +62,7 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_p
     (measured,) = out.glob("logs/*/max-batch/baseline-at-*.json")  # the run at the largest batch, sized for it
     assert measured.name == f"baseline-at-{int(table.loc['baseline', 'max_batch'])}.json"
     found, failed = int(table.loc["baseline", "max_batch"]), int(table.loc["baseline", "first_failed_batch"])
-    assert 64 < found < 1000 and failed - found <= maxbatch.step(failed)  # small_data: 1000 training images
+    assert 64 < found < 1000 and failed - found <= max_batch.step(failed)  # small_data: 1000 training images
     assert table.loc["baseline", "samples_per_s"] > 0 and table.loc["baseline", "probes"] >= 3
     assert table.loc["baseline", "model"] == "shufflenet_v2_x0_5" and table.loc["baseline", "workload"] == "custom"
     assert (out / "max_batch.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -70,13 +70,13 @@ def test_the_largest_batch_found_is_confirmed_by_direct_probes(small_data, tmp_p
     # the probe the mode makes, by hand: its steps (a whole run's if that is where memory ran out), the data not
     # checked again (checking it grows the heap), the bench's threads
     whole = table.loc["baseline", "why_it_stops"] == "out of memory in a whole run"
-    steps = ("--steps", 6 if whole else maxbatch.PROBE_STEPS, "--warmup-steps", 1, "--workers", 0, "--no-data-check")
+    steps = ("--steps", 6 if whole else max_batch.PROBE_STEPS, "--warmup-steps", 1, "--workers", 0, "--no-data-check")
     steps += () if whole else ("--eval-samples", "{batch}")  # a probe evaluates one batch
     threads = {"OMP_NUM_THREADS": str(len(os.sched_getaffinity(0)))}  # the bench's: its cores
     # near the limit a run's address space varies by a few percent from run to run (the allocator's arenas), so the
     # batch found may fail and the batch that failed may fit on another try (both seen in CI): a step below the one
     # found, the direct probe must train; a step above the one that failed, it must run out of memory
-    for batch, fits in (found - maxbatch.step(found), True), (failed + maxbatch.step(failed), False):
+    for batch, fits in (found - max_batch.step(found), True), (failed + max_batch.step(failed), False):
         flags = [str(flag).format(batch=batch) for flag in steps]
         probe, _ = train("train.py", small_data, tmp_path / f"{batch}.json", *flags, "--batch-size", batch,
                          memory_limit=LIMIT_MIB << 20, env=threads)  # fmt: skip

@@ -42,6 +42,14 @@ def count_images(config):
     (out / "count.md").write_text(f"{sum(counts.values())} images in {len(counts)} classes\n")
 
 
+def count_joins(summary, out):
+    """What the made-up mode's table adds to a bench's summary in the same folder: the images it counted."""
+    if not (Path(out) / "count.csv").exists():
+        return summary
+    counted = sum(int(line.split(",")[1]) for line in (Path(out) / "count.csv").read_text().splitlines()[1:])
+    return summary.assign(images_counted=counted)
+
+
 COUNT = Registration(
     "count_images",
     count_images,
@@ -51,6 +59,8 @@ COUNT = Registration(
     own=read(CountFlags),
     outputs=("count.csv", "count.md"),
     only=("count_glob",),  # --count-glob with another mode is refused by the rule made once from this
+    joins=count_joins,  # a bench's summary in the same folder takes what its table adds
+    shows=("count.md", "count.png", "images per class"),  # a README or docs block shows its table
 )
 
 
@@ -73,6 +83,29 @@ def test_a_mode_added_through_the_registry_alone_runs_to_its_outputs(counting, t
     cli.main(["--save-baseline", "mine", "--out", str(out), "--baseline-dir", str(saved)])
     assert (saved / "mine" / "count.md").read_text() == (out / "count.md").read_text()
     assert f"saved {out}/count.* as {saved / 'mine'}" in capsys.readouterr().out
+
+
+def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_shows_it(counting, tiny_data, tmp_path):
+    """By its registration alone: a bench's summary in the folder the mode wrote takes its column (joins), and a page's
+    block `<!-- results: FOLDER count-images -->` shows its table (shows) when --readme writes the blocks."""
+    from bench.outputs import readme
+    from helpers import STEADY, runs_of
+
+    out = tmp_path / "baseline" / "m"
+    cli.main(["--count-images", "--data", str(tiny_data), "--out", str(out)])
+    images = len(sorted(Path(tiny_data).glob("*/*/*.*")))
+    runs = runs_of({"baseline": STEADY})
+    assert set(speed.summary_of(runs, out)["images_counted"]) == {images}
+    assert "images_counted" not in speed.summary_of(runs, tmp_path) and "images_counted" not in speed.summary_of(runs)
+    assert modes.shown()["count-images"] == ("count.md", "count.png", "images per class")
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_text("<!-- results: baseline/m count-images -->\nold\n<!-- /results -->\n")
+    (tmp_path / "README.md").write_text("readme\n")
+    readme.rewrite(lambda folder: None, tmp_path, modes.shown())
+    table = (out / "count.md").read_text()
+    assert table.startswith(f"{images} images in ")
+    assert page.read_text() == f"<!-- results: baseline/m count-images -->\n{table}<!-- /results -->\n"
 
 
 def test_a_registered_modes_flags_are_the_benchs(counting, tmp_path, capsys):
@@ -101,6 +134,22 @@ def test_a_name_is_registered_once(counting):
         modes.register(Registration("check", print))
 
 
+def test_a_mode_has_one_name_its_executor_and_its_runs_folder_go_by():
+    """The registration's name is the executor's (plan.json's, the progress lines') and its runs' folder is its
+    flag's spelling of it: another is a mistake in the registration, caught where it is made."""
+    for mode in modes.registered().values():
+        if mode.executes is not None:
+            assert mode.executes.name == mode.name and mode.executes.subfolder in (None, mode.name.replace("_", "-"))
+    with pytest.raises(ValueError, match="mode 'speed': its executor is named 'bench'"):
+        Registration("speed", print, executes=speed.Bench)
+
+    class Folder(speed.Bench):
+        name, subfolder = "max_batch", "maxbatch"
+
+    with pytest.raises(ValueError, match="mode 'max_batch': its runs' folder 'maxbatch' is not its flag's name"):
+        Registration("max_batch", print, executes=Folder)
+
+
 def test_a_flag_goes_with_the_modes_that_declare_it_and_a_wrong_declaration_is_caught(monkeypatch):
     """The one rule, from every registration's only: a bench's --profile goes with --resume too, not --parity; a
     declared name that is no flag's (a typo would refuse nothing) stops every parse."""
@@ -118,9 +167,9 @@ def test_a_flag_goes_with_the_modes_that_declare_it_and_a_wrong_declaration_is_c
 def test_the_benchs_own_modes_in_their_order_and_the_default_is_the_bench():
     own = list(modes.registered())
     assert own == ["resume", "summarize", "check", "readme", "max_batch", "to_accuracy", "parity", "scaling",
-                   "tune_loader", "run", "save_baseline"]  # fmt: skip
-    assert [m.name for m in modes.registered().values() if m.asked is None] == ["run"]
-    assert modes.registered()["run"] is speed.MODE and cli.parse_args([]).mode == "run"
+                   "tune_loader", "bench", "save_baseline"]  # fmt: skip
+    assert [m.name for m in modes.registered().values() if m.asked is None] == ["bench"]
+    assert modes.registered()["bench"] is speed.MODE and cli.parse_args([]).mode == "bench"
     assert not modes.registered()["readme"].locked  # it writes README.md and the saved folders, not --out
     executed = {m.executes.name for m in modes.registered().values() if m.executes is not None}
     assert executed == {"bench", "check", "max_batch", "to_accuracy", "parity", "scaling", "tune_loader"}

@@ -147,7 +147,7 @@ def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp
     fast = [(rate * 1.5, {}) for rate, _ in STEADY]
     runs = runs_of({"baseline": STEADY, "amp": fast, "compile": fast})
     (tmp_path / "parity.csv").write_text("variant,verdict,from_step\namp,learns worse,60\ncompile,learns the same,\n")
-    summary = speed.summary_of(runs, speed.parity_of(tmp_path)).set_index("variant")
+    summary = speed.summary_of(runs, tmp_path).set_index("variant")
     assert summary.loc["amp", "parity_verdict"] == "learns worse" and summary.loc["amp", "parity_from_step"] == 60
     assert "in --parity it learns worse from step 60 than the baseline over its seeds" in summary.loc["amp", "verdict"]
     assert "in --parity it learns the same as the baseline" in summary.loc["compile", "verdict"]
@@ -160,8 +160,9 @@ def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp
         and markdown.parity_cell(summary.loc["baseline"]) == ""
     )
     (tmp_path / "parity.csv").write_text("not,a,parity table\n1,2,3\n")
-    assert speed.parity_of(tmp_path) is None and "goes on without --parity's verdicts" in capsys.readouterr().err
-    assert speed.parity_of(tmp_path / "none") is None
+    again = speed.summary_of(runs, tmp_path)
+    assert "parity_verdict" not in again and "goes on without --parity's verdicts" in capsys.readouterr().err
+    assert "parity_verdict" not in speed.summary_of(runs, tmp_path / "none") and not capsys.readouterr().err
 
 
 def test_the_bench_answer_names_a_data_bound_row_and_points_to_the_sweep():

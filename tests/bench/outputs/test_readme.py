@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from bench import BenchError, catalogue, cli
+from bench import BenchError, catalogue, cli, modes
 from bench.modes import speed
 from bench.outputs import diffs, readme
 from bench.stages import record
@@ -76,10 +76,10 @@ def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, 
     for m in readme.BLOCK.finditer(PAGES[page]):
         if m.group("folder") == folder:
             link = "../" + folder if page.parent.name == "docs" else folder
-            expected = readme.block(tmp_path, link, bool(m.group("headline")), m.group("mode"), summary)
+            expected = readme.block(tmp_path, link, bool(m.group("headline")), m.group("mode"), summary, modes.shown())
             assert m.group("body") == expected, f"{page.name} is stale: python -m bench --readme writes {folder}"
             if m.group("mode"):  # the mode's own table, its machine named, and its plot
-                table, plot, _ = readme.MODES[m.group("mode")]
+                table, plot, _ = modes.shown()[m.group("mode")]
                 assert expected.startswith("#### ") and "CPU only" in expected.splitlines()[0]
                 header = "| flags |" if m.group("mode") == "tune-loader" else "| variant |"
                 assert header in expected and f"({link}/{plot})" in expected
@@ -121,10 +121,10 @@ def test_a_block_naming_a_folder_without_runs_is_one_error(tmp_path, monkeypatch
     assert (tmp_path / "README.md").read_text().endswith("<!-- /results -->\n")  # left as it was
 
 
-@pytest.mark.parametrize("mode", list(readme.MODES))
+@pytest.mark.parametrize("mode", list(modes.shown()))
 def test_a_mode_block_shows_the_table_the_mode_wrote_and_its_plot(mode, tmp_path, monkeypatch):
     """A page's mode block gets the folder's table (headings a level down) and plot; without the table, one error."""
-    table, plot, _ = readme.MODES[mode]
+    table, plot, _ = modes.shown()[mode]
     folder = tmp_path / "baseline" / "m"
     folder.mkdir(parents=True)
     shutil.copy(ROOT / "baseline" / "cpu-2core-amd-epyc-avx2" / "runs.csv", folder / "runs.csv")
@@ -134,13 +134,22 @@ def test_a_mode_block_shows_the_table_the_mode_wrote_and_its_plot(mode, tmp_path
     (tmp_path / "README.md").write_text("readme\n")
     monkeypatch.setattr(readme, "ROOT", tmp_path)
     with pytest.raises(BenchError, match=f"show the {mode} result of .*baseline/m, which holds no {table}"):
-        readme.rewrite(lambda folder: None, tmp_path)
+        readme.rewrite(lambda folder: None, tmp_path, modes.shown())
     assert "\nold\n" in page.read_text()  # left as it was
     (folder / table).write_text("### The table, CPU only\n\n| variant | x |\n|---|---|\n| baseline | 1 |\n")
     (folder / plot).write_bytes(b"png")
     summarized = []
-    readme.rewrite(summarized.append, tmp_path)
+    readme.rewrite(summarized.append, tmp_path, modes.shown())
     assert summarized == []  # a mode's table is shown as the mode wrote it: no runs summarized for it
     text = page.read_text()
     assert "#### The table, CPU only\n\n| variant | x |" in text and f"](../baseline/m/{plot})" in text
     assert text.startswith("before\n<!-- results: baseline/m ") and text.endswith("<!-- /results -->\nafter\n")
+
+
+def test_a_block_of_a_mode_that_shows_no_table_is_one_error(tmp_path):
+    """The modes' tables a block may show are the registrations' (shows): a block naming another is refused, naming
+    the ones there are."""
+    with pytest.raises(
+        BenchError, match=r"show a counting result of .*: no mode shows one \(its flags: max-batch, to-accuracy"
+    ):
+        readme.block(tmp_path, "x", mode="counting", shown=modes.shown())

@@ -122,16 +122,18 @@ def test_a_long_data_wait_is_waiting_for_data_with_the_ceiling_beside_it():
 
 
 def test_a_row_waiting_for_its_data_is_told_the_loader_sweeps_answer(tmp_path):
-    """Where a --tune-loader run left its table in the results folder, its answer follows the data cause."""
-    from bench.modes import speed
+    """Where a --tune-loader run left its table in the results folder, its answer (the mode's joins) follows the data
+    cause; a folder without one adds nothing."""
+    from bench.modes import speed, tune_loader
 
     saved = ROOT / "baseline" / "cpu-2core-amd-epyc-avx512-bf16"
-    tuned = speed.tuned_of(saved)
+    runs = runs_of({"baseline": STEADY, "dp": scaled(1.0, data_wait_frac=0.3)})
+    tuned = tune_loader.joins(speed.summary_of(runs), saved)["loader_sweep"].iloc[0]
     assert tuned and f"**The answer**: {tuned}." in (saved / "tune_loader.md").read_text()
-    assert speed.tuned_of(tmp_path) is None
-    summary = speed.summary_of(runs_of({"baseline": STEADY, "dp": scaled(1.0, data_wait_frac=0.3)}), tuned=tuned)
-    said = summary.set_index("variant").at["dp", "verdict"]
+    assert "loader_sweep" not in tune_loader.joins(speed.summary_of(runs), tmp_path)
+    said = speed.summary_of(runs, saved).set_index("variant").at["dp", "verdict"]
     assert f"The loader's sweep in this folder (--tune-loader) says: {tuned}." in said
+    assert "loader's sweep" not in speed.summary_of(runs, tmp_path).set_index("variant").at["dp", "verdict"]
 
 
 def test_a_row_at_its_loaders_rate_alone_is_held_by_the_loader():

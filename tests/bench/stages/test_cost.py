@@ -164,6 +164,6 @@ def test_a_runs_time_limit_is_chosen_in_one_place():
     from bench.stages import cost
 
     assert cost.timeout_s(None, 1) == 900 and cost.timeout_s(None, 0) == 600 and cost.timeout_s(77, 1, "check") == 77
-    assert cost.timeout_s(None, 0, "accuracy") == 6 * 3600 and cost.timeout_s(None, 2, "check") == 600
+    assert cost.timeout_s(None, 0, "to_accuracy") == 6 * 3600 and cost.timeout_s(None, 2, "check") == 600
     sources = {m: p.read_text() for m, p in MODULES.items() if m != "bench.stages.cost"}
     assert [m for m, text in sources.items() if "args.timeout or" in text or "TIMEOUT_S" in text] == []

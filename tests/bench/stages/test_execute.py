@@ -157,7 +157,7 @@ def test_a_resume_finishes_the_bench_as_planned_and_changes_only_what_a_resume_m
     code, _ = bench("bench", "--steps", "8", interrupt_at=2)
     assert code == 130
     plan, done = records(bench.out)
-    assert plan["config"]["mode"] == "run" and plan["config"]["work"]["steps"] == 8
+    assert plan["config"]["mode"] == "bench" and plan["config"]["work"]["steps"] == 8
     assert plan["config"]["rows"]["variants"] == ["baseline", "amp", "checkpoint"]
     capsys.readouterr()
     for other, planned_as in ((["--steps", "9"], "--steps 8"), (["--variants", "amp"], "--variants baseline,amp,"),

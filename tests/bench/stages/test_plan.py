@@ -195,7 +195,7 @@ def test_every_file_is_checked_once_per_bench_not_per_run(tiny_data, tmp_path):
     assert result.returncode == 2 and "the data cannot be used" in result.stderr and "01.jpg" in result.stderr
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"bench_id": "x"}', "[]"])
+@pytest.mark.parametrize("text", fast_first(["{not json", '{"bench_id": "x"}', "[]"]))
 def test_a_damaged_plan_is_named_and_resume_stops(text, tmp_path):
     (tmp_path / "logs" / "b1").mkdir(parents=True)
     (tmp_path / "logs" / "b1" / "plan.json").write_text(text)
@@ -242,19 +242,19 @@ def test_ddp_processes_that_fit_join(tiny_data, monkeypatch, local_rank, gpus, f
 def test_a_run_carries_its_flags_and_an_older_plan_gets_them_from_its_command(tmp_path):
     """A run's command is built last from its script and flags: a mode's change to a flag replaces it (one
     --batch-size, one --steps in a probe of --max-batch), in its place. The modes read a run's global batch and model
-    from the run (maxbatch's search starts there, scaling's table says it), not back out of its command line; a plan
+    from the run (max_batch's search starts there, scaling's table says it), not back out of its command line; a plan
     saved before runs kept them still resumes, and a workload's work reads back as a typed record (plan.Work)
     whatever fields the plan that saved it had."""
     from dataclasses import asdict
 
-    from bench.modes import maxbatch
+    from bench.modes import max_batch
     from bench.stages import plan
 
     chosen = plan.Work(model="resnet18", batch_size=96, steps=10, warmup_steps=2, eval_samples=100)
     info = dict(image_size=32, classes=list("abcdefghij"))
     run = plan.training_run("amp", 1, "data/small", info, chosen, 0, 2, 0, 2, "small")
     assert (run.batch_size, run.model) == (96, "resnet18")
-    probe = maxbatch.probe_run(run, 384, 7, "amp-batch384", warmup=2)
+    probe = max_batch.probe_run(run, 384, 7, "amp-batch384", warmup=2)
     assert probe.cmd.count("--batch-size") == probe.cmd.count("--steps") == 1 and probe.batch_size == 384
     assert probe.cmd[probe.cmd.index("--batch-size") + 1] == "384"
     assert [p for p in probe.cmd if p.startswith("--")] == [p for p in run.cmd if p.startswith("--")]  # in place

@@ -50,7 +50,7 @@ def test_what_the_job_cannot_hold_is_one_line(flags, words, tiny_data, tmp_path,
         (["--launcher", "slurm"], "--launcher slurm runs inside a Slurm allocation: submit it with sbatch"),
         (["--nodes", 2], "--nodes goes with --launcher slurm"),
         (["--launcher", "slurm", "--nodes", 0], "--nodes 0: 1 or more"),
-        (["--launcher", "slurm", "--max-batch"], "--launcher slurm goes with a bench or --scaling, not --max-batch"),
+        (["--launcher", "slurm", "--max-batch"], "--launcher goes with a bench or --scaling, not --max-batch"),
         (["--launcher", "ssh"], "invalid choice: 'ssh'"),
     ],
 )

@@ -495,3 +495,29 @@ def test_a_row_below_the_machines_noise_is_known_after_two_rounds_where_the_nois
     assert summarize.needs_rounds(row) == (True, "open")
     assert summarize.needs_rounds(dict(row, speedup_df=6.0)) == (False, "below the noise")
     assert summarize.rounds_to_settle(dict(row, speedup_df=6.0)) > summarize.MAX_ROUNDS
+
+
+def test_a_baseline_run_its_neighbours_say_was_disturbed_is_not_read_against():
+    """A round's baselines at about 100 but one at 40 (its steps slowed by something else on the machine): the row
+    beside it is read against the baselines around it (1.21, not 1.9), the machine's noise leaves the disturbed run
+    out (and reads its neighbours again without it), and a round without it pairs alike; with fewer than USUAL draws
+    to say what is usual, none is left out."""
+    usual = [("baseline", 100.0 + (-1) ** k * k % 3) for k in range(10)]  # 100 to 102
+    rates = [("baseline", 100.0), ("x", 120.0), ("baseline", 101.0), ("baseline", 99.0), ("row", 120.0),
+             ("baseline", 40.0), ("baseline", 100.0), *usual]  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            dict(variant=v, repeat=1, samples_per_s=rate, wall_s=0.0, time_utc=f"2026-11-29T00:01:{3 * k:02d}")
+            for k, (v, rate) in enumerate(rates)
+        ]  # fmt: skip
+    )
+    ratios = summarize.paired(rows, "samples_per_s", "baseline")
+    assert ratios["row"] == [pytest.approx(120 / (99.0 ** (2 / 3) * 100.0 ** (1 / 3)))]
+    assert ratios["x"] == [pytest.approx(120 / math.sqrt(100.0 * 101.0))]
+    found = summarize.noise(rows, "samples_per_s", "baseline")
+    assert found.df == 6.0 and found.variance < 0.002  # 12 draws, the disturbed one out, its neighbours drawn again
+    quiet = rows[rows["samples_per_s"] != 40.0]
+    assert summarize.paired(quiet, "samples_per_s", "baseline")["row"] == ratios["row"]
+    assert summarize.noise(quiet, "samples_per_s", "baseline") == found
+    few = rows.iloc[:9]  # 5 draws, 2 of them beside the disturbed run: too few say what is usual
+    assert summarize.paired(few, "samples_per_s", "baseline")["row"][0] > 1.8

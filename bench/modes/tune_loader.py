@@ -33,7 +33,7 @@ import pandas as pd
 
 from bench import BenchError, write_whole
 from bench.config import varied
-from bench.modes import Registration, planned_bench
+from bench.modes import Registration, planned_bench, table_in
 from bench.observe import machine
 from bench.outputs import markdown, plots, verdicts
 from bench.outputs.verdicts import plural, present
@@ -329,6 +329,20 @@ def write(out, records, names, info):
     return table
 
 
+def joins(summary, out):
+    """A bench's summary with the answer of a --tune-loader run in the same results folder (tune_loader.csv: its
+    training rows) as each row's loader_sweep, which a row waiting for its data is told (bench/outputs/verdicts.py)."""
+    table = table_in(out, "tune_loader.csv", ("phase", "setting", "flags", "answer"), "--tune-loader's answer")
+    if table is None:
+        return summary
+    trained = [row for row in table.to_dict("records") if row["phase"] == "train"]
+    own = next((row for row in trained if row["setting"] == "own"), None)
+    if own is None:
+        return summary
+    return summary.assign(loader_sweep=recommend(own, [row for row in trained if row is not own])[1])
+
+
 MODE = Registration("tune_loader", run, asked=lambda flags: flags.tune_loader, add_flags=add_flags,
                     check_flags=check_flags, outputs=("tune_loader.csv", "tune_loader.md", "tune_loader.png"),
-                    executes=TuneLoader)  # fmt: skip
+                    executes=TuneLoader, joins=joins, shows=("tune_loader.md", "tune_loader.png",
+                    "the loader alone at each setting, and the best in training"))  # fmt: skip

@@ -1,9 +1,9 @@
-"""bench/modes/accuracy.py (--to-accuracy): a target read as a share, the time to it read from the curve, its flags and
-its plan without running."""
+"""bench/modes/to_accuracy.py (--to-accuracy): a target read as a share, the time to it read from the curve, its flags
+and its plan without running."""
 
 import pytest
 
-from bench.modes import accuracy
+from bench.modes import to_accuracy
 from helpers import check_clean_failure, fast_first, run, train
 
 
@@ -16,9 +16,9 @@ def test_a_target_that_is_no_share_is_one_line(script, tiny_data, tmp_path, valu
 
 def test_the_time_to_target_is_read_from_the_curve():
     points = [dict(epoch=e, step=10 * e, val_acc=a, train_s=5.0 * e, wall_s=6.0 * e) for e, a in [(1, 0.4), (2, 0.8)]]
-    assert accuracy.time_to_target(dict(val_curve=points), 0.7) == (True, 2, 10.0, 12.0, 0.8, 0.8)
-    assert accuracy.time_to_target(dict(val_curve=points), 0.9) == (False, 2, None, None, 0.8, 0.8)
-    assert accuracy.time_to_target(dict(val_curve=[]), 0.9)[0] is False
+    assert to_accuracy.time_to_target(dict(val_curve=points), 0.7) == (True, 2, 10.0, 12.0, 0.8, 0.8)
+    assert to_accuracy.time_to_target(dict(val_curve=points), 0.9) == (False, 2, None, None, 0.8, 0.8)
+    assert to_accuracy.time_to_target(dict(val_curve=[]), 0.9)[0] is False
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,14 @@
-"""bench/modes/maxbatch.py (--max-batch): doubling then bisecting, the step-down on a failure, the estimate, each
+"""bench/modes/max_batch.py (--max-batch): doubling then bisecting, the step-down on a failure, the estimate, each
 variant timed at its largest batch, memory.png."""
 
 import pandas as pd
 import pytest
 
 from bench.config import Config, Limits, Outputs
-from bench.modes import maxbatch
-from bench.stages import cost, execute, summarize
+from bench.modes import max_batch
+from bench.stages import execute, summarize
 from bench.stages.plan import Run, Work
-from helpers import fast_first, run
+from helpers import run
 
 
 def fake_probes(monkeypatch, fits_up_to, other_error=None, train_size=100_000):
@@ -44,7 +44,7 @@ class Job:
 
 def search(processes=1, start=64):
     job = Run("baseline-1", "baseline", "train", 1, processes, ["train.py", "--batch-size", str(start)])
-    return maxbatch.search(job, start, 4500, Job())
+    return max_batch.search(job, start, 4500, Job())
 
 
 def flag_of(run, name):
@@ -55,14 +55,14 @@ def test_doubling_then_bisecting_ends_within_a_step(monkeypatch):
     probed = fake_probes(monkeypatch, fits_up_to=300)
     fits, fails, why, probes, error = search()
     assert (fits, why, error) == (288, "out of memory", None) and fits <= 300 < fails
-    assert fails - fits <= maxbatch.step(fits) and probes == len(probed)
+    assert fails - fits <= max_batch.step(fits) and probes == len(probed)
     assert probed[:4] == [64, 128, 256, 512]  # doubling from the plan's batch
 
 
 def test_a_start_that_does_not_fit_halves_first(monkeypatch):
     probed = fake_probes(monkeypatch, fits_up_to=20)
     fits, fails, why, _, _ = search()
-    assert probed[:3] == [64, 32, 16] and fits <= 20 < fails and fails - fits <= maxbatch.step(fits)
+    assert probed[:3] == [64, 32, 16] and fits <= 20 < fails and fails - fits <= max_batch.step(fits)
 
 
 def test_ddp_batches_split_evenly_over_its_processes(monkeypatch):
@@ -89,12 +89,13 @@ def test_another_failure_stops_the_search_and_is_said(monkeypatch):
     assert (fits, why, probes) == (None, "a probe failed", 1) and "cannot take 32 px" in error
 
 
+@pytest.mark.slow  # a process each (5 s): the one-line rule in make test-fast is test_cli's and test_modes'
 @pytest.mark.parametrize(
     "flags,words",
-    fast_first(
+    (
         [
-            (["--max-batch"], "--max-batch on a CPU needs --memory-limit MIB"),
             (["--memory-limit", "4000"], "--memory-limit goes with --max-batch"),
+            (["--max-batch"], "--max-batch on a CPU needs --memory-limit MIB"),
             (["--max-batch", "--memory-limit", "0"], "--memory-limit 0: MiB, 1 or more"),
             (["--max-batch", "--memory-limit", "lots"], "invalid int value: 'lots'"),
             (["--max-batch", "--summarize"], "are two modes: give one"),
@@ -118,26 +119,27 @@ def test_a_gpu_plan_shows_the_mode_and_its_time(tiny_data):
     assert "  baseline: " in result.stdout and "train.py --data" in result.stdout and "--batch-size N" in result.stdout
 
 
-def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_model(monkeypatch, tmp_path):
-    """A --max-batch table beside the bench's (max_batch.csv) puts each row's largest batch on memory.png, for the
-    rows of its workload and model only; a table of another model, or one from before it named its model, adds
-    nothing."""
+def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_model(monkeypatch, tmp_path, capsys):
+    """A --max-batch table beside the bench's (max_batch.csv) joins the bench's summary (the mode's joins) and puts
+    each row's largest batch on memory.png, for the rows of its workload and model only; a table of another model
+    adds nothing, and one from before it named its model is said once and left out."""
     from bench.outputs import plots
 
-    table = pd.DataFrame(dict(variant=["baseline", "checkpoint"], max_batch=[176, 308], batch_vs_baseline=[1, 1.75]))
-    (tmp_path / "old.csv").write_text(table.to_csv(index=False))
-    assert plots.largest_batches(tmp_path / "old.csv") == {} == plots.largest_batches(tmp_path / "missing.csv")
-    table = table.assign(workload="small", model="resnet18")
-    (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))
-    largest = plots.largest_batches(tmp_path / "max_batch.csv")
-    assert largest == {("small", "resnet18", "baseline"): (176, 1.0), ("small", "resnet18", "checkpoint"): (308, 1.75)}
     summary = pd.DataFrame(
         dict(workload=["small", "small", "small", "big"], variant=["baseline", "checkpoint", "amp", "checkpoint"])
     ).assign(kind="train", runs_ok=3, model=["resnet18"] * 3 + ["resnet50"], peak_host_mem_mib=[900.0, 600, 800, 2e3])
     summary = summary.assign(nvml_peak_mib=None, peak_mem_allocated_mib=None, peak_mem_reserved_mib=None)
+    table = pd.DataFrame(dict(variant=["baseline", "checkpoint"], max_batch=[176, 308], batch_vs_baseline=[1, 1.75]))
+    (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))
+    assert max_batch.joins(summary, tmp_path) is summary and "goes on without --max-batch's" in capsys.readouterr().err
+    assert max_batch.joins(summary, tmp_path / "missing") is summary
+    table = table.assign(workload="small", model="resnet18")
+    (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))
+    joined = max_batch.joins(summary, tmp_path)
+    assert [plots.largest_found(row) for _, row in joined.iterrows()] == [(176, 1.0), (308, 1.75), None, None]
     drawn = []
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
-    plots.plot_memory(summary, tmp_path / "memory.png", {"small": "small", "big": "big"}, largest)
+    plots.plot_memory(joined, tmp_path / "memory.png", {"small": "small", "big": "big"})
     small, big = drawn[0].axes
     assert [t.get_text() for t in small.texts] == [" largest batch 176 (1.00x)", " largest batch 308 (1.75x)"]
     assert "largest batch: --max-batch" in small.get_xlabel() and not big.texts  # another model: none
@@ -168,9 +170,9 @@ def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, ste
     work = Work(
         batch_size=256, steps=steps, warmup_steps=30, eval_samples=2000, train_size=train_size, data=str(tmp_path)
     )
-    asked = Config(mode="max_batch", outputs=Outputs(out=tmp_path), own=maxbatch.Flags(memory_limit=None))
+    asked = Config(mode="max_batch", outputs=Outputs(out=tmp_path), own=max_batch.Flags(memory_limit=None))
     info = dict(gpu_count=1, gpu_name="H100", machine_class="gpu-test")
-    maxbatch.main(asked, info, [job], tmp_path / "logs" / "b1", dict(small=work))
+    max_batch.main(asked, info, [job], tmp_path / "logs" / "b1", dict(small=work))
     *probes, measured = made
     assert probes and all(r.name.startswith("baseline-batch") for r in probes) and len(probes) == len(probed) - 1
 
@@ -185,10 +187,10 @@ def test_the_run_at_the_largest_batch_is_sized_for_it(monkeypatch, tmp_path, ste
 
 def test_the_estimate_counts_a_cold_compile_in_every_probe_of_a_compiled_variant():
     runs = [Run(f"{v}-1", v, "train", 1, 1, []) for v in ("baseline", "compile", "all:no-compile", "all")]
-    gpu = cost.maxbatch_s(runs, True, maxbatch.PROBES)
-    cold = maxbatch.cost.COST_S["gpu"]["cold"]
-    assert gpu == 4 * 11 * cost.PROBE_S["gpu"] + 2 * 11 * cold
-    said = maxbatch.say_estimate(runs, True, budget_s=2 * 11 * cost.PROBE_S["gpu"] + 11 * cold + 100)
+    gpu = max_batch.estimate_s(runs, True, max_batch.PROBES)
+    cold = max_batch.cost.COST_S["gpu"]["cold"]
+    assert gpu == 4 * 11 * max_batch.PROBE_S["gpu"] + 2 * 11 * cold
+    said = max_batch.say_estimate(runs, True, budget_s=2 * 11 * max_batch.PROBE_S["gpu"] + 11 * cold + 100)
     assert f"about {gpu / 60:.0f} min (22 cold compiles of about {cold:.0f} s" in said
     assert said.endswith("which reaches about 2: baseline, compile")  # the third would pass the budget
 
@@ -208,8 +210,8 @@ def test_each_variant_is_timed_at_its_largest_batch_in_paired_rounds(monkeypatch
         batch = flag_of(run, "--batch-size")
         if batch > limits[run.variant] or (run.name in flaky and batch == 288):
             return dict(status="failed", error="train.py: error: out of memory, try a smaller --batch-size", wall_s=1)
-        rate = rates[run.variant] * drift.get(run.repeat, 1.0) if maxbatch.timed(run) else rates[run.variant]
-        rate *= noise.get((run.variant, run.repeat), 1.0) if maxbatch.timed(run) else 1.0
+        rate = rates[run.variant] * drift.get(run.repeat, 1.0) if max_batch.timed(run) else rates[run.variant]
+        rate *= noise.get((run.variant, run.repeat), 1.0) if max_batch.timed(run) else 1.0
         return dict(status="ok", samples_per_s=rate, wall_s=1.0)
 
     monkeypatch.setattr(execute, "launch", launch)
@@ -217,10 +219,10 @@ def test_each_variant_is_timed_at_its_largest_batch_in_paired_rounds(monkeypatch
     jobs = [Run(f"{v}-1", v, "train", 1, 1, [f"train_{v}.py"], "small", model="net", batch_size=64,
                 flags={"--batch-size": "64"}) for v in ("baseline", "checkpoint")]  # fmt: skip
     asked = Config(mode="max_batch", limits=Limits(repeats=3), outputs=Outputs(out=tmp_path),
-                   own=maxbatch.Flags(memory_limit=4500))  # fmt: skip
+                   own=max_batch.Flags(memory_limit=4500))  # fmt: skip
     info = dict(gpu_count=0, machine_class="cpu-test", cpu_cores=2)
-    maxbatch.main(asked, info, jobs, tmp_path / "logs" / "b1", dict(small=work))
-    rounds = [r for r in made if maxbatch.timed(r)]
+    max_batch.main(asked, info, jobs, tmp_path / "logs" / "b1", dict(small=work))
+    rounds = [r for r in made if max_batch.timed(r)]
     assert [r.name for r in rounds] == ["baseline-largest-r1", "baseline-largest-r1", "checkpoint-largest-r1",
                                         "checkpoint-largest-r2", "baseline-largest-r2", "baseline-largest-r3",
                                         "checkpoint-largest-r3"]  # fmt: skip
@@ -259,7 +261,7 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
                               speed_low=[None, 1.2, 1.5], speed_high=[None, 1.4, 1.7],
                               speed_answer=[None, "faster", "faster"], rounds=[3, 3, 3]))  # fmt: skip
     (tmp_path / "max_batch.csv").write_text(table.assign(workload="small", model="net").to_csv(index=False))
-    summary = speed.summary_of(runs, None, speed.max_batch_of(tmp_path)).set_index("variant")
+    summary = speed.summary_of(runs, tmp_path).set_index("variant")
     assert summary.loc["checkpoint", "largest_answer"] == "faster" and summary.loc["checkpoint", "largest_batch"] == 576
     assert "at its largest batch (576, 2.29x the baseline's) 1.30x the baseline's speed at the baseline's own largest" \
         " (95% interval 1.20x to 1.40x): faster (max_batch.md)" in summary.loc["checkpoint", "verdict"]  # fmt: skip
@@ -271,4 +273,4 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
         "1.30x (1.20x to 1.40x), faster, at 2.29x the batch"
     )
     (tmp_path / "max_batch.csv").write_text(table.assign(workload="small", model="other").to_csv(index=False))
-    assert speed.summary_of(runs, None, speed.max_batch_of(tmp_path))["largest_answer"].isna().all()
+    assert speed.summary_of(runs, tmp_path)["largest_answer"].isna().all()

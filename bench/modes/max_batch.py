@@ -37,7 +37,7 @@ import pandas as pd
 
 from bench import BenchError, catalogue, write_whole
 from bench.config import read, varied
-from bench.modes import Registration, planned_bench, speed
+from bench.modes import Registration, planned_bench, speed, table_in
 from bench.observe import machine
 from bench.outputs import markdown, plots, verdicts
 from bench.outputs.verdicts import plural
@@ -215,7 +215,7 @@ def say_estimate(runs, gpu, budget_s=None, rounds=ROUNDS):
     expected to reach (the search goes in plan order; the rest are listed as not searched)."""
     where = "gpu" if gpu else "cpu"
     compiles = sum(PROBES + 1 for r in runs if catalogue.compiled(r.variant))
-    text = f"max batch: {len(runs)} variants, about {cost.maxbatch_s(runs, gpu, PROBES) / 60:.0f} min"
+    text = f"max batch: {len(runs)} variants, about {estimate_s(runs, gpu, PROBES) / 60:.0f} min"
     if compiles:
         text += (f" ({compiles} cold compiles of about {cost.COST_S[where]['cold']:.0f} s in it: every probe of a"
                  " compiled variant is a new process at a new batch)")  # fmt: skip
@@ -225,7 +225,7 @@ def say_estimate(runs, gpu, budget_s=None, rounds=ROUNDS):
     if budget_s:
         reached, spent = [], 0.0
         for r in runs:
-            spent += cost.maxbatch_s([r], gpu, PROBES)
+            spent += estimate_s([r], gpu, PROBES)
             if spent > budget_s:
                 break
             reached.append(r.variant if len({x.workload for x in runs}) == 1 else f"{r.workload} {r.variant}")
@@ -397,7 +397,7 @@ def main(config, info, runs, logs, works):
     print(f"{say_estimate(train, gpu, budget_s, rounds)}; in {limit}", flush=True)
     timed_s = {run.variant: run.estimate_s + cost.compile_s(run.variant, 1, gpu) for run in train}
     for run in train:
-        run.estimate_s = cost.maxbatch_s([run], gpu, PROBES)
+        run.estimate_s = estimate_s([run], gpu, PROBES)
     timeout = cost.timeout_s(config.limits.timeout, gpu)
     state = MaxBatch.State(memory_limit=memory, rounds=rounds, timed_s=timed_s, timeout=timeout)
     mode = MaxBatch(config, info, logs.name, train, works, state)
@@ -464,6 +464,38 @@ def redraw(out, info):
             print(f"warning: the bench's plots in {out} are as they were: {e}", file=sys.stderr)
 
 
+def joins(summary, out):
+    """A bench's summary with a --max-batch run's table in the same results folder (max_batch.csv), by workload, model
+    and variant: each training row's largest batch and its speed there against the baseline's at its own largest
+    (summarize.with_largest, where the table has rounds), and the largest batch found with its ratio to the
+    baseline's (largest_batch_found, largest_batch_found_x: memory.png says them beside each row's bars)."""
+    table = table_in(out, "max_batch.csv", ("variant", "workload", "model", "max_batch"), "--max-batch's speeds")
+    if table is None:
+        return summary
+    summary = summarize.with_largest(summary.copy(), table)  # a new frame: the one given stays as it was
+    found = table.dropna(subset=["max_batch"]).set_index(["workload", "model", "variant"])
+    found = found[~found.index.duplicated(keep="last")]
+    keys = list(zip(summary["workload"], summary["model"], summary["variant"]))
+    train = summary["kind"] == "train"
+    for mine, theirs in ("largest_batch_found", "max_batch"), ("largest_batch_found_x", "batch_vs_baseline"):
+        values = [found.at[key, theirs] if key in found.index and theirs in found else None for key in keys]
+        summary[mine] = pd.Series([float(v) if v is not None and t else math.nan for v, t in zip(values, train)],
+                                  index=summary.index)  # fmt: skip
+    return summary
+
+
+PROBE_S = dict(cpu=15, gpu=25)  # --max-batch: a probe (CPU: measured here, 9-15 s), a compile apart
+
+
+def estimate_s(runs, gpu, probes):
+    """--max-batch: probes probes of a variant and one measured run, each a new process at a new batch (a new
+    shape), so a compiled variant compiles cold in every one of them."""
+    where = "gpu" if gpu else "cpu"
+    return sum((probes + 1) * (PROBE_S[where] + cost.compile_s(r.variant, 1, gpu)) for r in runs)
+
+
 MODE = Registration("max_batch", run, asked=lambda flags: flags.max_batch, add_flags=add_flags,
                     check_flags=check_flags, own=read(Flags), outputs=("max_batch.csv", "max_batch.md",
-                    "max_batch.png"), executes=MaxBatch, only=("memory_limit",))  # fmt: skip
+                    "max_batch.png"), executes=MaxBatch, only=("memory_limit",), joins=joins,
+                    shows=("max_batch.md", "max_batch.png",
+                           "the largest batch of each variant and its speed there"))  # fmt: skip
