@@ -131,7 +131,7 @@ def draws(runs, column, reference, when, left_out=()):
 def disturbed(runs, column, reference, when):
     """The reference runs (their indexes) that the runs either side of them say were disturbed, one at a time: the run
     whose draw (draws) lies furthest from 0, where it lies more than DISTURBED robust standard deviations (the median
-    absolute draw / 0.6745) of the draws that do not share a run with it, three or more of them; then the draws again
+    absolute draw / 0.6745) of the draws that do not share a run with it, USUAL or more of them; then the draws again
     without it. A baseline that ran at 91 samples/s between runs at 227 and 264 (the AVX2 EPYC, 2026-11-29: its steps
     3 times as slow, the machine busy elsewhere) measured the disturbance, not the machine's speed at the rows beside
     it: they are read against the baseline runs around it instead (paired), and the machine's noise (noise) leaves
