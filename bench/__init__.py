@@ -6,10 +6,12 @@ and those below it (tests/test_layout.py):
                           one line, by __main__.py
     modes/                a plan, a way to do one run and a way to finish: speed.py (the bench: the speed table),
                           check.py (--check), max_batch.py (--max-batch), to_accuracy.py (--to-accuracy), scaling.py
-                          (--scaling), each with its own flags
-    outputs/              rendered from the stages' numbers and answers: verdicts.py (the words, every mode's),
-                          answer.py, markdown.py (summary.md, every mode's .md), plots.py, diffs.py (the tutorial
-                          diffs), report.py (report.html), readme.py (the README's result blocks)
+                          (--scaling), parity.py, tune_loader.py, each with its own flags, and what it shows (its
+                          page, its table's columns, its lines, its plot) declared in its module
+    outputs/              rendered from the stages' numbers and answers and the modes' declarations: verdicts.py
+                          (the bench's words), answer.py, markdown.py (summary.md, any mode's page), plots.py (the
+                          bench's, any mode's Figure), declared.py (what a mode declares it shows), diffs.py (the
+                          tutorial diffs), report.py (report.html), readme.py (the README's result blocks)
     stages/               the path of a bench, in order:
                             plan.py       the runs: every variant on the same work, in rounds, within the budget;
                                           cost.py what they should take, calibrate.py the steps on a GPU

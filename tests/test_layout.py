@@ -112,11 +112,38 @@ def test_the_outputs_read_the_statistics_answers_and_never_work_them_out():
 
 
 def test_every_modes_tables_are_drawn_by_the_outputs():
-    """A mode hands its table to bench/outputs/ (markdown.py its .md, plots.py its PNG, verdicts.py its lines): no
-    module of bench/modes/ writes a markdown table's rule itself."""
+    """A mode hands its table to bench/outputs/ as Rows (markdown.py draws its .md, report.py its HTML): no module of
+    bench/modes/ writes a markdown table's rule itself."""
     modes = {m: p.read_text() for m, p in MODULES.items() if m.startswith("bench.modes.")}
-    assert len(modes) >= 8 and "|---|" in MODULES["bench.outputs.markdown"].read_text()
+    assert len(modes) >= 8 and '"---|"' in MODULES["bench.outputs.markdown"].read_text()
     assert not [m for m, source in modes.items() if "|---|" in source or "| --- |" in source]
+
+
+def test_every_mode_declares_what_it_shows_and_the_outputs_draw_it():
+    """STYLE 25: a mode's page (its blocks: paragraphs, its table's columns, its verdict lines) and its plot (a Figure)
+    are declared in its own module; bench/outputs/ renders any declaration (markdown.page, plots.figure, report.html)
+    and holds no function for one mode's page or plot, and no module of bench/modes/ draws."""
+    from bench import modes
+
+    showing = {name: mode for name, mode in modes.registered().items() if mode.shows}
+    assert {"max_batch", "parity", "scaling", "to_accuracy", "tune_loader"} <= set(showing)
+    for name, mode in showing.items():
+        mine = mode.run.__module__
+        assert mode.shows.blocks.__module__ == mine, name
+        assert mode.shows.figure is None or mode.shows.figure.__module__ == mine, name
+    drawn = {m: p for m, p in MODULES.items() if m in ("bench.outputs.markdown", "bench.outputs.plots")}
+    defined = {
+        n.name for p in drawn.values() for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef)
+    }
+    for name in showing:
+        assert not {name, f"plot_{name}", name.removeprefix("to_"), f"plot_{name.removeprefix('to_')}"} & defined, name
+    for module, path in MODULES.items():
+        if module.startswith("bench.modes"):
+            imported = [
+                a.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import) for a in n.names
+            ]
+            imported += [n.module or "" for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)]
+            assert not [i for i in imported if i.startswith("matplotlib")], module
 
 
 def test_no_import_circle_in_bench():

@@ -46,8 +46,10 @@ class Registration:
     executes: the executor's mode (bench/stages/execute.py Mode) it runs, which --resume finishes by its name
     only: the flags (argparse dests) that go with it alone, or with it and the other modes that list them: given
         with any other mode, cli.py refuses them in one line ("--seeds goes with --parity"), the rule said here once
-    shows: (its table, its plot, what the plot shows): the files in --out a README or docs/ block shows for it
-        (`<!-- results: FOLDER max-batch -->`: bench/outputs/readme.py), as shown() gives them; () for none
+    shows: what it shows of its results (a Shows: bench/outputs/declared.py), declared in its module: its page and its
+        plot (their files in --out, what the plot shows, the blocks of the page and the figure), which bench/outputs/
+        renders (declared.write), a README or docs/ block shows (`<!-- results: FOLDER max-batch -->`:
+        bench/outputs/readme.py), and report.html holds where the folder has them; None for none
     joins: joins(summary, out): a bench's summary (its numbers, bench/stages/summarize.py) with what this mode's table
         in the same results folder adds to it (its columns; the summary as it is where the folder holds none): the
         bench's summary takes every registered mode's, in the registry's order (bench/modes/speed.py summary_of),
@@ -66,7 +68,7 @@ class Registration:
     executes: type | None = None
     only: tuple = ()
     joins: Callable | None = None
-    shows: tuple = ()
+    shows: object = None
 
     def __post_init__(self):
         """One name per mode: its registration's, which its executor, plan.json and the progress lines use too, and
@@ -102,7 +104,7 @@ def registered():
 
 
 def shown():
-    """{a mode's flag without its dashes: (table, plot, what the plot shows)} of every mode that shows a table."""
+    """{a mode's flag without its dashes: its Shows} of every mode that shows its results."""
     return {name.replace("_", "-"): mode.shows for name, mode in registered().items() if mode.shows}
 
 

@@ -39,8 +39,9 @@ from bench import BenchError, catalogue, write_whole
 from bench.config import read, varied
 from bench.modes import Registration, planned_bench, speed, table_in
 from bench.observe import machine
-from bench.outputs import markdown, plots, verdicts
-from bench.outputs.verdicts import plural
+from bench.outputs import declared
+from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
+from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
 from bench.stages import calibrate, cost, execute, plan, summarize
 from bench.stages.record import read_runs
 
@@ -338,7 +339,7 @@ class MaxBatch(execute.Mode):
             if record["status"] != "ok":
                 return f"FAILED at batch {record['batch']:,}: {record.get('error')}"
             return f"{record['samples_per_s']:,.1f} samples/s at batch {record['batch']:,} (round {record['round']})"
-        return verdicts.max_batch_line(record)
+        return line(record)
 
     def finish(self, records, unrun, how):
         searches = [r for r in records if not timed(r["run"])]
@@ -449,10 +450,88 @@ def write(out, table, info, spent):
     limit = table["memory_limit_mib"].dropna()
     memory = f"{limit.iloc[0]:,.0f} MiB of address space per process" if not limit.empty else "the GPU's memory"
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    title = f"The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)"
-    text = markdown.max_batch(table, title)
-    write_whole(out / "max_batch.md", lambda tmp: Path(tmp).write_text(text))
-    plots.plot_max_batch(table, out / "max_batch.png", title)
+    declared.write(SHOWS, out, table, f"The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)")
+
+
+# ----------------------------------------------------------------------------- what it shows: its words, its page
+# (max_batch.md) and its plot (max_batch.png), rendered by bench/outputs/
+
+
+def iso_words(row):
+    """'faster (95% interval 1.10x to 1.33x over 3 paired rounds)', from a row's rounds at the largest batches."""
+    answer = ANSWER_WORDS.get(row["speed_answer"], row["speed_answer"])
+    if not present(row.get("speed_low")):
+        return f"{answer} (one round: no interval)"
+    return (f"{answer} (95% interval {row['speed_low']:.2f}x to {row['speed_high']:.2f}x over"
+            f" {plural(row['rounds'], 'paired round')})")  # fmt: skip
+
+
+def line(row):
+    """One sentence for a variant."""
+    if pd.isna(row.get("max_batch")):
+        error = f": {row['error']}" if present(row.get("error")) else ""
+        return f"{row['variant']}: no batch found ({row['why_it_stops']}{error})"
+    text = f"{row['variant']}: batch {row['max_batch']:,.0f} fits"
+    if present(row.get("first_failed_batch")):
+        text += f", {row['first_failed_batch']:,.0f} does not ({row['why_it_stops']})"
+    else:
+        text += f" ({row['why_it_stops']})"
+    if present(row.get("samples_per_s")):
+        text += f"; {row['samples_per_s']:,.1f} samples/s there"
+        if present(row.get("epoch_starts_timed")) and row["epoch_starts_timed"] > 0:
+            steady = row.get("median_step_samples_per_s")
+            steady = f", {steady:,.1f} samples/s between them" if present(steady) else ""
+            text += (f" ({row['epoch_starts_timed']:.0f} epoch starts in the window: an epoch is a few steps at this"
+                     f" batch{steady})")  # fmt: skip
+    if present(row.get("batch_vs_baseline")) and row["variant"] != "baseline":
+        text += f"; {row['batch_vs_baseline']:.2f}x the baseline's batch"
+        if present(row.get("speed_vs_baseline")):
+            text += f" at {row['speed_vs_baseline']:.2f}x its speed at its own"
+        if present(row.get("speed_answer")):
+            text += f", {iso_words(row)}"
+    if present(row.get("error")):
+        text += f" ({row['error']})"
+    return text
+
+
+def speed_range(row):
+    return f"{row['speed_low']:.2f}x to {row['speed_high']:.2f}x" if present(row["speed_low"]) else ""
+
+
+TABLE = (
+    ("variant", lambda r: r["variant"]),
+    ("max batch", lambda r: fmt(r["max_batch"], "{:,.0f}")),
+    ("first that failed", lambda r: fmt(r["first_failed_batch"], "{:,.0f}")),
+    ("why it stops", lambda r: str(r["why_it_stops"])),
+    ("samples/s there", lambda r: fmt(r["samples_per_s"], "{:,.1f}")),
+    ("batch vs baseline", lambda r: fmt(r["batch_vs_baseline"], "{:.2f}x")),
+    ("speed vs baseline at its largest", lambda r: fmt(r["speed_vs_baseline"], "{:.2f}x")),
+    ("95% interval", speed_range),
+    ("answer", lambda r: fmt(r["speed_answer"], "{}")),
+)
+
+
+def blocks(table):
+    """max_batch.md: the largest batch of each variant and, after its rounds, its speed there (the iso-memory
+    comparison)."""
+    records, rounds, said = table.to_dict("records"), table["rounds"].max(), []
+    if present(rounds):
+        said = [f"Each variant timed at its own largest batch in {plural(rounds, 'paired round')}; its speed against"
+                " the baseline's at the baseline's own largest batch: the iso-memory comparison."]  # fmt: skip
+    return [*said, Rows(records, TABLE), Bullets([line(r) for r in records])]
+
+
+def figure(table, title):
+    """max_batch.png: each variant's largest batch, its speed there beside it."""
+    found = table[table["max_batch"].notna()].to_dict("records")
+    texts = [f" {r['max_batch']:,.0f}" + (f", {r['samples_per_s']:,.1f} samples/s" if present(r["samples_per_s"])
+             else "") for r in found]  # fmt: skip
+    bars = Bars([r["max_batch"] for r in found], [r["variant"] for r in found], "largest global batch that trains",
+                texts, colour="tab:green", margin=0.35)  # fmt: skip
+    return Figure([bars], (7.5, 0.5 * max(1, len(found)) + 1.6), title)
+
+
+SHOWS = Shows("max_batch.md", "max_batch.png", "the largest batch of each variant and its speed there", blocks, figure)
 
 
 def redraw(out, info):
@@ -497,5 +576,4 @@ def estimate_s(runs, gpu, probes):
 MODE = Registration("max_batch", run, asked=lambda flags: flags.max_batch, add_flags=add_flags,
                     check_flags=check_flags, own=read(Flags), outputs=("max_batch.csv", "max_batch.md",
                     "max_batch.png"), executes=MaxBatch, only=("memory_limit",), joins=joins,
-                    shows=("max_batch.md", "max_batch.png",
-                           "the largest batch of each variant and its speed there"))  # fmt: skip
+                    shows=SHOWS)  # fmt: skip

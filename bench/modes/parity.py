@@ -39,8 +39,9 @@ from bench import BenchError, catalogue, data, logs_of, write_whole
 from bench.config import read
 from bench.modes import Registration, new_id, planned_for, table_in
 from bench.observe import machine
-from bench.outputs import markdown, plots
-from bench.outputs.verdicts import fmt, plural
+from bench.outputs import declared
+from bench.outputs.declared import Band, Bullets, Figure, Line, Lines, Rows, Shows
+from bench.outputs.verdicts import fmt, plural, present
 from bench.stages import cost, execute, plan, summarize
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
@@ -283,12 +284,98 @@ def write(out, table, seeds, records, info, spent):
     write_whole(out / "parity.csv", lambda tmp: table.to_csv(tmp, index=False))
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Does each technique learn the same? {machine.where(info)} ({when}, {spent / 60:.1f} min)"
-    text = markdown.parity(table, title, len(seeds), TWIN_SHARE)
-    write_whole(out / "parity.md", lambda tmp: Path(tmp).write_text(text))
+    declared.write(SHOWS, out, table, title, seeds=seeds, records=records)
+
+
+# ----------------------------------------------------------------------------- what it shows: its words, its page
+# (parity.md) and its plot (parity_curves.png), rendered by bench/outputs/
+
+
+def line(row):
+    """'amp: learns worse from step 60: its loss 1.31x the baseline's mean at step 150 (band 0.62 to 0.81); final
+    accuracy 0.412 (band 0.455 to 0.520)'."""
+    said = row["verdict"]
+    if said == "failed":
+        return f"{row['variant']}: failed: {row.get('error')}"
+    if said == "diverged":
+        return f"{row['variant']}: diverged: its loss was NaN or inf from step {row['diverged_step']:.0f}"
+    if said != "learns the same" and pd.notna(row.get("from_step")):
+        said += f" from step {row['from_step']:.0f}"
+    parts = []
+    if said == "not the same run":
+        said += f" as {row['twin']}"
+        repeat = row.get("repeat_distance")
+        repeat = f"; the baseline run twice: {repeat:.3f}" if pd.notna(repeat) else ""
+        apart, seeds = row["twin_distance"], row["seed_distance"]
+        parts.append(f"at the same seed its curve is {apart:.3f} from {row['twin']}'s, {apart / seeds:.2f} of two"
+                     f" seeds' typical {seeds:.3f}{repeat}: do its processes start from one set of weights and see the"
+                     " same data?")  # fmt: skip
+    if pd.notna(row.get("final_loss")):
+        parts.append(f"its last loss {row['final_loss']:.3f}, {row['loss_vs_baseline']:.2f}x the baseline's mean"
+                     f" (band {row['band_loss_low']:.3f} to {row['band_loss_high']:.3f})")  # fmt: skip
+    if pd.notna(row.get("skipped_steps")):
+        parts.append(f"its fp16 scaler skipped the update of {row['skipped_steps']:.0f} of its"
+                     f" {fmt(row.get('steps'), '{:.0f}') or ''} steps (inf or NaN in the gradients)")  # fmt: skip
+    if pd.notna(row.get("final_val_acc")):
+        parts.append(f"final accuracy {row['final_val_acc']:.3f} (band {fmt(row.get('band_acc_low'), '{:.3f}')} to"
+                     f" {fmt(row.get('band_acc_high'), '{:.3f}')})")  # fmt: skip
+    return f"{row['variant']}: {said}" + (f": {'; '.join(parts)}" if parts else "")
+
+
+def between(low, high, pattern="{:.3f}"):
+    return lambda r: f"{fmt(r[low], pattern)} to {fmt(r[high], pattern)}"
+
+
+def twin_cell(row):
+    return f"{row['twin']}: {row['twin_distance'] / row['seed_distance']:.2f}" if present(row["twin"]) else ""
+
+
+TABLE = (
+    ("variant", lambda r: r["variant"]),
+    ("verdict", lambda r: r["verdict"]),
+    ("from step", lambda r: fmt(r["from_step"], "{:.0f}")),
+    ("last loss", lambda r: fmt(r["final_loss"], "{:.3f}")),
+    ("band", between("band_loss_low", "band_loss_high")),
+    ("x baseline", lambda r: fmt(r["loss_vs_baseline"], "{:.2f}x")),
+    ("final acc", lambda r: fmt(r["final_val_acc"], "{:.3f}")),
+    ("band", between("band_acc_low", "band_acc_high")),
+    ("twin: apart / seeds'", twin_cell),
+)
+
+
+def blocks(table, seeds, records=()):
+    """parity.md: each technique's verdict against the band of the baseline's seeds (seeds: their records), a twin's
+    distance from its twin as a share of two seeds' (TWIN_SHARE or more: not the same run)."""
+    said = (f"The band: the baseline at {len(seeds)} seeds, a 95% prediction interval. A twin (a row that computes the"
+            " same run as another): its curve's distance from its twin's at the same seed, as a share of two seeds'"
+            f" typical distance ({TWIN_SHARE:g} or more: not the same run).")  # fmt: skip
+    rows = table.to_dict("records")
+    return [said, Rows(rows, TABLE), Bullets([line(r) for r in rows])]
+
+
+def figure(table, title, seeds, records):
+    """parity_curves.png: the baseline seeds' band (shaded) and mean, and each technique's training loss over it;
+    None where no run finished."""
     ok = [r for r in records if r.get("status") == "ok"]
-    if ok:
-        plots.plot_parity(loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"]), ok,
-                          out / "parity_curves.png", title)  # fmt: skip
+    if not ok:
+        return None
+    bands = loss_band([s["loss_curve"] for s in seeds if s.get("status") == "ok"])
+    steps = sorted(bands)
+    mean, low, high = (list(v) for v in zip(*(bands[s] for s in steps))) if steps else ([], [], [])
+    band = Band(steps, low, high, mean, "baseline: its seeds' 95% band", "baseline: its seeds' mean")
+    drawn = [Line(r["variant"], *points(r.get("loss_curve"))) for r in ok if r["variant"] != "baseline"]
+    panel = Lines(drawn, "step", "training loss (mean of 10 steps)", band=band, legend_beside=True, grid=True)
+    return Figure([panel], (10.5, 4.8), title, title_size=9, dpi=120, trimmed=True)
+
+
+def points(curve):
+    """([steps], [losses]) of a loss curve ([step, loss] pairs; none: two empty lists)."""
+    steps, losses = zip(*curve) if curve else ((), ())
+    return list(steps), list(losses)
+
+
+SHOWS = Shows("parity.md", "parity_curves.png", "each technique's training loss over the baseline seeds' band", blocks,
+              figure)  # fmt: skip
 
 
 def run(config):
@@ -331,5 +418,4 @@ def estimate_s(runs, gpu, bf16_native=True):
 
 MODE = Registration("parity", run, asked=lambda flags: flags.parity, add_flags=add_flags, check_flags=check_flags,
                     own=read(Flags), outputs=("parity.csv", "parity.md", "parity_curves.png"),
-                    executes=Parity, only=("seeds",), joins=joins, shows=("parity.md", "parity_curves.png",
-                    "each technique's training loss over the baseline seeds' band"))  # fmt: skip
+                    executes=Parity, only=("seeds",), joins=joins, shows=SHOWS)  # fmt: skip

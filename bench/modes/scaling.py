@@ -27,7 +27,9 @@ from bench import BenchError, catalogue, write_whole
 from bench.config import varied
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
-from bench.outputs import markdown, plots, verdicts
+from bench.outputs import declared
+from bench.outputs.declared import Bullets, Figure, Line, Lines, Rows, Shows
+from bench.outputs.verdicts import fmt, present
 from bench.stages import calibrate, cost, execute, plan, slurm, summarize
 
 ROUNDS = 3  # --repeats auto: rounds of every count
@@ -218,7 +220,7 @@ class Scaling(execute.Mode):
         spent_out = bool(how["paused"]) and "budget" in how["paused"]
         write(self.config.outputs.out, table, self.info, spent, done, rounds, spent_out)
         for record in table.to_dict("records"):
-            print(f"  {verdicts.scaling_line(record)}")
+            print(f"  {line(record)}")
         print(f"scaling: {spent / 60:.1f} min in runs; {self.config.outputs.out}/scaling.md, scaling.csv, scaling.png")
         return 0
 
@@ -277,9 +279,88 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
     mode = table["scaling_mode"].iloc[0]
     title = f"Scaling ({mode}): {where} ({when}, {done} of {rounds} rounds, {spent / 60:.1f} min)"
     shared = None if info["gpu_count"] else info["cpu_cores"]  # CPU processes share its cores
-    text = markdown.scaling(table, title, shared, spent_out)
-    write_whole(out / "scaling.md", lambda tmp: Path(tmp).write_text(text))
-    plots.plot_scaling(table, out / "scaling.png", title)
+    declared.write(SHOWS, out, table, title, shared_cores=shared, spent_out=spent_out)
+
+
+# ----------------------------------------------------------------------------- what it shows: its words, its page
+# (scaling.md) and its plot (scaling.png), rendered by bench/outputs/
+
+ANSWER = dict(
+    faster="faster than the reference",
+    slower="slower than the reference",
+    same="no measurable difference",
+    unsettled="not settled: more rounds (--repeats)",
+)
+
+
+def line(row):
+    n = int(row["processes"])
+    if not row["rounds_ok"]:
+        return f"{row['variant']} x{n}: failed: {row['error']}"
+    text = f"{row['variant']} x{n}: {row['samples_per_s']:,.1f} samples/s"
+    if row["answer"] == "reference":
+        return text + " (the reference)"
+    if present(row["speedup"]):
+        text += f", {row['speedup']:.2f}x the reference"
+        if present(row["speedup_low"]):
+            text += f" (95% interval {row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x)"
+        text += f", {row['efficiency']:.0%} efficiency: {ANSWER[row['answer']]}"
+    return text
+
+
+def processes_cell(row):
+    nodes = f" on {row['nodes']:.0f} nodes" if present(row["nodes"]) and row["nodes"] > 1 else ""
+    return f"{row['processes']:.0f}{nodes}"
+
+
+def interval_cell(row):
+    if not present(row["speedup_low"]) or row["answer"] == "reference":
+        return ""
+    return f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x"
+
+
+def blocks(table, shared_cores=None, spent_out=False):
+    """scaling.md: each count of processes against the reference; shared_cores: the CPU's cores every process shares
+    (None on GPUs); spent_out: the budget ran out before the rounds asked."""
+    said = []
+    if shared_cores is not None:
+        said.append(f"CPU processes share its {shared_cores} cores: the table measures what DDP costs here, not what"
+                    " more GPUs would give.")  # fmt: skip
+    if spent_out:
+        said.append("The budget was spent before the rounds asked: --budget, or fewer counts.")
+    kind = table["memory_kind"].dropna()
+    memory = f"memory per process, MiB ({kind.iloc[0]})" if not kind.empty else "memory per process, MiB"
+    columns = (
+        ("variant", lambda r: r["variant"]),
+        ("processes", processes_cell),
+        ("global batch", lambda r: fmt(r["global_batch"], "{:,.0f}")),
+        ("samples/s", lambda r: fmt(r["samples_per_s"], "{:,.1f}")),
+        ("speed-up", lambda r: fmt(r["speedup"], "{:.2f}x")),
+        ("95% interval", interval_cell),
+        ("efficiency", lambda r: fmt(r["efficiency"], "{:.0%}")),
+        (memory, lambda r: fmt(r["memory_per_process_mib"], "{:,.0f}")),
+    )
+    rows = table.to_dict("records")
+    return [*said, Rows(rows, columns), Bullets([line(r) for r in rows])]
+
+
+def figure(table, title, **_):
+    """scaling.png: samples/s against processes, a line per variant with its range, and the ideal line (the smallest
+    count's rate times the processes)."""
+    drawn = []
+    for i, (variant, group) in enumerate(table[table["samples_per_s"].notna()].groupby("variant", sort=False)):
+        x, y = list(group["processes"]), list(group["samples_per_s"])
+        low = list(group["samples_per_s"] - group["samples_per_s_min"])
+        high = list(group["samples_per_s_max"] - group["samples_per_s"])
+        ideal = [y[0] * n / x[0] for n in x]
+        drawn += [Line(variant, x, y, low, high, colour=f"C{i}"), Line(f"{variant}: ideal", x, ideal, dashed=True,
+                  colour=f"C{i}")]  # fmt: skip
+    panel = Lines(drawn, "processes (one per GPU)", "samples/s (median of the rounds, min to max)",
+                  xticks=sorted(table["processes"].unique()), from_zero=True)  # fmt: skip
+    return Figure([panel], (6.5, 4.2), title, wrap=None)
+
+
+SHOWS = Shows("scaling.md", "scaling.png", "samples/s against processes, with the ideal line", blocks, figure)
 
 
 def window_s(gpu):
@@ -296,5 +377,4 @@ def estimate_s(runs, gpu, bf16_native=True):
 
 MODE = Registration("scaling", run, asked=lambda flags: flags.scaling is not None, add_flags=add_flags,
                     check_flags=check_flags, own=own, outputs=("scaling.csv", "scaling.md", "scaling.png"),
-                    executes=Scaling, only=("scaling_mode", "launcher", "nodes"), shows=("scaling.md", "scaling.png",
-                    "samples/s against processes, with the ideal line"))  # fmt: skip
+                    executes=Scaling, only=("scaling_mode", "launcher", "nodes"), shows=SHOWS)  # fmt: skip

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import BenchError, logs_of, schema, write_whole
-from bench.modes import Registration, new_id, registered, this_machine
+from bench.modes import Registration, new_id, registered, shown, this_machine
 from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, verdicts
 from bench.outputs import report as html_report
@@ -80,7 +80,8 @@ def write_outputs(out, bench_id, machine):
     if learned:
         plots.plot_curves(learned, out / "curves.png", headings)
     notes = [verdicts.settled_note(summary), *notes, verdicts.diverged_note(summary), verdicts.busy_note(summary)]
-    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiles.shown(profiled))
+    pages = shown()  # the page and plot of every mode that ran in out too: report.html holds them
+    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiles.shown(profiled), pages)
     return summary
 
 

@@ -20,7 +20,9 @@ from bench import BenchError, data, logs_of, write_whole
 from bench.config import read
 from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
-from bench.outputs import markdown, plots, verdicts
+from bench.outputs import declared, plots
+from bench.outputs.declared import Bullets, Rows, Shows
+from bench.outputs.verdicts import fmt, present
 from bench.stages import cost, execute, plan
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
@@ -134,7 +136,7 @@ class ToAccuracy(execute.Mode):
         return result
 
     def say(self, run, record):
-        return verdicts.accuracy_line(record)
+        return line(record)
 
     def finish(self, records, unrun, how):
         rows = [{k: v for k, v in r.items() if k != "curves"} for r in records]
@@ -178,10 +180,49 @@ def write(out, table, info, spent, target, found):
     where = machine.where(info)
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Time to {target:g} validation accuracy: {where} ({when}, {spent / 60:.1f} min)"
-    text = markdown.accuracy(table, title)
-    write_whole(out / "accuracy.md", lambda tmp: Path(tmp).write_text(text))
-    if found:
-        plots.plot_curves(found, out / "accuracy_curves.png", {"hard": title})
+    declared.write(SHOWS, out, table, title)
+    if found:  # its plot: the learning curves, as a bench draws them (curves.png)
+        plots.plot_curves(found, out / SHOWS.plot, {"hard": title})
+
+
+# ----------------------------------------------------------------------------- what it shows: its words and its page
+# (accuracy.md), rendered by bench/outputs/; its plot is the bench's learning curves (accuracy_curves.png)
+
+
+def line(row):
+    if str(row.get("error")).startswith("not run"):
+        return f"{row['variant']}: {row['error']}"
+    if not present(row.get("reached")):
+        return f"{row['variant']}: failed: {row.get('error')}"
+    if row["reached"]:
+        text = f"{row['variant']}: reached {row['target']:g} in {row['epochs']} epochs, {row['train_s']:.1f} s training"
+        text += f" ({row['wall_s']:.1f} s with evaluation and start-up)"
+        if present(row.get("speedup")) and row["variant"] != "baseline":
+            text += f", {row['speedup']:.2f}x the baseline's speed to it"
+        return text
+    best = f"{row['best_val_acc']:.3f}" if present(row.get("best_val_acc")) else "none"
+    return f"{row['variant']}: did NOT reach {row['target']:g} in {row['max_epochs']} epochs (best {best})"
+
+
+TABLE = (
+    ("variant", lambda r: r["variant"]),
+    ("reached", lambda r: {True: "yes", False: "**no**"}.get(r["reached"], "failed")),
+    ("epochs", lambda r: fmt(r["epochs"], "{:.0f}")),
+    ("training s", lambda r: fmt(r["train_s"], "{:.1f}")),
+    ("wall s", lambda r: fmt(r["wall_s"], "{:.1f}")),
+    ("speed-up", lambda r: fmt(r["speedup"], "{:.2f}x")),
+    ("final acc", lambda r: fmt(r["final_val_acc"], "{:.3f}")),
+    ("best acc", lambda r: fmt(r["best_val_acc"], "{:.3f}")),
+)
+
+
+def blocks(table):
+    """accuracy.md: each variant's time to the target accuracy."""
+    rows = table.to_dict("records")
+    return [Rows(rows, TABLE), Bullets([line(r) for r in rows])]
+
+
+SHOWS = Shows("accuracy.md", "accuracy_curves.png", "training loss and validation accuracy of each variant", blocks)
 
 
 def run(config):
@@ -221,6 +262,5 @@ def estimate_s(runs, epochs, gpu, bf16_native=True):
 MODE = Registration("to_accuracy", run, asked=lambda flags: flags.to_accuracy is not None, add_flags=add_flags,
                     check_flags=check_flags, own=read(Flags),
                     outputs=("accuracy.csv", "accuracy.md", "accuracy_curves.png"), executes=ToAccuracy,
-                    shows=("accuracy.md", "accuracy_curves.png",
-                           "training loss and validation accuracy of each variant"),
+                    shows=SHOWS,
                     only=("max_epochs",))  # fmt: skip

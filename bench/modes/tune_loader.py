@@ -26,6 +26,7 @@ import dataclasses
 import importlib.util
 import math
 import shlex
+import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,8 +36,9 @@ from bench import BenchError, write_whole
 from bench.config import varied
 from bench.modes import Registration, planned_bench, table_in
 from bench.observe import machine
-from bench.outputs import markdown, plots, verdicts
-from bench.outputs.verdicts import plural, present
+from bench.outputs import declared
+from bench.outputs.declared import Bars, Figure, Rows, Shows
+from bench.outputs.verdicts import fmt, plural, present
 from bench.stages import calibrate, cost, execute, plan, summarize
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
@@ -125,10 +127,10 @@ def recommend(own, candidates):
     wait, ceiling = own.get("data_wait_frac"), own.get("ceiling_low_pct")
     if faster:
         best = max(faster, key=lambda c: c["speedup"])
-        return "use", verdicts.tune_loader_words("use", own, candidates, best)
+        return "use", words("use", own, candidates, best)
     if (present(wait) and wait < WAIT_LITTLE) or (present(ceiling) and ceiling >= 100 * NEAR_CEILING):
-        return "not the limit", verdicts.tune_loader_words("not the limit", own, candidates)
-    return "keep", verdicts.tune_loader_words("keep", own, candidates)
+        return "not the limit", words("not the limit", own, candidates)
+    return "keep", words("keep", own, candidates)
 
 
 def training_rows(records, names, reference):
@@ -317,16 +319,91 @@ def write(out, records, names, info):
     table = pd.DataFrame([*loaders, *trained]).reindex(columns=COLUMNS)
     own = next((r for r in trained if r["setting"] == "own"), None)
     candidates = [r for r in trained if r["setting"] != "own"]
-    what, words = recommend(own, candidates) if own else ("none", "no training run finished: no recommendation")
-    table.attrs["recommendation"] = f"tune loader: {words}"
+    what, answer = recommend(own, candidates) if own else ("none", "no training run finished: no recommendation")
+    table.attrs["recommendation"] = f"tune loader: {answer}"
     write_whole(out / "tune_loader.csv", lambda tmp: table.to_csv(tmp, index=False))
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     spent = sum(r.get("run_s") or 0 for r in records)
     title = f"The loader's settings: {machine.where(info)} ({when}, {spent / 60:.1f} min)"
-    text = markdown.tune_loader(title, words, loaders, trained)
-    write_whole(out / "tune_loader.md", lambda tmp: Path(tmp).write_text(text))
-    plots.plot_tune_loader(loaders, trained, out / "tune_loader.png", title)
+    declared.write(SHOWS, out, table, title, answer=answer, loaders=loaders, trained=trained)
     return table
+
+
+# ----------------------------------------------------------------------------- what it shows: its words, its page
+# (tune_loader.md) and its plot (tune_loader.png), rendered by bench/outputs/
+
+
+def words(what, own, candidates, best=None):
+    """The answer (what: use, not the limit or keep; best: the setting to use) in a sentence, with where the bench's
+    own settings leave the baseline (own, candidates: the training rows of its table, dicts)."""
+    wait, where = own.get("data_wait_frac"), []
+    if present(wait):
+        where.append(f"waits for data {wait:.0%} of its window")
+    if present(own.get("ceiling_pct")):
+        where.append(f"trains at {own['ceiling_pct']:.0f}% of its ceiling")
+    where = f" (with the bench's own settings the baseline {' and '.join(where)})" if where else ""
+    if what == "use":
+        return (f"use {best['flags']}: {best['speedup']:.2f}x the speed of the bench's own settings (95%"
+                f" interval {best['speedup_low']:.2f}x to {best['speedup_high']:.2f}x){where}")  # fmt: skip
+    if what == "not the limit":
+        return f"the loader is not the limit here{where}: keep the bench's own settings"
+    said = ", ".join(f"{c['flags']} {c['speedup']:.2f}x ({c['answer']})" for c in candidates if present(c["speedup"]))
+    return f"keep the bench's own settings: no setting tried trains measurably faster ({said}){where}"
+
+
+def interval_cell(row):
+    return f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row.get("speedup_low")) else ""
+
+
+def cores_cell(row):
+    if not present(row.get("cpu_model_cores")) or not present(row.get("cpu_loader_cores")):
+        return ""
+    return f"{row['cpu_model_cores']:.2f} / {row['cpu_loader_cores']:.2f}"
+
+
+LOADERS = (
+    ("loader", lambda r: r["loader"]),
+    ("flags", lambda r: f"`{r['flags']}`"),
+    ("images/s", lambda r: fmt(r["samples_per_s"], "{:,.1f}") or f"failed: {r['error']}"),
+)
+TRAINED = (
+    ("flags", lambda r: f"`{r['flags']}`"),
+    ("samples/s", lambda r: fmt(r["samples_per_s"], "{:,.1f}")),
+    ("vs the bench's own", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+    ("95% interval", interval_cell),
+    ("answer", lambda r: fmt(r.get("answer"), "{}")),
+    ("data wait", lambda r: fmt(r["data_wait_frac"], "{:.1%}")),
+    ("of ceiling", lambda r: fmt(r["ceiling_pct"], "{:.0f}%")),
+    ("cores: model / loader", cores_cell),
+)
+
+
+def blocks(table, answer, loaders, trained):
+    """tune_loader.md: the answer (words), the loader alone at each setting (loaders) and the settings trained
+    (trained: the table's rows, dicts)."""
+    rounds = max((r["runs"] for r in trained), default=0)
+    return [
+        f"**The answer**: {answer}.",
+        "The loader alone (one run each: a first look, which picks the settings trained):",
+        Rows(sorted(loaders, key=lambda r: -(r["samples_per_s"] or 0)), LOADERS),
+        f"Training, in {plural(rounds, 'paired round')} (each with the ceiling, no loading at all):",
+        Rows(trained, TRAINED),
+    ]
+
+
+def figure(table, title, answer, loaders, trained):
+    """tune_loader.png: the loader alone at each setting, and each setting trained, in samples/s."""
+    ranked = sorted(loaders, key=lambda r: r["samples_per_s"] or 0)
+    alone = Bars([r["samples_per_s"] or 0 for r in ranked], [f"{r['loader']}: {r['flags']}" for r in ranked],
+                 "images/s, the loader alone", title="the loader alone", top_first=False, fontsize=7)  # fmt: skip
+    training = Bars([r["samples_per_s"] for r in trained], [textwrap.fill(r["flags"], 40) for r in trained],
+                    "samples/s, training (median of the rounds)", title="in training", colour="tab:green",
+                    fontsize=7)  # fmt: skip
+    return Figure([alone, training], (11, 0.32 * max(len(loaders), 4) + 1.8), title, wrap=120, title_above=True)
+
+
+SHOWS = Shows("tune_loader.md", "tune_loader.png", "the loader alone at each setting, and the best in training", blocks,
+              figure)  # fmt: skip
 
 
 def joins(summary, out):
@@ -344,5 +421,4 @@ def joins(summary, out):
 
 MODE = Registration("tune_loader", run, asked=lambda flags: flags.tune_loader, add_flags=add_flags,
                     check_flags=check_flags, outputs=("tune_loader.csv", "tune_loader.md", "tune_loader.png"),
-                    executes=TuneLoader, joins=joins, shows=("tune_loader.md", "tune_loader.png",
-                    "the loader alone at each setting, and the best in training"))  # fmt: skip
+                    executes=TuneLoader, joins=joins, shows=SHOWS)  # fmt: skip

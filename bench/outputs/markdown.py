@@ -4,7 +4,7 @@ report.html shows alike."""
 import pandas as pd
 
 from bench import catalogue
-from bench.outputs import answer, verdicts
+from bench.outputs import answer, declared, verdicts
 from bench.outputs.verdicts import busy_note, diverged_note, fmt, number, present, settled_note
 
 
@@ -283,130 +283,28 @@ LOADER_COLUMNS = [
 ]
 
 
-# ----------------------------------------------------------------------------- the other modes' tables: each mode's
-# .md, its table and a line a row (bench/outputs/verdicts.py), from the table the mode writes beside it as csv
+# ----------------------------------------------------------------------------- a mode's page, as its module declares
+# it (bench/outputs/declared.py): its title, then its blocks
 
 
-def max_batch(table, title):
-    """max_batch.md: the largest batch of each variant and, after its rounds, its speed there (the iso-memory
-    comparison)."""
+def page(title, blocks):
+    """A mode's page: '### title', then each block and a blank line: a paragraph, a list, a table (Rows)."""
     lines = [f"### {title}", ""]
-    rounds = table["rounds"].max()
-    if present(rounds):
-        said = f"Each variant timed at its own largest batch in {verdicts.plural(rounds, 'paired round')}; its speed"
-        lines += [said + " against the baseline's at the baseline's own largest batch: the iso-memory comparison.", ""]
-    lines += ["| variant | max batch | first that failed | why it stops | samples/s there | batch vs baseline |"
-              " speed vs baseline at its largest | 95% interval | answer |"]  # fmt: skip
-    lines += ["|---|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        cells = [fmt(row["max_batch"], "{:,.0f}"), fmt(row["first_failed_batch"], "{:,.0f}"), row["why_it_stops"]]
-        cells += [fmt(row["samples_per_s"], "{:,.1f}"), fmt(row["batch_vs_baseline"], "{:.2f}x")]
-        interval = f"{row['speed_low']:.2f}x to {row['speed_high']:.2f}x" if present(row["speed_low"]) else ""
-        cells += [fmt(row["speed_vs_baseline"], "{:.2f}x"), interval, fmt(row["speed_answer"], "{}")]
-        lines.append(f"| {row['variant']} | " + " | ".join(str(c) for c in cells) + " |")
-    lines += ["", *[f"- {verdicts.max_batch_line(row)}" for row in table.to_dict("records")], ""]
+    for block in blocks:
+        if isinstance(block, declared.Rows):
+            lines += rows(block)
+        elif isinstance(block, declared.Bullets):
+            lines += [f"- {line}" for line in block.lines]
+        else:
+            lines.append(block)
+        lines.append("")
     return "\n".join(lines)
 
 
-def parity(table, title, seeds, twin_share):
-    """parity.md: each technique's verdict against the band of the baseline's seeds (seeds: how many), a twin's
-    distance from its twin as a share of two seeds' (twin_share or more: not the same run)."""
-    lines = [
-        f"### {title}",
-        "",
-        f"The band: the baseline at {seeds} seeds, a 95% prediction interval. A twin"
-        " (a row that computes the same run as another): its curve's distance from its twin's at the same seed,"
-        f" as a share of two seeds' typical distance ({twin_share:g} or more: not the same run).",
-        "",
-    ]
-    lines += [
-        "| variant | verdict | from step | last loss | band | x baseline | final acc | band | twin: apart / seeds' |"
-    ]
-    lines += ["|---|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        loss_band_cell = f"{fmt(row['band_loss_low'], '{:.3f}')} to {fmt(row['band_loss_high'], '{:.3f}')}"
-        acc_band_cell = f"{fmt(row['band_acc_low'], '{:.3f}')} to {fmt(row['band_acc_high'], '{:.3f}')}"
-        cells = [row["verdict"], fmt(row["from_step"], "{:.0f}"), fmt(row["final_loss"], "{:.3f}"), loss_band_cell]
-        cells += [fmt(row["loss_vs_baseline"], "{:.2f}x"), fmt(row["final_val_acc"], "{:.3f}"), acc_band_cell]
-        cells += [f"{row['twin']}: {row['twin_distance'] / row['seed_distance']:.2f}" if present(row["twin"]) else ""]
-        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
-    lines += ["", *[f"- {verdicts.parity_line(row)}" for row in table.to_dict("records")], ""]
-    return "\n".join(lines)
-
-
-def scaling(table, title, shared_cores=None, spent_out=False):
-    """scaling.md: each count of processes against the reference; shared_cores: the CPU's cores every process shares
-    (None on GPUs); spent_out: the budget ran out before the rounds asked."""
-    lines = [f"### {title}", ""]
-    if shared_cores is not None:
-        lines += [f"CPU processes share its {shared_cores} cores: the table measures what DDP costs here, not what"
-                  " more GPUs would give.", ""]  # fmt: skip
-    if spent_out:
-        lines += ["The budget was spent before the rounds asked: --budget, or fewer counts.", ""]
-    kind = table["memory_kind"].dropna()
-    memory = f"memory per process, MiB ({kind.iloc[0]})" if not kind.empty else "memory per process, MiB"
-    lines += [f"| variant | processes | global batch | samples/s | speed-up | 95% interval | efficiency | {memory} |"]
-    lines += ["|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        interval = (f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row["speedup_low"])
-                    and row["answer"] != "reference" else "")  # fmt: skip
-        nodes = f" on {row['nodes']:.0f} nodes" if present(row["nodes"]) and row["nodes"] > 1 else ""
-        cells = [
-            f"{row['processes']:.0f}{nodes}",
-            fmt(row["global_batch"], "{:,.0f}"),
-            fmt(row["samples_per_s"], "{:,.1f}"),
-        ]
-        cells += [fmt(row["speedup"], "{:.2f}x"), interval, fmt(row["efficiency"], "{:.0%}")]
-        cells += [fmt(row["memory_per_process_mib"], "{:,.0f}")]
-        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
-    lines += ["", *[f"- {verdicts.scaling_line(row)}" for row in table.to_dict("records")], ""]
-    return "\n".join(lines)
-
-
-def accuracy(table, title):
-    """accuracy.md: each variant's time to the target accuracy."""
-    lines = [
-        f"### {title}",
-        "",
-        "| variant | reached | epochs | training s | wall s | speed-up | final acc | best acc |",
-    ]
-    lines += ["|---|---|---|---|---|---|---|---|"]
-    for row in table.to_dict("records"):
-        reached = {True: "yes", False: "**no**"}.get(row["reached"], "failed")
-        cells = [reached, fmt(row["epochs"], "{:.0f}"), fmt(row["train_s"], "{:.1f}"), fmt(row["wall_s"], "{:.1f}")]
-        cells += [
-            fmt(row["speedup"], "{:.2f}x"),
-            fmt(row["final_val_acc"], "{:.3f}"),
-            fmt(row["best_val_acc"], "{:.3f}"),
-        ]
-        lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
-    lines += ["", *[f"- {verdicts.accuracy_line(row)}" for row in table.to_dict("records")], ""]
-    return "\n".join(lines)
-
-
-def tune_loader(title, answer, loaders, trained):
-    """tune_loader.md: the answer (bench/outputs/verdicts.py tune_loader_words), the loader alone at each setting
-    (loaders) and the settings trained (trained: the table's rows, dicts)."""
-    lines = [f"### {title}", "", f"**The answer**: {answer}.", ""]
-    lines += ["The loader alone (one run each: a first look, which picks the settings trained):", ""]
-    lines += ["| loader | flags | images/s |", "|---|---|---|"]
-    for row in sorted(loaders, key=lambda r: -(r["samples_per_s"] or 0)):
-        rate = fmt(row["samples_per_s"], "{:,.1f}") or f"failed: {row['error']}"
-        lines.append(f"| {row['loader']} | `{row['flags']}` | {rate} |")
-    rounds = max((r["runs"] for r in trained), default=0)
-    lines += ["", f"Training, in {verdicts.plural(rounds, 'paired round')} (each with the ceiling, no loading at all):",
-              ""]  # fmt: skip
-    lines += ["| flags | samples/s | vs the bench's own | 95% interval | answer | data wait | of ceiling |"
-              " cores: model / loader |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for row in trained:
-        interval = f"{row['speedup_low']:.2f}x to {row['speedup_high']:.2f}x" if present(row.get("speedup_low")) else ""
-        cores = (f"{row['cpu_model_cores']:.2f} / {row['cpu_loader_cores']:.2f}"
-                 if present(row.get("cpu_model_cores")) and present(row.get("cpu_loader_cores")) else "")  # fmt: skip
-        cells = [f"`{row['flags']}`", fmt(row["samples_per_s"], "{:,.1f}"), fmt(row.get("speedup"), "{:.2f}x"),
-                 interval, fmt(row.get("answer"), "{}"), fmt(row["data_wait_frac"], "{:.1%}"),
-                 fmt(row["ceiling_pct"], "{:.0f}%"), cores]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+def rows(table):
+    """A Rows block's markdown lines: its headers, the rule, a line a record."""
+    lines = ["| " + " | ".join(header for header, _ in table.columns) + " |", "|" + "---|" * len(table.columns)]
+    return lines + ["| " + " | ".join(cell(r) for _, cell in table.columns) + " |" for r in table.records]
 
 
 def check(results, lines):

@@ -7,7 +7,7 @@ logs/<bench>/<run>.json). The bench gathers those of a bench into curves.json be
 keeps it; the logs stay behind) and draws curves.png: training loss against step and validation accuracy against
 epoch, a line per variant (its first round), a row of two panels per workload (--to-accuracy: accuracy_curves.png).
 
-The modes' own plots are drawn here too: max_batch.png, scaling.png and tune_loader.png.
+A mode's own plot is drawn here too, from its declaration (figure: bench/outputs/declared.py).
 """
 
 import textwrap
@@ -17,8 +17,8 @@ import matplotlib
 import pandas as pd
 
 from bench import kept_for_bench, run_metrics, write_whole
+from bench.outputs import declared
 from bench.outputs.markdown import label
-from bench.outputs.verdicts import present
 
 matplotlib.use("Agg")  # files only, no screen needed
 import matplotlib.pyplot as plt  # noqa: E402
@@ -56,10 +56,10 @@ def plot_throughput(summary, path, headings):
     save(fig, path)
 
 
-def save(fig, path):
+def save(fig, path, dpi=120):
     fig.tight_layout()
     try:
-        write_whole(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png", bbox_inches="tight"))
+        write_whole(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight"))
     finally:
         plt.close(fig)
 
@@ -208,26 +208,6 @@ def first_rounds(curves, workload):
     return chosen
 
 
-def plot_parity(bands, records, path, title):
-    """parity_curves.png: the baseline seeds' band (shaded) and mean, and each technique's training loss over it."""
-    fig, ax = plt.subplots(figsize=(10.5, 4.8))
-    steps = sorted(bands)
-    if steps:
-        mean, low, high = zip(*(bands[s] for s in steps))
-        ax.fill_between(steps, low, high, color="grey", alpha=0.25, label="baseline: its seeds' 95% band")
-        ax.plot(steps, mean, color="black", lw=1.2, label="baseline: its seeds' mean")
-    for record, color in zip((r for r in records if r["variant"] != "baseline"), COLORS):
-        if record.get("loss_curve"):
-            at, losses = zip(*record["loss_curve"])
-            ax.plot(at, losses, color=color, lw=1.1, label=record["variant"])
-    ax.set(xlabel="step", ylabel="training loss (mean of 10 steps)")
-    ax.set_title(textwrap.fill(title, 110), fontsize=9)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
-    ax.grid(alpha=0.3)
-    save(fig, path)
-
-
 def plot_curves(curves, path, headings):
     """curves.png: per workload, the training loss against step and the validation accuracy against epoch."""
     workloads = [w for w in headings if first_rounds(curves, w)]
@@ -258,63 +238,70 @@ def plot_curves(curves, path, headings):
     plt.close(fig)
 
 
-# the modes' own plots: --max-batch, --scaling, --tune-loader
+# a mode's plot, as its module declares it (bench/outputs/declared.py)
 
 
-def plot_max_batch(table, path, title):
-    """max_batch.png: each variant's largest batch, its speed there beside it."""
-    found = table[table["max_batch"].notna()]
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * max(1, len(found)) + 1.6))
-    ax.barh(range(len(found)), found["max_batch"], color="tab:green", alpha=0.8)
-    for i, row in enumerate(found.to_dict("records")):
-        speed = f", {row['samples_per_s']:,.1f} samples/s" if present(row["samples_per_s"]) else ""
-        ax.text(row["max_batch"], i, f" {row['max_batch']:,.0f}{speed}", va="center", fontsize=8)
-    ax.set_yticks(range(len(found)), found["variant"], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("largest global batch that trains")
-    ax.set_title(textwrap.fill(title, 110), fontsize=8)  # a long machine name stays inside the figure
-    ax.margins(x=0.35)
+def figure(drawn, path):
+    """A mode's Figure: its panels side by side (Bars, Lines), its title, written to path as a PNG."""
+    fig, axes = plt.subplots(1, len(drawn.panels), figsize=drawn.size, squeeze=False)
+    for ax, panel in zip(axes[0], drawn.panels):
+        (bars if isinstance(panel, declared.Bars) else lines)(ax, panel)
+    title = textwrap.fill(drawn.title, drawn.wrap) if drawn.wrap else drawn.title
+    if drawn.title_above:
+        fig.suptitle(title, fontsize=drawn.title_size)
+    else:
+        axes[0][0].set_title(title, fontsize=drawn.title_size)
+    if drawn.trimmed:
+        save(fig, path, dpi=drawn.dpi)
+        return
     fig.tight_layout()
-    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=drawn.dpi, format="png"))
     plt.close(fig)
 
 
-def plot_scaling(table, path, title):
-    """scaling.png: samples/s against processes, a line per variant with its range, and the ideal line (the
-    smallest count's rate times the processes)."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for i, (variant, group) in enumerate(table[table["samples_per_s"].notna()].groupby("variant", sort=False)):
-        colour = f"C{i}"
-        low = group["samples_per_s"] - group["samples_per_s_min"]
-        high = group["samples_per_s_max"] - group["samples_per_s"]
-        ax.errorbar(group["processes"], group["samples_per_s"], yerr=[low, high], marker="o", color=colour,
-                    capsize=3, label=variant)  # fmt: skip
-        first = group.iloc[0]
-        ideal = first["samples_per_s"] * group["processes"] / first["processes"]
-        ax.plot(group["processes"], ideal, linestyle="--", color=colour, alpha=0.5, label=f"{variant}: ideal")
-    ax.set_xlabel("processes (one per GPU)")
-    ax.set_ylabel("samples/s (median of the rounds, min to max)")
-    ax.set_xticks(sorted(table["processes"].unique()))
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=8)
-    fig.tight_layout()
-    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+def bars(ax, panel):
+    """A Bars panel: a bar a value, its label a tick, its words beside it."""
+    ax.barh(range(len(panel.values)), panel.values, color=panel.colour, alpha=0.8)
+    for i, (value, text) in enumerate(zip(panel.values, panel.texts or ())):
+        ax.text(value, i, text, va="center", fontsize=panel.fontsize)
+    ax.set_yticks(range(len(panel.values)), panel.labels, fontsize=panel.fontsize)
+    ax.set_xlabel(panel.xlabel)
+    if panel.title:
+        ax.set_title(panel.title)
+    if panel.top_first:
+        ax.invert_yaxis()
+    if panel.margin is not None:
+        ax.margins(x=panel.margin)
 
 
-def plot_tune_loader(loaders, trained, path, title):
-    """tune_loader.png: the loader alone at each setting, and each setting trained, in samples/s."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.32 * max(len(loaders), 4) + 1.8))
-    ranked = sorted(loaders, key=lambda r: r["samples_per_s"] or 0)
-    left.barh(range(len(ranked)), [r["samples_per_s"] or 0 for r in ranked], color="tab:blue", alpha=0.8)
-    left.set_yticks(range(len(ranked)), [f"{r['loader']}: {r['flags']}" for r in ranked], fontsize=7)
-    left.set(xlabel="images/s, the loader alone", title="the loader alone")
-    right.barh(range(len(trained)), [r["samples_per_s"] for r in trained], color="tab:green", alpha=0.8)
-    right.set_yticks(range(len(trained)), [textwrap.fill(r["flags"], 40) for r in trained], fontsize=7)
-    right.set(xlabel="samples/s, training (median of the rounds)", title="in training")
-    right.invert_yaxis()
-    fig.suptitle(textwrap.fill(title, 120), fontsize=8)
-    fig.tight_layout()
-    write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+def lines(ax, panel):
+    """A Lines panel: its band (shaded, its middle in black), then its lines: with error bars where they have a
+    range, dashed and faint where they are an ideal; a colour each from COLORS where none is given (a line without
+    points is not drawn)."""
+    if panel.band is not None and len(panel.band.x):
+        band = panel.band
+        ax.fill_between(band.x, band.low, band.high, color="grey", alpha=0.25, label=band.label)
+        ax.plot(band.x, band.middle, color="black", lw=1.2, label=band.middle_label)
+    free = iter(COLORS)
+    for line in panel.lines:
+        colour = line.colour or next(free)  # a line with no points keeps its colour: the others' stay as they were
+        if not len(line.x):
+            continue
+        if line.low is not None:
+            ax.errorbar(line.x, line.y, yerr=[line.low, line.high], marker="o", color=colour, capsize=3,
+                        label=line.label)  # fmt: skip
+        elif line.dashed:
+            ax.plot(line.x, line.y, linestyle="--", color=colour, alpha=0.5, label=line.label)
+        else:
+            ax.plot(line.x, line.y, color=colour, lw=1.1, label=line.label)
+    ax.set(xlabel=panel.xlabel, ylabel=panel.ylabel)
+    if panel.xticks is not None:
+        ax.set_xticks(panel.xticks)
+    if panel.from_zero:
+        ax.set_ylim(bottom=0)
+    if panel.legend_beside and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    elif not panel.legend_beside:
+        ax.legend(fontsize=8)
+    if panel.grid:
+        ax.grid(alpha=0.3)

@@ -7,8 +7,8 @@ examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs 
 (its summary.csv, summary.md, plots and report.html are rewritten) and puts in the block either its summary.md,
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
 to the rest. `<!-- results: FOLDER MODE -->` (MODE a mode's flag without its dashes: `max-batch`) shows the table that
-mode wrote there, kept by --save-baseline, with its plot: the files its registration says it shows (shown: {MODE:
-(table, plot, what the plot shows)}, from bench/modes/__init__.py shown()). The block
+mode wrote there, kept by --save-baseline, with its plot: the page and plot its registration says it shows (shown:
+{MODE: its Shows, bench/outputs/declared.py}, from bench/modes/__init__.py shown()). The block
 between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines, and the
 rows between `<!-- scripts -->` and `<!-- /scripts -->` each technique's script, from the catalogue.
 tests/bench/outputs/test_readme.py checks that every page holds what --readme writes, so a finding in a block is
@@ -48,7 +48,7 @@ def folders(text, modes=True):
 def block(folder, link, headline=False, mode=None, summary=None, shown=None):
     """The text of a block for the saved bench in folder, its files linked as link/NAME; a headline's from the summary
     the folder was summarized to (summary: bench/modes/speed.py's write_outputs, each row's answers with it); a mode's
-    from the files it shows (shown: {mode: (table, plot, what)})."""
+    from the files it shows (shown: {mode: its Shows})."""
     if mode:
         return mode_block(folder, link, mode, shown or {})
     if headline:
@@ -59,15 +59,15 @@ def block(folder, link, headline=False, mode=None, summary=None, shown=None):
 
 
 def mode_block(folder, link, mode, shown):
-    """The table a mode wrote in folder, headings one level down, and its plot."""
+    """The page a mode wrote in folder, headings one level down, and its plot."""
     if mode not in shown:
         raise BenchError(f"README.md or docs/ show a {mode} result of {folder}: no mode shows one (its flags: "
                          f"{', '.join(shown)})")  # fmt: skip
-    table, plot, what = shown[mode]
+    table, plot, what = shown[mode].page, shown[mode].plot, shown[mode].what
     if not Path(folder, table).exists():
         raise BenchError(f"README.md or docs/ show the {mode} result of {folder}, which holds no {table}")
     text = re.sub(r"^### ", "#### ", Path(folder, table).read_text(), flags=re.M)
-    return text + (f"\n![{what}]({link}/{plot})\n" if Path(folder, plot).exists() else "")
+    return text + (f"\n![{what}]({link}/{plot})\n" if plot and Path(folder, plot).exists() else "")
 
 
 def headline_block(summary, folder, link):

@@ -1,11 +1,13 @@
 """report.html: one file that opens offline in any browser (styles inline, plots embedded), holding the machine, the
-summary tables, the verdicts, the plots, and each technique's diff against its base with its `# new #` lines
+summary tables, the verdicts, the plots, the pages of the other modes that ran in its folder (--max-batch's, say: each
+mode's page and plot as its module declares them), and each technique's diff against its base with its `# new #` lines
 highlighted, beside what that technique measured here. Written by every bench, by --summarize and by --readme (for
 the saved baselines), from the same summary as summary.md; rendered with Jinja2 (templates escape every value) and
 Pygments (Python highlighting), the diff from difflib (bench/outputs/diffs.py).
 """
 
 import base64
+import re
 from pathlib import Path
 
 import jinja2
@@ -155,9 +157,48 @@ def plots(folder):
     ]
 
 
-def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None):
+def inline(text):
+    """A line of a page as HTML: escaped, its `code` and **bold** marked up."""
+    html = str(markupsafe.escape(text))
+    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+    return markupsafe.Markup(re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html))
+
+
+def blocks_of(text):
+    """A mode's page (the markdown markdown.page writes) as the blocks report.html draws: its heading, paragraphs,
+    lists and tables ({kind, ...} each)."""
+    found = []
+    for chunk in re.split(r"\n\s*\n", text.strip()):
+        lines = chunk.splitlines()
+        if lines[0].startswith("#"):
+            found.append(dict(kind="heading", text=inline(lines[0].lstrip("#").strip())))
+        elif all(line.startswith("|") for line in lines):
+            rows = [[inline(cell.strip()) for cell in line.strip()[1:-1].split("|")] for line in lines]
+            found.append(dict(kind="table", headers=rows[0], rows=rows[2:]))
+        elif all(line.startswith("- ") for line in lines):
+            found.append(dict(kind="list", lines=[inline(line[2:]) for line in lines]))
+        else:
+            found.append(dict(kind="paragraph", text=inline(" ".join(lines))))
+    return found
+
+
+def pages(folder, shown):
+    """What the modes that ran in folder show there (shown: {a mode's flag: its Shows, bench/outputs/declared.py}):
+    each one's page as blocks and its plot, for the modes whose page is in the folder."""
+    found = []
+    for name, shows in (shown or {}).items():
+        if not (folder / shows.page).exists():
+            continue
+        plot = folder / shows.plot if shows.plot else None
+        data = base64.b64encode(plot.read_bytes()).decode("ascii") if plot and plot.exists() else None
+        found.append(dict(name=name, blocks=blocks_of((folder / shows.page).read_text()), what=shows.what, data=data))
+    return found
+
+
+def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None, shown=None):
     """The report's HTML for a summary whose plots are in folder; profiled: what it shows of each profiled technique
-    (bench/stages/profiles.py shown())."""
+    (bench/stages/profiles.py shown()); shown: what each mode shows ({its flag: its Shows}), where its page is in
+    folder too."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = environment.from_string(TEMPLATE.read_text())
     where = next(iter(headings.values()), "") if len(headings) == 1 else machine_where(machine)
@@ -172,15 +213,16 @@ def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None
         phone_hidden=PHONE_HIDDEN,
         notes=[note for note in notes if note],
         plots=plots(folder),
+        pages=pages(folder, shown),
         techniques=techniques(summary, profiled or {}),
         commit=str(commits.iloc[-1])[:12] if len(commits) else "",
         pygments_css=markupsafe.Markup(HtmlFormatter().get_style_defs("pre.diff")),
     )
 
 
-def write(folder, summary, runs, machine, headings, stamp, notes, profiled=None):
+def write(folder, summary, runs, machine, headings, stamp, notes, profiled=None, shown=None):
     """folder/report.html; returns its path."""
-    html = render(summary, runs, machine, headings, stamp, notes, folder, profiled)
+    html = render(summary, runs, machine, headings, stamp, notes, folder, profiled, shown)
     path = folder / "report.html"
     write_whole(path, lambda tmp: Path(tmp).write_text(html))
     return path

@@ -7,8 +7,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from bench.modes import max_batch, parity
-from bench.outputs import verdicts
+from bench.modes import max_batch, parity, scaling
 from bench.stages import summarize
 from helpers import ROOT, TINY_MODEL, run, train
 
@@ -123,7 +122,7 @@ def test_the_mode_runs_ddp_at_one_and_two_gloo_processes(tiny_data, tmp_path):
     assert list(table["processes"]) == [1, 2] and list(table["global_batch"]) == [8, 16]  # weak: 8 per process
     assert list(table["rounds_ok"]) == [1, 1] and (table["samples_per_s"] > 0).all()  # rounds: table_of's test above
     two = table.iloc[1]
-    assert two["efficiency"] == pytest.approx(two["speedup"] / 2) and two["answer"] in verdicts.SCALING_ANSWER
+    assert two["efficiency"] == pytest.approx(two["speedup"] / 2) and two["answer"] in scaling.ANSWER
     (logs,) = (out / "logs").iterdir()
     worlds = sorted(json.loads(p.read_text())["world_size"] for p in (logs / "scaling").glob("*.json"))
     assert worlds == [1, 2]  # every rank's run, at its world size

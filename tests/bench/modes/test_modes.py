@@ -3,14 +3,21 @@ in --help, its checks, its outputs checked before any work, the lock, the two-mo
 and runs to its outputs; the bench's own modes are registered in their order, and the default is the bench."""
 
 import dataclasses
+import json
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench import BenchError, cli, modes
 from bench.config import read
 from bench.modes import Registration, speed
+from bench.outputs import declared
+from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
+from bench.stages import record
 
 
 def count_flags(p):
@@ -30,16 +37,42 @@ class CountFlags:
     count_glob: str
 
 
+def count_line(record):
+    """The made-up mode's verdict line: a row of its table in words."""
+    return f"class {record['class']}: {record['images']} images"
+
+
+def count_blocks(table):
+    """Its page under its title: a paragraph, its table, a line a row."""
+    records = table.to_dict("records")
+    columns = (("class", lambda r: str(r["class"])), ("images", lambda r: f"{r['images']:,}"))
+    return [f"{table['images'].sum()} images in {len(table)} classes.", Rows(records, columns),
+            Bullets([count_line(r) for r in records])]  # fmt: skip
+
+
+def count_figure(table, title):
+    """Its plot: a bar a class."""
+    return Figure([Bars(list(table["images"]), [str(c) for c in table["class"]], "images")], (6, 3), title)
+
+
+COUNT_SHOWS = Shows("count.md", "count.png", "images per class", count_blocks, count_figure)
+COUNT_S = 0.001  # its time estimate: a millisecond an image (made up)
+
+
 def count_images(config):
-    """The made-up mode's work: the images of --data per class, a table and a line; while it runs, --out is locked."""
+    """The made-up mode's work: the images of --data per class, its time estimate said first, then its table, page and
+    plot (declared above, rendered by bench/outputs/); while it runs, --out is locked."""
     out = config.outputs.out
     with pytest.raises(BenchError, match="another bench is using"):
         cli.lock(out)
+    images = sorted(Path(config.work.data).glob(f"*/*/{config.own.count_glob}"))
+    print(f"count images: {len(images)} images, about {len(images) * COUNT_S:.2f} s")
     counts = {}
-    for image in sorted(Path(config.work.data).glob(f"*/*/{config.own.count_glob}")):
+    for image in images:
         counts[image.parent.name] = counts.get(image.parent.name, 0) + 1
-    (out / "count.csv").write_text("class,images\n" + "".join(f"{k},{v}\n" for k, v in counts.items()))
-    (out / "count.md").write_text(f"{sum(counts.values())} images in {len(counts)} classes\n")
+    table = pd.DataFrame({"class": list(counts), "images": list(counts.values())})
+    table.to_csv(out / "count.csv", index=False)
+    declared.write(COUNT_SHOWS, out, table, f"Images per class: {config.work.data}")
 
 
 def count_joins(summary, out):
@@ -57,10 +90,10 @@ COUNT = Registration(
     add_flags=count_flags,
     check_flags=check_count,
     own=read(CountFlags),
-    outputs=("count.csv", "count.md"),
+    outputs=("count.csv", "count.md", "count.png"),
     only=("count_glob",),  # --count-glob with another mode is refused by the rule made once from this
     joins=count_joins,  # a bench's summary in the same folder takes what its table adds
-    shows=("count.md", "count.png", "images per class"),  # a README or docs block shows its table
+    shows=COUNT_SHOWS,  # its page and plot: written by bench/outputs/, in a README block and in report.html
 )
 
 
@@ -72,24 +105,36 @@ def counting(monkeypatch):
 
 
 def test_a_mode_added_through_the_registry_alone_runs_to_its_outputs(counting, tiny_data, tmp_path, capsys):
+    """Its module and its registration alone: its estimate, its table, its page (a paragraph, the table, a verdict
+    line a row) and its plot, rendered from its declaration; --save-baseline keeps them."""
     out = tmp_path / "out"
     assert cli.main(["--count-images", "--data", str(tiny_data), "--out", str(out)]) in (0, None)
     images = sorted(Path(tiny_data).glob("*/*/*.*"))
-    classes = {p.parent.name for p in images}
-    assert (out / "count.md").read_text() == f"{len(images)} images in {len(classes)} classes\n"
+    classes = sorted({p.parent.name for p in images})
+    assert f"count images: {len(images)} images, about {len(images) * COUNT_S:.2f} s" in capsys.readouterr().out
+    page = (out / "count.md").read_text()
+    assert page.startswith(f"### Images per class: {tiny_data}\n\n{len(images)} images in {len(classes)} classes.\n")
+    assert "\n| class | images |\n|---|---|\n" in page
+    for name in classes:
+        mine = sum(p.parent.name == name for p in images)
+        assert f"| {name} | {mine:,} |" in page and f"- class {name}: {mine} images" in page
+    assert (out / "count.png").read_bytes().startswith(b"\x89PNG")
     assert len((out / "count.csv").read_text().splitlines()) == 1 + len(classes)
     assert not list(out.glob("logs")) and not (out / "runs.csv").exists()  # the bench itself did not run
     saved = tmp_path / "saved"  # --save-baseline keeps a mode's outputs: the registered mode's too
     cli.main(["--save-baseline", "mine", "--out", str(out), "--baseline-dir", str(saved)])
-    assert (saved / "mine" / "count.md").read_text() == (out / "count.md").read_text()
+    assert (saved / "mine" / "count.md").read_text() == page and (saved / "mine" / "count.png").exists()
     assert f"saved {out}/count.* as {saved / 'mine'}" in capsys.readouterr().out
 
 
-def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_shows_it(counting, tiny_data, tmp_path):
-    """By its registration alone: a bench's summary in the folder the mode wrote takes its column (joins), and a page's
-    block `<!-- results: FOLDER count-images -->` shows its table (shows) when --readme writes the blocks."""
+def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_and_the_report_show_it(
+    counting, tiny_data, tmp_path
+):
+    """By its registration alone: a bench's summary in the folder the mode wrote takes its column (joins), a page's
+    block `<!-- results: FOLDER count-images -->` shows its page and plot (shows) when --readme writes the blocks, and
+    the report of a bench summarized there holds its page and its plot."""
     from bench.outputs import readme
-    from helpers import STEADY, runs_of
+    from helpers import SAVED, STEADY, runs_of
 
     out = tmp_path / "baseline" / "m"
     cli.main(["--count-images", "--data", str(tiny_data), "--out", str(out)])
@@ -97,15 +142,23 @@ def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_shows_it(c
     runs = runs_of({"baseline": STEADY})
     assert set(speed.summary_of(runs, out)["images_counted"]) == {images}
     assert "images_counted" not in speed.summary_of(runs, tmp_path) and "images_counted" not in speed.summary_of(runs)
-    assert modes.shown()["count-images"] == ("count.md", "count.png", "images per class")
+    assert modes.shown()["count-images"] is COUNT_SHOWS
     (tmp_path / "docs").mkdir()
     page = tmp_path / "docs" / "page.md"
     page.write_text("<!-- results: baseline/m count-images -->\nold\n<!-- /results -->\n")
     (tmp_path / "README.md").write_text("readme\n")
     readme.rewrite(lambda folder: None, tmp_path, modes.shown())
-    table = (out / "count.md").read_text()
-    assert table.startswith(f"{images} images in ")
-    assert page.read_text() == f"<!-- results: baseline/m count-images -->\n{table}<!-- /results -->\n"
+    table = re.sub(r"^### ", "#### ", (out / "count.md").read_text(), flags=re.M)  # headings one level down
+    plot = "![images per class](../baseline/m/count.png)"
+    assert page.read_text() == f"<!-- results: baseline/m count-images -->\n{table}\n{plot}\n<!-- /results -->\n"
+    shutil.copy(SAVED / "runs.csv", out / "runs.csv")  # a bench summarized in the same folder: its report
+    bench_runs = record.read_runs(out / "runs.csv")
+    speed.write_outputs(out, bench_runs["bench_id"].iloc[-1], json.loads((SAVED / "machine.json").read_text()))
+    html = (out / "report.html").read_text()
+    section = html.split('id="mode-count-images"')[1].split("</section>")[0]
+    assert f"<p>{images} images in " in section and "<th>class</th><th>images</th>" in section
+    assert "<li>class " in section and section.count('src="data:image/png;base64,') == 1
+    assert '<a href="#modes">' in html
 
 
 def test_a_registered_modes_flags_are_the_benchs(counting, tmp_path, capsys):

@@ -8,7 +8,6 @@ import pytest
 from scipy import stats
 
 from bench.modes import parity
-from bench.outputs import verdicts
 from helpers import run
 
 STEPS = [10, 20, 30, 40, 50, 60, 70, 80]
@@ -44,14 +43,14 @@ def test_the_band_is_a_prediction_interval_for_one_more_seed():
 def test_a_technique_on_the_baselines_curve_learns_the_same():
     row = parity.verdict(technique(), seeds())
     assert row["verdict"] == "learns the same" and row["loss_vs_baseline"] == pytest.approx(1.0, abs=0.01)
-    assert verdicts.parity_line(row).startswith("amp: learns the same: its last loss 0.600, 1.00x the baseline's mean")
+    assert parity.line(row).startswith("amp: learns the same: its last loss 0.600, 1.00x the baseline's mean")
 
 
 def test_a_curve_that_leaves_the_band_for_good_learns_worse_from_that_step_and_by_how_much():
     worse = [2.0, 1.6, 1.3, 1.1, 1.2, 1.1, 1.0, 0.9]  # above the band from step 50 on
     row = parity.verdict(technique(worse), seeds())
     assert (row["verdict"], row["from_step"]) == ("learns worse", 50) and row["loss_vs_baseline"] == pytest.approx(1.5)
-    assert "learns worse from step 50: its last loss 0.900, 1.50x the baseline's mean" in verdicts.parity_line(row)
+    assert "learns worse from step 50: its last loss 0.900, 1.50x the baseline's mean" in parity.line(row)
     better = [2.0, 1.6, 1.3, 1.1, 0.95, 0.6, 0.5, 0.4]
     row = parity.verdict(technique(better, val_acc=0.70), seeds())
     assert (row["verdict"], row["from_step"]) == ("learns better", 60)
@@ -74,18 +73,15 @@ def test_the_band_comes_from_the_seeds_not_from_a_tolerance():
 def test_an_accuracy_below_its_band_learns_worse_and_a_diverged_or_failed_run_says_so():
     row = parity.verdict(technique(val_acc=0.55), seeds())
     assert row["verdict"] == "learns worse" and pd.isna(row.get("from_step"))
-    assert "final accuracy 0.550 (band 0." in verdicts.parity_line(row)
+    assert "final accuracy 0.550 (band 0." in parity.line(row)
     row = parity.verdict(technique(diverged_step=37), seeds())
-    assert verdicts.parity_line(row) == "amp: diverged: its loss was NaN or inf from step 37"
+    assert parity.line(row) == "amp: diverged: its loss was NaN or inf from step 37"
     row = parity.verdict(technique(skipped_steps=4, steps=80), seeds())  # fp16: its scaler's skipped updates
     assert row["verdict"] == "learns the same" and row["skipped_steps"] == 4
-    assert (
-        "its fp16 scaler skipped the update of 4 of its 80 steps (inf or NaN in the gradients)"
-        in verdicts.parity_line(row)
-    )
-    assert "scaler" not in verdicts.parity_line(parity.verdict(technique(), seeds()))  # bf16, fp32: no scaler, not said
+    assert "its fp16 scaler skipped the update of 4 of its 80 steps (inf or NaN in the gradients)" in parity.line(row)
+    assert "scaler" not in parity.line(parity.verdict(technique(), seeds()))  # bf16, fp32: no scaler, not said
     row = parity.verdict(technique(status="failed", error="boom"), seeds())
-    assert verdicts.parity_line(row) == "amp: failed: boom"
+    assert parity.line(row) == "amp: failed: boom"
 
 
 def test_a_twin_must_follow_its_twins_curve_at_the_same_seed_not_merely_the_band():
@@ -104,9 +100,7 @@ def test_a_twin_must_follow_its_twins_curve_at_the_same_seed_not_merely_the_band
     apart = technique([x * math.exp(0.6 * typical) for x in losses], variant="fsdp", seed=0)  # inside the band
     row = parity.verdict(apart, band_seeds, ddp)
     assert row["verdict"] == "not the same run" and row["twin_distance"] == pytest.approx(0.6 * typical)
-    assert verdicts.parity_line(row).startswith(
-        "fsdp: not the same run as ddp: at the same seed its curve is 0.120 from"
-    )
+    assert parity.line(row).startswith("fsdp: not the same run as ddp: at the same seed its curve is 0.120 from")
     noisy = dict(band_seeds[0], loss_curve=curve([x * math.exp(0.4 * typical) for x in losses]))  # seed 0 again
     assert parity.verdict(apart, band_seeds, ddp, again=noisy)["verdict"] == "learns the same"
     assert "twin" not in parity.verdict(apart, band_seeds)  # no twin ran: no check

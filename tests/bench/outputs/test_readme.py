@@ -79,7 +79,7 @@ def test_each_result_block_is_what_the_bench_writes_from_its_runs(page, folder, 
             expected = readme.block(tmp_path, link, bool(m.group("headline")), m.group("mode"), summary, modes.shown())
             assert m.group("body") == expected, f"{page.name} is stale: python -m bench --readme writes {folder}"
             if m.group("mode"):  # the mode's own table, its machine named, and its plot
-                table, plot, _ = modes.shown()[m.group("mode")]
+                plot = modes.shown()[m.group("mode")].plot
                 assert expected.startswith("#### ") and "CPU only" in expected.splitlines()[0]
                 header = "| flags |" if m.group("mode") == "tune-loader" else "| variant |"
                 assert header in expected and f"({link}/{plot})" in expected
@@ -124,7 +124,7 @@ def test_a_block_naming_a_folder_without_runs_is_one_error(tmp_path, monkeypatch
 @pytest.mark.parametrize("mode", list(modes.shown()))
 def test_a_mode_block_shows_the_table_the_mode_wrote_and_its_plot(mode, tmp_path, monkeypatch):
     """A page's mode block gets the folder's table (headings a level down) and plot; without the table, one error."""
-    table, plot, _ = modes.shown()[mode]
+    table, plot = modes.shown()[mode].page, modes.shown()[mode].plot
     folder = tmp_path / "baseline" / "m"
     folder.mkdir(parents=True)
     shutil.copy(ROOT / "baseline" / "cpu-2core-amd-epyc-avx2" / "runs.csv", folder / "runs.csv")

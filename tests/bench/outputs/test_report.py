@@ -66,3 +66,43 @@ def test_each_technique_shows_the_operators_it_changed_as_the_profiles_stage_fou
     for name, before, after in (("conv", "100.00", "60.00"), ("to_bf16", "0.00", "20.00"), ("copy", "5.00", "0.00")):
         assert name in section and before in section and after in section
     assert "amp.json.gz" in section and "b.json.gz" not in section
+
+
+def test_the_report_holds_the_page_and_plot_of_every_mode_that_ran_in_its_folder(tmp_path):
+    """The saved AVX2 baseline's --max-batch, --scaling and --to-accuracy pages, beside its bench: report.html holds
+    each page (its heading, paragraphs, table and lines) and its plot, as the modes declare them (modes.shown())."""
+    import json
+    import shutil
+
+    from bench.modes import shown, speed
+    from helpers import SAVED
+
+    for name in ("runs.csv", "max_batch.md", "max_batch.png", "scaling.md", "scaling.png", "accuracy.md"):
+        shutil.copy(SAVED / name, tmp_path / name)
+    runs = record.read_runs(tmp_path / "runs.csv")
+    speed.write_outputs(tmp_path, runs["bench_id"].iloc[-1], json.loads((SAVED / "machine.json").read_text()))
+    html = (tmp_path / "report.html").read_text()
+    for mode, plotted in ("max-batch", True), ("scaling", True), ("to-accuracy", False):
+        section = html.split(f'id="mode-{mode}"')[1].split("</section>")[0]
+        page = (tmp_path / shown()[mode].page).read_text()
+        heading = page.splitlines()[0].removeprefix("### ")
+        assert f"<h3>{markupsafe.escape(heading)}</h3>" in section
+        for line in page.splitlines():
+            if line.startswith("- "):
+                assert f"<li>{markupsafe.escape(line[2:])}</li>" in section
+        rows = [line for line in page.splitlines() if line.startswith("| ")]
+        assert section.count("<tr>") == len(rows) and "<th>variant</th>" in section
+        assert section.count('src="data:image/png;base64,') == plotted
+    assert html.count('class="mode"') == 3 + 3  # three sections, three tables (accuracy_curves.png not copied)
+
+
+def test_a_pages_markdown_reads_as_its_blocks():
+    """blocks_of: the markdown markdown.page writes back as heading, paragraph (code and bold marked up, the rest
+    escaped), table and list."""
+    text = "### A <title>\n\n**The answer**: use `--workers 2`.\n\n| a | b |\n|---|---|\n| 1 |  |\n\n- one\n- two\n"
+    blocks = report_module.blocks_of(text)
+    assert [b["kind"] for b in blocks] == ["heading", "paragraph", "table", "list"]
+    assert blocks[0]["text"] == "A &lt;title&gt;"
+    assert blocks[1]["text"] == "<strong>The answer</strong>: use <code>--workers 2</code>."
+    assert blocks[2]["headers"] == ["a", "b"] and blocks[2]["rows"] == [["1", ""]]
+    assert blocks[3]["lines"] == ["one", "two"]
