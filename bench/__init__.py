@@ -10,11 +10,15 @@ and those below it (tests/test_layout.py):
                           page, its table's columns, its lines, its plot) declared in its module
     outputs/              rendered from the stages' numbers and answers and the modes' declarations: verdicts.py
                           (the bench's words), answer.py, markdown.py (summary.md, any mode's page), plots.py (the
-                          bench's, any mode's Figure), declared.py (what a mode declares it shows), diffs.py (the
-                          tutorial diffs), report.py (report.html), readme.py (the README's result blocks)
+                          bench's, any mode's Figure), declared.py (what a mode declares it shows; render.py writes
+                          it), diffs.py (the tutorial diffs), report.py (report.html), readme.py (the README's result
+                          blocks)
     stages/               the path of a bench, in order:
-                            plan.py       the runs: every variant on the same work, in rounds, within the budget;
-                                          cost.py what they should take, calibrate.py the steps on a GPU
+                            plan.py       the runs: every variant on the same work, in rounds, within the budget,
+                                          in four named steps (make_plan): what is asked, the data and model
+                                          checks (prepare.py), the steps (calibrate.py on a GPU), the plan (its
+                                          records planned.py's, its runs build.py's, fitted to the budget by
+                                          fit.py, kept in plan.json by planfile.py); cost.py what they should take
                             execute.py    the one executor of every mode: rounds whole, --budget, --chunk, --resume,
                                           Ctrl-C and SIGTERM, the progress lines
                             launch.py     one run: its process tree with a time limit, its log and its metrics

@@ -27,7 +27,7 @@ from PIL import Image
 from bench import catalogue
 from bench.modes import speed
 from bench.outputs import answer
-from bench.stages import plan, record
+from bench.stages import prepare, record
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -629,11 +629,11 @@ class FakeLaunch:
 DESCRIBED = {}
 
 
-describe = plan.describe
+describe = prepare.describe
 
 
 def described_once(path, workload):
-    """plan.describe, each data folder's description read once (a loader.py run) for the whole session."""
+    """prepare.describe, each data folder's description read once (a loader.py run) for the whole session."""
     if (str(path), workload) not in DESCRIBED:
         DESCRIBED[(str(path), workload)] = describe(path, workload)
     return dict(DESCRIBED[(str(path), workload)])

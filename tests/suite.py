@@ -16,7 +16,7 @@ from bench import cli, modes
 from bench import data as bench_data
 from bench.modes import speed
 from bench.observe import machine as observed
-from bench.stages import execute, plan, record
+from bench.stages import execute, prepare, record
 from helpers import (
     BAD,
     CPU_CLASSES,
@@ -146,7 +146,7 @@ def baseline_small(small_data, tmp_path_factory):
 @pytest.fixture
 def described(monkeypatch):
     """The plan without a look at the data folder (a subprocess): the generated workload's shape."""
-    monkeypatch.setattr(plan, "describe", lambda path, workload: dict(image_size=32, classes=list(range(10))))
+    monkeypatch.setattr(prepare, "describe", lambda path, workload: dict(image_size=32, classes=list(range(10))))
 
 
 @pytest.fixture(scope="session")
@@ -198,7 +198,7 @@ def in_process_bench(monkeypatch, tmp_path, tiny_data, this_machine):
     clock = Clock()
     monkeypatch.setattr(execute, "time", clock)
     monkeypatch.setattr(observed, "machine_info", lambda: dict(this_machine))  # its class: the same, found again
-    monkeypatch.setattr(plan, "describe", described_once)  # the data's description (a loader.py run), read once
+    monkeypatch.setattr(prepare, "describe", described_once)  # the data's description (a loader.py run), read once
     monkeypatch.setattr(bench_data, "ensure", lambda *a, **k: str(tiny_data))  # --check's data: the tiny set
     out = tmp_path / "out"
 

@@ -48,7 +48,7 @@ class Registration:
         with any other mode, cli.py refuses them in one line ("--seeds goes with --parity"), the rule said here once
     shows: what it shows of its results (a Shows: bench/outputs/declared.py), declared in its module: its page and its
         plot (their files in --out, what the plot shows, the blocks of the page and the figure), which bench/outputs/
-        renders (declared.write), a README or docs/ block shows (`<!-- results: FOLDER max-batch -->`:
+        renders (bench/outputs/render.py write), a README or docs/ block shows (`<!-- results: FOLDER max-batch -->`:
         bench/outputs/readme.py), and report.html holds where the folder has them; None for none
     joins: joins(summary, out): a bench's summary (its numbers, bench/stages/summarize.py) with what this mode's table
         in the same results folder adds to it (its columns; the summary as it is where the folder holds none): the

@@ -26,7 +26,7 @@ from bench.catalogue import TORCHRUN
 from bench.modes import Registration, new_id, this_machine
 from bench.outputs import markdown
 from bench.stages import cost, execute
-from bench.stages.plan import Run, Work
+from bench.stages.planned import Run, Work
 
 MODEL = "examples/smallnet.py:build"
 VIT = "examples/vit_small.py:vit_small"  # the CPU's vit workload: a small ViT

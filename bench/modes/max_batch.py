@@ -39,7 +39,7 @@ from bench import BenchError, catalogue, write_whole
 from bench.config import read, varied
 from bench.modes import Registration, planned_bench, speed, table_in
 from bench.observe import machine
-from bench.outputs import declared
+from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
 from bench.stages import calibrate, cost, execute, plan, summarize
@@ -450,7 +450,7 @@ def write(out, table, info, spent):
     limit = table["memory_limit_mib"].dropna()
     memory = f"{limit.iloc[0]:,.0f} MiB of address space per process" if not limit.empty else "the GPU's memory"
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    declared.write(SHOWS, out, table, f"The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)")
+    render.write(SHOWS, out, table, f"The largest batch in {memory}: {where} ({when}, {spent / 60:.1f} min)")
 
 
 # ----------------------------------------------------------------------------- what it shows: its words, its page

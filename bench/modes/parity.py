@@ -39,10 +39,10 @@ from bench import BenchError, catalogue, data, logs_of, write_whole
 from bench.config import read
 from bench.modes import Registration, new_id, planned_for, table_in
 from bench.observe import machine
-from bench.outputs import declared
+from bench.outputs import render
 from bench.outputs.declared import Band, Bullets, Figure, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import cost, execute, plan, summarize
+from bench.stages import build, cost, execute, planned, prepare, summarize
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, steps=150, warmup_steps=5),
@@ -95,26 +95,28 @@ def runs_of(config, info, gpu_count, logs, generate=True):
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
     if generate and not config.work.data:
         data.ensure("hard", config.work.seed, data.HARD)
-    described = plan.describe(path, "custom" if config.work.data else "hard")
+    described = prepare.describe(path, "custom" if config.work.data else "hard")
     nproc = config.launch.nproc or gpu_count or 2
-    variants = [v for v in plan.ordered(plan.asked_variants(config, gpu_count), gpu_count) if "synthetic" not in v]
+    variants = [v for v in build.ordered(build.asked_variants(config, gpu_count), gpu_count) if "synthetic" not in v]
     if "baseline" not in variants or len(variants) < 2:
         raise BenchError("--parity compares techniques with the baseline: --variants needs baseline and one more")
     runs = []
     for seed in range(config.own.seeds or SEEDS):
-        work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
+        work = planned.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
                          seed=config.work.seed + seed)  # fmt: skip
-        run = plan.training_run("baseline", seed + 1, path, described, work, gpu_count, nproc, config.work.workers,
-                                info["cpu_cores"], "hard")  # fmt: skip
+        run = build.training_run("baseline", seed + 1, path=path, info=described, chosen=work, gpu_count=gpu_count,
+                                 nproc=nproc, workers=config.work.workers, cores=info["cpu_cores"],
+                                 workload="hard")  # fmt: skip
         runs.append(run.with_flags(name=f"baseline-seed{config.work.seed + seed}"))
     if any(catalogue.TWINS.get(v) in variants for v in variants):  # the machine's own nondeterminism: seed 0 again
         runs.append(runs[0].with_flags(name=f"{runs[0].name}-again", repeat=len(runs) + 1))
-    work = plan.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
+    work = planned.Work(chosen["model"], chosen["batch_size"], chosen["steps"], chosen["warmup_steps"], "all",
                      seed=config.work.seed)  # fmt: skip
     for variant in variants:
         if variant != "baseline":
-            runs.append(plan.training_run(variant, 1, path, described, work, gpu_count, nproc, config.work.workers,
-                                          info["cpu_cores"], "hard", cache=logs))  # fmt: skip
+            runs.append(build.training_run(variant, 1, path=path, info=described, chosen=work, gpu_count=gpu_count,
+                                           nproc=nproc, workers=config.work.workers, cores=info["cpu_cores"],
+                                           workload="hard", cache=logs))  # fmt: skip
     return runs
 
 
@@ -259,7 +261,7 @@ def main(config, info, bench_id):
     for run in runs:
         run.estimate_s = estimate_s([run], gpu, info["cpu_bf16_native"])
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
-    works = dict(hard=plan.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
+    works = dict(hard=planned.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
     timeout = cost.timeout_s(config.limits.timeout, gpu)
     state = Parity.State(seeds=config.own.seeds or SEEDS, seed=config.work.seed, timeout=timeout)
     mode = Parity(config, info, bench_id, runs, works, state)
@@ -284,7 +286,7 @@ def write(out, table, seeds, records, info, spent):
     write_whole(out / "parity.csv", lambda tmp: table.to_csv(tmp, index=False))
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Does each technique learn the same? {machine.where(info)} ({when}, {spent / 60:.1f} min)"
-    declared.write(SHOWS, out, table, title, seeds=seeds, records=records)
+    render.write(SHOWS, out, table, title, seeds=seeds, records=records)
 
 
 # ----------------------------------------------------------------------------- what it shows: its words, its page

@@ -27,10 +27,10 @@ from bench import BenchError, catalogue, write_whole
 from bench.config import varied
 from bench.modes import Registration, planned_bench
 from bench.observe import machine
-from bench.outputs import declared
+from bench.outputs import render
 from bench.outputs.declared import Bullets, Figure, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, present
-from bench.stages import calibrate, cost, execute, plan, slurm, summarize
+from bench.stages import build, calibrate, cost, execute, plan, slurm, summarize
 
 ROUNDS = 3  # --repeats auto: rounds of every count
 COLUMNS = [
@@ -145,8 +145,9 @@ def runs_of(config, counts, gpu_count, cores, work, logs):
             nodes, per_node = (
                 slurm.spread(n, gpu_count or cores, config.launch.nodes) if config.launch.nodes else (0, n)
             )
-            run = plan.training_run(variant, repeat, path, info, chosen, gpu_count, per_node, config.work.workers,
-                                    cores, "scaling", prefix=f"n{n}-", cache=logs)  # fmt: skip
+            run = build.training_run(variant, repeat, path=path, info=info, chosen=chosen, gpu_count=gpu_count,
+                                     nproc=per_node, workers=config.work.workers, cores=cores, workload="scaling",
+                                     prefix=f"n{n}-", cache=logs)  # fmt: skip
             runs.append(slurm.on_nodes(run, nodes) if nodes else run)
     return runs
 
@@ -198,7 +199,7 @@ class Scaling(execute.Mode):
         scaling_mode: str = "weak"
 
     def groups(self, runs):
-        return plan.rounds(runs)
+        return build.rounds(runs)
 
     def do(self, run, job):
         row = job.launch(run)
@@ -279,7 +280,7 @@ def write(out, table, info, spent, done, rounds, spent_out=False):
     mode = table["scaling_mode"].iloc[0]
     title = f"Scaling ({mode}): {where} ({when}, {done} of {rounds} rounds, {spent / 60:.1f} min)"
     shared = None if info["gpu_count"] else info["cpu_cores"]  # CPU processes share its cores
-    declared.write(SHOWS, out, table, title, shared_cores=shared, spent_out=spent_out)
+    render.write(SHOWS, out, table, title, shared_cores=shared, spent_out=spent_out)
 
 
 # ----------------------------------------------------------------------------- what it shows: its words, its page

@@ -6,6 +6,7 @@ still wide (next_round). write_outputs summarizes a bench's rows and writes ever
 each row's change against the saved baseline of this machine's class.
 """
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -23,7 +24,21 @@ from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, verdicts
 from bench.outputs import report as html_report
 from bench.outputs.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
-from bench.stages import baseline, calibrate, causes, cost, execute, plan, profiles, record, slurm, summarize
+from bench.stages import (
+    baseline,
+    build,
+    calibrate,
+    causes,
+    cost,
+    execute,
+    fit,
+    plan,
+    planned,
+    profiles,
+    record,
+    slurm,
+    summarize,
+)
 
 
 def title(summary, machine, workload=None):
@@ -159,7 +174,7 @@ def next_round(out, bench_id, works, context, repeat):
                       f" settled within +-{summarize.DECIDED:.0%}, or beyond {summarize.MAX_ROUNDS} rounds at this"
                       " noise"), ""  # fmt: skip
     wide = {row.variant for row in open_rows}
-    context = plan.Context.saved(context)  # as plan.json keeps it
+    context = planned.Context.saved(context)  # as plan.json keeps it
     variants = [v for v in context.variants if v == "baseline" or v in wide]
     loaders = [v for v in context.loaders if v in wide]
     loaders = [v for v in context.loaders if v == "loader" or v in loaders] if loaders else []
@@ -170,7 +185,7 @@ def next_round(out, bench_id, works, context, repeat):
         [", ".join(f"{row.variant} (+-{summarize.num(row, 'speedup_precision_pct'):.0f}%)" for row in open_rows)]
         + ([f"no more rounds for {', '.join(closed)}"] if closed else [])
     )
-    return plan.round_runs(repeat, works, variants, loaders, context), None, said
+    return build.round_runs(repeat, works, dataclasses.replace(context, variants=variants, loaders=loaders)), None, said
 
 
 class Bench(execute.Mode):
@@ -188,7 +203,7 @@ class Bench(execute.Mode):
         tensorboard: bool = False
 
     def groups(self, runs):
-        return plan.rounds(runs)
+        return build.rounds(runs)
 
     def timeout(self, run):
         return self.works[run.workload].timeout
@@ -344,17 +359,17 @@ def run(config):
     native = info["cpu_bf16_native"]
     started = time.monotonic()
     saved = saved_costs(config, info, gpu_count)
-    runs, works, fit = plan.make_plan(config, gpu_count, info["cpu_cores"], logs, native, calibrate.steps, saved)
+    runs, works, fitted = plan.make_plan(config, gpu_count, info["cpu_cores"], logs, native, calibrate.steps, saved)
     if config.dry_run:
         print_plan(runs, works, gpu_count)
-        plan.print_estimate(fit, runs)
+        fit.print_estimate(fitted, runs)
         return
-    plan.print_estimate(fit, runs)
+    fit.print_estimate(fitted, runs)
     recorded = dict(profile=config.outputs.profile, tensorboard=config.outputs.tensorboard)
-    state = Bench.State(auto=fit.auto, context=asdict(fit.context), **recorded)
+    state = Bench.State(auto=fitted.auto, context=asdict(fitted.context), **recorded)
     bench = Bench(config, info, bench_id, runs, works, state)  # kept for --resume
     execute.start(bench)
-    execute.execute(bench, fit.budget_s, config.limits.chunk, time.monotonic() - started)
+    execute.execute(bench, fitted.budget_s, config.limits.chunk, time.monotonic() - started)
 
 
 def saved_costs(config, info, gpu_count):

@@ -20,10 +20,10 @@ from bench import BenchError, data, logs_of, write_whole
 from bench.config import read
 from bench.modes import Registration, new_id, planned_for
 from bench.observe import machine
-from bench.outputs import declared, plots
+from bench.outputs import plots, render
 from bench.outputs.declared import Bullets, Rows, Shows
 from bench.outputs.verdicts import fmt, present
-from bench.stages import cost, execute, plan
+from bench.stages import build, cost, execute, planned, prepare
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, max_epochs=5, warmup_steps=5),
@@ -83,16 +83,19 @@ def runs_of(config, info, gpu_count, logs, generate=True):
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
     if generate and not config.work.data:
         data.ensure("hard", config.work.seed, data.HARD)
-    described = plan.describe(path, "custom" if config.work.data else "hard")
-    work = plan.Work(chosen["model"], chosen["batch_size"], None, chosen["warmup_steps"], "all", seed=config.work.seed)
+    described = prepare.describe(path, "custom" if config.work.data else "hard")
+    work = planned.Work(
+        chosen["model"], chosen["batch_size"], None, chosen["warmup_steps"], "all", seed=config.work.seed
+    )
     nproc = config.launch.nproc or gpu_count or 2
-    variants = [v for v in plan.ordered(plan.asked_variants(config, gpu_count), gpu_count) if "synthetic" not in v]
+    variants = [v for v in build.ordered(build.asked_variants(config, gpu_count), gpu_count) if "synthetic" not in v]
     if not variants:
         raise BenchError("--to-accuracy trains training variants: --variants names none (the ceilings are left out)")
     runs = []
     for variant in variants:
-        run = plan.training_run(variant, 1, path, described, work, gpu_count, nproc, config.work.workers,
-                                info["cpu_cores"], "hard", cache=logs)  # fmt: skip
+        run = build.training_run(variant, 1, path=path, info=described, chosen=work, gpu_count=gpu_count, nproc=nproc,
+                                 workers=config.work.workers, cores=info["cpu_cores"], workload="hard",
+                                 cache=logs)  # fmt: skip
         runs.append(run.with_flags(flags={"--epochs": epochs, "--target-accuracy": config.own.to_accuracy}))
     return runs, epochs
 
@@ -166,7 +169,7 @@ def main(config, info, bench_id):
     for run in runs:
         run.estimate_s = estimate_s([run], epochs, gpu, info["cpu_bf16_native"])
     path = Path(config.work.data) if config.work.data else Path(data.ROOT) / "data" / "hard"
-    works = dict(hard=plan.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
+    works = dict(hard=planned.Work(data=str(path), generated=not config.work.data, seed=config.work.seed))
     timeout = cost.timeout_s(config.limits.timeout, gpu, "to_accuracy")
     state = ToAccuracy.State(target=config.own.to_accuracy, epochs=epochs, timeout=timeout)
     mode = ToAccuracy(config, info, bench_id, runs, works, state)
@@ -180,7 +183,7 @@ def write(out, table, info, spent, target, found):
     where = machine.where(info)
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Time to {target:g} validation accuracy: {where} ({when}, {spent / 60:.1f} min)"
-    declared.write(SHOWS, out, table, title)
+    render.write(SHOWS, out, table, title)
     if found:  # its plot: the learning curves, as a bench draws them (curves.png)
         plots.plot_curves(found, out / SHOWS.plot, {"hard": title})
 

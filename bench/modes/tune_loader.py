@@ -36,10 +36,10 @@ from bench import BenchError, write_whole
 from bench.config import varied
 from bench.modes import Registration, planned_bench, table_in
 from bench.observe import machine
-from bench.outputs import declared
+from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import calibrate, cost, execute, plan, summarize
+from bench.stages import calibrate, cost, execute, plan, planned, summarize
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
 ROUNDS = 3  # the paired rounds of training with --repeats auto
@@ -179,7 +179,7 @@ class TuneLoader(execute.Mode):
         settings = self.chosen(records)
         if settings is None:
             return None, "no loader run finished: no setting to train"
-        base, ceiling = (plan.Run(**run) for run in self.state.train)  # as plan.json keeps them
+        base, ceiling = (planned.Run(**run) for run in self.state.train)  # as plan.json keeps them
         group = [ceiling.with_flags(name=f"ceiling{TRAIN}{made + 1}", repeat=made + 1)]
         for setting in settings:
             name = "own" if setting is None else name_of(setting)
@@ -325,7 +325,7 @@ def write(out, records, names, info):
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     spent = sum(r.get("run_s") or 0 for r in records)
     title = f"The loader's settings: {machine.where(info)} ({when}, {spent / 60:.1f} min)"
-    declared.write(SHOWS, out, table, title, answer=answer, loaders=loaders, trained=trained)
+    render.write(SHOWS, out, table, title, answer=answer, loaders=loaders, trained=trained)
     return table
 
 

@@ -1,18 +1,15 @@
-"""What a mode shows, as it declares it in its own module, and the one writer of any declaration.
+"""What a mode shows, as it declares it in its own module: the records of a declaration, nothing drawn here.
 
 A mode (bench/modes/) says what its results look like and nothing of how they are drawn: its page, a list of blocks
 top to bottom under its title (a paragraph, Bullets, a table of Rows with its columns: a header and a cell a record
 each), and its plot, a Figure of panels (Bars, Lines). bench/outputs/ renders any declaration and names no mode:
 markdown.py the page (page), plots.py the figure (figure), report.py the page again in report.html (pages), readme.py
-the README's blocks (its registration's shows: the page, the plot and what it shows). write() puts a mode's page and
-plot in its results folder.
+the README's blocks (its registration's shows: the page, the plot and what it shows); render.py's write() puts a mode's
+page and plot in its results folder.
 """
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
-
-from bench import write_whole
 
 
 @dataclass(frozen=True)
@@ -118,16 +115,3 @@ class Shows:
     what: str
     blocks: Callable
     figure: Callable | None = None
-
-
-def write(shows, out, table, title, **facts):
-    """The mode's page (markdown.page) and its plot (plots.figure) in the results folder out, from its table and the
-    facts its declaration takes; the page's text returned."""
-    from bench.outputs import markdown, plots
-
-    text = markdown.page(title, shows.blocks(table, **facts))
-    write_whole(Path(out) / shows.page, lambda tmp: Path(tmp).write_text(text))
-    drawn = shows.figure(table, title, **facts) if shows.figure and shows.plot else None
-    if drawn is not None:
-        plots.figure(drawn, Path(out) / shows.plot)
-    return text

@@ -9,8 +9,8 @@ from pathlib import Path
 from bench import BenchError
 from bench.catalogue import compiled, distributed
 from bench.stages import launch
+from bench.stages.build import training_run
 from bench.stages.cost import STEADY, WARMUP_STEADY, WINDOW_S
-from bench.stages.plan import training_run
 
 
 def calibration_variant(variants):
@@ -29,8 +29,9 @@ def steps(path, info, chosen, gpu_count, variants, log, nproc=1, window_s=WINDOW
     hung calibration ends the bench with one line), its log in log/calibration-VARIANT-0.log."""
     variant = calibration_variant(variants)
     warmup = min(chosen.warmup_steps, WARMUP_STEADY)
-    run = training_run(variant, 0, path, info, replace(chosen, steps=warmup + 60, warmup_steps=warmup), gpu_count, 1,
-                       workers, cores, "custom", prefix="calibration-")  # fmt: skip
+    run = training_run(variant, 0, path=path, info=info, chosen=replace(chosen, steps=warmup + 60, warmup_steps=warmup),
+                       gpu_count=gpu_count, nproc=1, workers=workers, cores=cores, workload="custom",
+                       prefix="calibration-")  # fmt: skip
     log = Path(log)
     log.mkdir(parents=True, exist_ok=True)
     row = launch.launch(run, log, chosen.timeout, threading.Event())

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench import LOGS, BenchError, config, data, logs_of, write_whole
 from bench.observe.machine import code_fingerprint
-from bench.stages import cost, plan
+from bench.stages import cost, planfile
 from bench.stages.launch import launch
 
 
@@ -184,7 +184,7 @@ def start(mode):
 
 
 def save(mode):
-    plan.save(mode.logs / "plan.json", mode.bench_id, mode.info["machine_class"], mode.runs, mode.works, mode.name,
+    planfile.save(mode.logs / "plan.json", mode.bench_id, mode.info["machine_class"], mode.runs, mode.works, mode.name,
               asdict(mode.state), config.saved(mode.config))  # fmt: skip
 
 
@@ -295,7 +295,7 @@ def resume(asked, info, modes, which="last", allow_changed=False):
         plans = [p for p in plans if p.parent.name == which]
     if not plans:
         raise BenchError(f"no bench {which!r} to resume in {asked.outputs.out}/logs/ (a bench stores its plan there)")
-    saved, runs = plan.load(plans[-1])
+    saved, runs = planfile.load(plans[-1])
     if saved["machine_class"] != info["machine_class"]:
         raise BenchError(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}:"
                          " its numbers would not be one bench; start a new one")  # fmt: skip

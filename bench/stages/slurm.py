@@ -99,7 +99,7 @@ def launched(run):
 
 
 def command(run, found):
-    """The command that runs a row planned for nodes (plan.Run.nodes) in the allocation `found`: srun starts a
+    """The command that runs a row planned for nodes (planned.Run.nodes) in the allocation `found`: srun starts a
     torchrun agent on each node, which joins the others at the first node's c10d store."""
     cmd, at = run.cmd, run.cmd.index("--nproc-per-node")  # python -m torch.distributed.run ... --nproc-per-node P
     python, per_node, script = cmd[: cmd.index("torch.distributed.run") - 1], cmd[at + 1], cmd[at + 2 :]

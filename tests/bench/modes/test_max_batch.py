@@ -7,7 +7,7 @@ import pytest
 from bench.config import Config, Limits, Outputs
 from bench.modes import max_batch
 from bench.stages import execute, summarize
-from bench.stages.plan import Run, Work
+from bench.stages.planned import Run, Work
 from helpers import run
 
 

@@ -15,7 +15,7 @@ import pytest
 from bench import BenchError, cli, modes
 from bench.config import read
 from bench.modes import Registration, speed
-from bench.outputs import declared
+from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
 from bench.stages import record
 
@@ -72,7 +72,7 @@ def count_images(config):
         counts[image.parent.name] = counts.get(image.parent.name, 0) + 1
     table = pd.DataFrame({"class": list(counts), "images": list(counts.values())})
     table.to_csv(out / "count.csv", index=False)
-    declared.write(COUNT_SHOWS, out, table, f"Images per class: {config.work.data}")
+    render.write(COUNT_SHOWS, out, table, f"Images per class: {config.work.data}")
 
 
 def count_joins(summary, out):

@@ -9,7 +9,7 @@ import pytest
 
 from bench.config import Config, Outputs
 from bench.modes import speed
-from bench.stages import execute, plan, summarize
+from bench.stages import build, execute, planned, summarize
 from helpers import dry_run, fast_first, run
 
 
@@ -23,7 +23,9 @@ def bench_with(rows):
 
 def run_of(variant, repeat, warmup=20, steps=80):
     flags = {"--steps": str(steps), "--warmup-steps": str(warmup), "--eval-samples": "0"}
-    return plan.Run(f"{variant}-{repeat}", variant, "train", repeat, 1, ["python", "train.py"], "imagenet", flags=flags)
+    return planned.Run(
+        f"{variant}-{repeat}", variant, "train", repeat, 1, ["python", "train.py"], "imagenet", flags=flags
+    )
 
 
 def row(variant, need, status="ok"):
@@ -61,14 +63,18 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     monkeypatch.setattr(execute, "time", fake)  # the executor's clock: each run takes wall_s
     monkeypatch.setattr(speed, "report", lambda *a: None)
 
-    def round_runs(repeat, works, variants, loaders, context):
-        return [plan.Run(f"{v}-{repeat}", v, "train", repeat, 1, workload="small", estimate_s=wall_s) for v in variants]
+    def round_runs(repeat, works, context):
+        return [
+            planned.Run(f"{v}-{repeat}", v, "train", repeat, 1, workload="small", estimate_s=wall_s)
+            for v in context.variants
+        ]
 
-    monkeypatch.setattr(plan, "round_runs", round_runs)
+    monkeypatch.setattr(build, "round_runs", round_runs)
     variants = list(effects)
-    runs = [run for r in range(1, summarize.MIN_ROUNDS + 1) for run in round_runs(r, None, variants, [], None)]
+    first = planned.Context(variants=variants)
+    runs = [run for r in range(1, summarize.MIN_ROUNDS + 1) for run in round_runs(r, None, first)]
     asked = Config(outputs=Outputs(out=tmp_path, baseline_dir=tmp_path / "baseline"))
-    works = dict(small=plan.Work(timeout=60, data=str(tmp_path)))
+    works = dict(small=planned.Work(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
     bench = speed.Bench(asked, MACHINE, "b1", runs, works, dict(auto=True, context=context))
     bench.logs.mkdir(parents=True)

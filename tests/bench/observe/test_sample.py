@@ -11,7 +11,7 @@ import pytest
 from bench.observe import nvml, sample
 from bench.observe.sample import Sampler
 from bench.stages import launch
-from bench.stages.plan import Run
+from bench.stages.planned import Run
 from helpers import PY, FakeNVML, sleeper
 
 COPY_ON_WRITE = """

@@ -1,10 +1,10 @@
-"""bench/outputs/declared.py: what a mode declares it shows (a page of blocks, a Figure of panels), and the one writer
-of any declaration: markdown.page draws the page, plots.figure the plot."""
+"""bench/outputs/declared.py: what a mode declares it shows (a page of blocks, a Figure of panels), as markdown.page
+draws the page and plots.figure the plot."""
 
 import pandas as pd
 
-from bench.outputs import declared, markdown, plots
-from bench.outputs.declared import Band, Bars, Bullets, Figure, Line, Lines, Rows, Shows
+from bench.outputs import markdown, plots
+from bench.outputs.declared import Band, Bars, Bullets, Figure, Line, Lines, Rows
 
 TABLE = pd.DataFrame({"variant": ["baseline", "amp"], "rate": [100.0, 150.0]})
 COLUMNS = (("variant", lambda r: r["variant"]), ("samples/s", lambda r: f"{r['rate']:,.1f}"))
@@ -19,28 +19,11 @@ def blocks(table, note=""):
     ]
 
 
-def figure(table, title, note=""):
-    return Figure([Bars(list(table["rate"]), list(table["variant"]), "samples/s", [" a", " b"])], (5, 2), title)
-
-
 def test_a_page_is_its_title_then_each_block_and_a_blank_line():
     assert markdown.page("T", blocks(TABLE)) == (
         "### T\n\nA paragraph.\n\n| variant | samples/s |\n|---|---|\n| baseline | 100.0 |\n| amp | 150.0 |\n\n"
         "- baseline: 100\n- amp: 150\n"
     )
-
-
-def test_write_puts_the_page_and_the_plot_a_mode_declares_in_its_folder(tmp_path):
-    shows = Shows("mine.md", "mine.png", "the rates", blocks, figure)
-    text = declared.write(shows, tmp_path, TABLE, "Mine", note=" and a fact")
-    assert (tmp_path / "mine.md").read_text() == text and text.startswith("### Mine\n\nA paragraph and a fact.\n")
-    assert (tmp_path / "mine.png").read_bytes().startswith(b"\x89PNG")
-    nothing = Shows("other.md", "other.png", "nothing", blocks, lambda table, title: None)
-    declared.write(nothing, tmp_path, TABLE, "Other")  # a figure of None: no plot
-    assert (tmp_path / "other.md").exists() and not (tmp_path / "other.png").exists()
-    unplotted = Shows("page.md", None, "", blocks)
-    declared.write(unplotted, tmp_path, TABLE, "Page")
-    assert (tmp_path / "page.md").exists() and sorted(p.name for p in tmp_path.glob("*.png")) == ["mine.png"]
 
 
 def test_a_figure_draws_its_panels_side_by_side(tmp_path):

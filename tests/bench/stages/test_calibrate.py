@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from bench import BenchError, cli
-from bench.stages import calibrate, cost, launch, plan, record
+from bench.stages import build, calibrate, cost, launch, plan, planned, record
 from helpers import run
 
 
@@ -23,7 +23,7 @@ def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "launch", probe)
     info = dict(image_size=32, classes=list(range(10)))
     for variants, nproc, split in (["baseline", "ddp"], 4, 4), (["baseline", "amp"], 4, 1), (["all"], 8, 8):
-        chosen = plan.Work(
+        chosen = planned.Work(
             model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
         )
         steps = calibrate.steps("data", info, chosen, 8, variants, tmp_path, nproc)
@@ -31,12 +31,12 @@ def test_calibration_gives_the_ddp_rows_their_window_too(monkeypatch, tmp_path):
         assert warmup == calibrate.WARMUP_STEADY  # steady: p90 within 10% of the median
         assert (steps - warmup) * step_ms / 1e3 / split >= cost.WINDOW_S, (variants, steps)
         assert (steps - warmup - 1) * step_ms / 1e3 / split < cost.WINDOW_S
-    chosen = plan.Work(
+    chosen = planned.Work(
         model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
     )
     assert calibrate.steps("data", info, chosen, 0, ["ddp"], tmp_path, 2) == 10 + 350  # CPU processes share cores
     p90_ms = 30.0  # not steady after 10 steps: the full warm-up
-    chosen = plan.Work(
+    chosen = planned.Work(
         model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=900
     )
     assert calibrate.steps("data", info, chosen, 1, ["amp"], tmp_path, 1) == 20 + 350 and chosen.warmup_steps == 20
@@ -61,14 +61,14 @@ def test_the_calibration_runs_as_a_row_runs(monkeypatch, tmp_path, variants, exp
         return dict(status="ok", step_time_median_ms=10.0, step_time_p90_ms=10.5)
 
     monkeypatch.setattr(launch, "launch", probe)
-    chosen = plan.Work(
+    chosen = planned.Work(
         model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77
     )
     info = dict(image_size=32, classes=list(range(10)))
     calibrate.steps("data", info, chosen, 1, variants, tmp_path / "logs" / "bench", 1, cores=16)
     ((run, log_dir, timeout),) = calls
     assert run.variant == expected and timeout == 77 and log_dir == tmp_path / "logs" / "bench" and log_dir.is_dir()
-    assert run.cmd[run.cmd.index("--workers") + 1] == str(plan.default_workers(16, 1, True)) == "15"
+    assert run.cmd[run.cmd.index("--workers") + 1] == str(build.default_workers(16, 1, True)) == "15"
     calls.clear()
     calibrate.steps("data", info, replace(chosen), 1, variants, tmp_path / "logs" / "bench", 1, workers=3, cores=16)
     assert calls[0][0].cmd[calls[0][0].cmd.index("--workers") + 1] == "3"  # --workers, as every row
@@ -95,7 +95,7 @@ def test_the_planner_launches_nothing_it_asks_the_calibration_it_is_given(monkey
 
 def test_a_calibration_that_hangs_ends_the_bench_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "launch", lambda run, *a: dict(status="failed", error="timed out after 77 s"))
-    chosen = plan.Work(
+    chosen = planned.Work(
         model="resnet18", batch_size=256, steps="auto", warmup_steps=20, eval_samples=10, seed=0, timeout=77
     )
     info = dict(image_size=32, classes=list(range(10)))

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from bench.stages import cost, plan
+from bench.stages import cost, fit, plan, planned
 from helpers import MODULES, run
 
 RUN = dict(device="cuda", status="ok", kind="train", model="resnet50", global_batch_size=256, setup_s=0.5,
@@ -73,12 +73,12 @@ def test_a_later_rounds_first_step_is_its_own_where_a_saved_run_measured_one():
 def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
     s = cost.Saved(start_s=11, first_s=60, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10,
                    needed=None, runs=1, where="b/one (H200)")  # fmt: skip
-    first = plan.Run("compile-1", "compile", "train", 1, 1, flags={"--steps": "60", "--warmup-steps": "10",
+    first = planned.Run("compile-1", "compile", "train", 1, 1, flags={"--steps": "60", "--warmup-steps": "10",
                                                                     "--eval-samples": "1000"})  # fmt: skip
     assert cost.saved_run_s(first, s) == pytest.approx(11 + 60 + 0.5 * 9 + 0.1 * 50 + 3.5)
-    later = plan.Run("compile-2", "compile", "train", 2, 1, flags={**first.flags, "--eval-samples": "0"})
+    later = planned.Run("compile-2", "compile", "train", 2, 1, flags={**first.flags, "--eval-samples": "0"})
     assert cost.saved_run_s(later, s) == pytest.approx(11 + cost.FIRST_WARM_COMPILE_S + 0.5 * 9 + 0.1 * 50)
-    eager = plan.Run("amp-2", "amp", "train", 2, 1, flags={**first.flags, "--eval-samples": "500"})
+    eager = planned.Run("amp-2", "amp", "train", 2, 1, flags={**first.flags, "--eval-samples": "500"})
     assert cost.saved_run_s(eager, s) == pytest.approx(11 + 60 + 0.5 * 9 + 0.1 * 50 + 3.5 / 2)
 
 
@@ -125,9 +125,10 @@ def test_a_gpu_plan_warms_up_as_long_as_its_saved_runs_needed(monkeypatch):
             for v, ms, need in (("baseline", 120.0, 3), ("amp", 100.0, 5))]  # fmt: skip
     saved = cost.saved_costs(saved_runs(*rows), "H200")
     args = plan_args("baseline,amp")
-    assert plan.known_costs(args, 1, ["imagenet"], ["baseline", "amp"], saved)["imagenet"].warmup_steps == 5
+    works = {"imagenet": plan.work(args, 1, "imagenet")}
+    assert fit.known_costs(works, 1, ["baseline", "amp"], saved)["imagenet"].warmup_steps == 5
     saved = cost.saved_costs(saved_runs(*[dict(r, warmup_steady_steps=1) for r in rows]), "H200")
-    assert plan.known_costs(args, 1, ["imagenet"], ["baseline", "amp"], saved)["imagenet"].warmup_steps == 2
+    assert fit.known_costs(works, 1, ["baseline", "amp"], saved)["imagenet"].warmup_steps == 2
 
 
 def test_data_not_made_yet_is_in_the_estimate_and_the_budget(monkeypatch, tmp_path):

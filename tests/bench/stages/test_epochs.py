@@ -8,7 +8,7 @@ import pytest
 
 from bench import cli
 from bench import data as bench_data
-from bench.stages import cost, epochs, plan
+from bench.stages import build, cost, epochs, plan, prepare
 
 IMAGENET = epochs.Real("ImageNet-1k", 1_281_167)
 
@@ -70,7 +70,7 @@ def photos(monkeypatch):
         image = 224 if spec and spec["photo"] else 32
         return dict(image_size=image, classes=list(range(10)), train_size=size, dataset="generated")
 
-    monkeypatch.setattr(plan, "describe", describe)
+    monkeypatch.setattr(prepare, "describe", describe)
     return sizes
 
 
@@ -83,7 +83,7 @@ def saved(step_s):
 def gpu_plan(tmp_path, *flags, step_s=0.03):
     config = cli.parse_args(["--workload", "imagenet", "--dry-run", "--out", str(tmp_path), "--budget", "none",
                              "--repeats", "2", *flags])  # fmt: skip
-    rows = [v for v in plan.ordered(plan.asked_variants(config, 1), 1)]
+    rows = [v for v in build.ordered(build.asked_variants(config, 1), 1)]
     costs = {("resnet50", 256, v): saved(step_s if v == "amp-synthetic" else 3 * step_s) for v in rows}
     return plan.make_plan(config, 1, 16, saved=costs)
 
@@ -109,7 +109,7 @@ def test_a_gpu_imagenet_plan_keeps_every_window_inside_an_epoch(photos, tmp_path
         assert not work.window().over and work.window().starts == 0
         assert runs and all(held(r, train_size) == (0, 0) for r in runs if r.kind == "train")
         loaders = [r for r in runs if r.kind == "loader"]
-        assert loaders and all(int(r.flags["--steps"]) + plan.LOADER_WARMUP <= train_size // 256 for r in loaders)
+        assert loaders and all(int(r.flags["--steps"]) + build.LOADER_WARMUP <= train_size // 256 for r in loaders)
         assert {(r.flags["--steps"], r.flags["--warmup-steps"]) for r in runs if r.kind == "train"} == {
             (str(work.steps), str(work.warmup_steps))
         }

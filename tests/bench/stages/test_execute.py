@@ -9,9 +9,8 @@ import pandas as pd
 import pytest
 
 from bench import BenchError, cli, modes
-from bench.stages import execute, record
-from bench.stages import plan as planned
-from bench.stages.plan import Run
+from bench.stages import execute, planfile, planned, record
+from bench.stages.planned import Run
 from helpers import MODES, RUN_S, STEPS, fast_first, run
 
 ADDED = dict(max_batch=3 * 3, tune_loader=2 * 4)  # the runs a mode adds to its plan as it goes: its rounds
@@ -51,7 +50,7 @@ def stored_bench(tmp_path):
     script.write_text("import json, sys\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n")
     fake = Run("fake-1", "loader", "loader", 1, 1, [sys.executable, str(script)], "custom")
     works = {"custom": planned.Work(data=str(data), timeout=60)}
-    planned.save(logs / "plan.json", "b1", modes.this_machine()["machine_class"], [fake], works)
+    planfile.save(logs / "plan.json", "b1", modes.this_machine()["machine_class"], [fake], works)
     (logs / "sources.json").write_text(json.dumps(execute.sources(works)))
     return out, data
 

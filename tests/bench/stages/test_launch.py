@@ -8,9 +8,9 @@ import threading
 import psutil
 import pytest
 
-from bench.stages import plan
+from bench.stages import planned
 from bench.stages.launch import launch
-from bench.stages.plan import Run
+from bench.stages.planned import Run
 from helpers import fast_first
 
 
@@ -81,7 +81,7 @@ def test_a_hung_run_is_ended_with_its_whole_tree_and_recorded_as_timed_out(tmp_p
 def test_a_rows_exit_and_the_warm_up_its_steps_needed(tmp_path):
     script = tmp_path / "made_up.py"
     script.write_text(SCRIPT)
-    run = plan.Run("made-up-1", "baseline", "train", 1, 1, [sys.executable, str(script)])
+    run = planned.Run("made-up-1", "baseline", "train", 1, 1, [sys.executable, str(script)])
     row = launch(run, tmp_path, 60, threading.Event())
     assert row["status"] == "ok", row["error"]
     assert 0.5 <= row["exit_s"] < row["wall_s"] and row["start_s"] == 0.4

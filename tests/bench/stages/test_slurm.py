@@ -8,7 +8,7 @@ import pytest
 
 from bench import BenchError
 from bench.stages import slurm
-from bench.stages.plan import Run
+from bench.stages.planned import Run
 from helpers import run
 
 CORES = len(os.sched_getaffinity(0))  # a CPU node's processes: the cores the bench may use (machine.json's cpu_cores)

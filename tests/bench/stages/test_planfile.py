@@ -1,0 +1,48 @@
+"""bench/stages/planfile.py: plan.json kept and read back; a damaged one named, an older one read."""
+
+import json
+
+import pytest
+
+from bench.stages import build, planfile, planned
+from helpers import fast_first, run
+
+
+@pytest.mark.parametrize("text", fast_first(["{not json", '{"bench_id": "x"}', "[]"]))
+def test_a_damaged_plan_is_named_and_resume_stops(text, tmp_path):
+    (tmp_path / "logs" / "b1").mkdir(parents=True)
+    (tmp_path / "logs" / "b1" / "plan.json").write_text(text)
+    result = run("-m", "bench", "--resume", "--out", tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "plan.json is damaged" in result.stderr and "--summarize still reads" in result.stderr
+
+
+def test_a_run_carries_its_flags_and_an_older_plan_gets_them_from_its_command(tmp_path):
+    """A run's command is built last from its script and flags: a mode's change to a flag replaces it (one
+    --batch-size, one --steps in a probe of --max-batch), in its place. The modes read a run's global batch and model
+    from the run (max_batch's search starts there, scaling's table says it), not back out of its command line; a plan
+    saved before runs kept them still resumes, and a workload's work reads back as a typed record (planned.Work)
+    whatever fields the plan that saved it had."""
+    from dataclasses import asdict
+
+    from bench.modes import max_batch
+
+    chosen = planned.Work(model="resnet18", batch_size=96, steps=10, warmup_steps=2, eval_samples=100)
+    info = dict(image_size=32, classes=list("abcdefghij"))
+    run = build.training_run("amp", 1, path="data/small", info=info, chosen=chosen, gpu_count=0, nproc=2, workers=0,
+                             cores=2, workload="small")  # fmt: skip
+    assert (run.batch_size, run.model) == (96, "resnet18")
+    probe = max_batch.probe_run(run, 384, 7, "amp-batch384", warmup=2)
+    assert probe.cmd.count("--batch-size") == probe.cmd.count("--steps") == 1 and probe.batch_size == 384
+    assert probe.cmd[probe.cmd.index("--batch-size") + 1] == "384"
+    assert [p for p in probe.cmd if p.startswith("--")] == [p for p in run.cmd if p.startswith("--")]  # in place
+    assert probe.cmd[probe.cmd.index("--steps") + 1 : probe.cmd.index("--steps") + 4] == ["7", "--warmup-steps", "2"]
+    assert run.cmd[run.cmd.index("--batch-size") + 1] == "96"  # the plan's run is left as it was
+    old = {k: v for k, v in asdict(run).items() if k not in ("batch_size", "model", "script", "flags")}
+    old["cmd"] = run.cmd  # a plan saved before runs kept their flags apart: its whole command
+    path = tmp_path / "plan.json"
+    works = dict(small=dict(data="data/small", steps=10, timeout=60, a_field_of_a_newer_bench=1))
+    path.write_text(json.dumps(dict(bench_id="b", machine_class="m", works=works, runs=[old])))
+    saved, (again,) = planfile.load(path)
+    assert (again.batch_size, again.model, again.cmd) == (96, "resnet18", run.cmd)
+    assert saved["works"]["small"] == planned.Work(steps=10, timeout=60, data="data/small")  # typed, the rest defaults
