@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bench import BenchError, catalogue, data, logs_of, write_whole
 from bench.config import read
@@ -127,7 +126,7 @@ def band(values):
     if len(values) < 2:
         return math.nan, math.nan, math.nan
     mean, sd, n = values.mean(), values.std(ddof=1), len(values)
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1 + 1 / n)
+    half = summarize.scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1 + 1 / n)
     return mean, mean - half, mean + half
 
 

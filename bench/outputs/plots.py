@@ -10,18 +10,27 @@ epoch, a line per variant (its first round), a row of two panels per workload (-
 A mode's own plot is drawn here too, from its declaration (figure: bench/outputs/declared.py).
 """
 
+import functools
 import textwrap
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 
 from bench import kept_for_bench, run_metrics, write_whole
 from bench.outputs import declared
 from bench.outputs.markdown import label
 
-matplotlib.use("Agg")  # files only, no screen needed
-import matplotlib.pyplot as plt  # noqa: E402
+
+@functools.cache
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no screen needed), imported when the first plot is drawn: a
+    bench's start, its --help and a bad flag's one line do without its half a second."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def panels(summary, headings, rows_of, height, width=7.5):
@@ -29,7 +38,7 @@ def panels(summary, headings, rows_of, height, width=7.5):
     parts = [(rows_of(summary[summary["workload"] == w]), h) for w, h in headings.items()]
     parts = [(rows, h) for rows, h in parts if not rows.empty]
     sizes = [height(rows) for rows, _ in parts] or [1]
-    fig, axes = plt.subplots(len(sizes), 1, figsize=(width, sum(sizes)), height_ratios=sizes, squeeze=False)
+    fig, axes = pyplot().subplots(len(sizes), 1, figsize=(width, sum(sizes)), height_ratios=sizes, squeeze=False)
     return fig, [(ax, rows, h) for ax, (rows, h) in zip(axes[:, 0], parts)]
 
 
@@ -61,7 +70,7 @@ def save(fig, path, dpi=120):
     try:
         write_whole(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight"))
     finally:
-        plt.close(fig)
+        pyplot().close(fig)
 
 
 def largest_found(row):
@@ -118,7 +127,7 @@ def plot_tradeoff(summary, path, headings):
     for ax, rows, heading in parts:
         ax.axhline(1, color="grey", lw=0.8, ls=":")
         ax.axvline(1, color="grey", lw=0.8, ls=":")
-        for (_, row), color, marker in zip(rows.iterrows(), COLORS, MARKERS):
+        for (_, row), color, marker in zip(rows.iterrows(), colors(), MARKERS):
             x, y = row.memory_vs_baseline, row.speedup
             xerr = [[x - row.memory_vs_baseline_low], [row.memory_vs_baseline_high - x]]
             yerr = [[y - row.speedup_low], [row.speedup_high - y]]
@@ -140,7 +149,12 @@ def plot_tradeoff(summary, path, headings):
     save(fig, path)
 
 
-COLORS = [plt.get_cmap("tab10")(i % 10) for i in range(40)]
+@functools.cache
+def colors():
+    """tab10's colours, 40 in turn (a plot's rows or lines, one each)."""
+    return [pyplot().get_cmap("tab10")(i % 10) for i in range(40)]
+
+
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<"] * 4
 
 
@@ -213,7 +227,7 @@ def plot_curves(curves, path, headings):
     workloads = [w for w in headings if first_rounds(curves, w)]
     if not workloads:
         return
-    fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 3.6 * len(workloads)), squeeze=False)
+    fig, axes = pyplot().subplots(len(workloads), 2, figsize=(11, 3.6 * len(workloads)), squeeze=False)
     for (loss_ax, acc_ax), workload in zip(axes, workloads):
         for variant, run in first_rounds(curves, workload).items():
             steps, losses = zip(*run["loss"]) if run["loss"] else ((), ())
@@ -235,7 +249,7 @@ def plot_curves(curves, path, headings):
     fig.suptitle(next(iter(headings.values())) if len(headings) == 1 else "learning curves", fontsize=9)
     fig.tight_layout()
     write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    pyplot().close(fig)
 
 
 # a mode's plot, as its module declares it (bench/outputs/declared.py)
@@ -243,7 +257,7 @@ def plot_curves(curves, path, headings):
 
 def figure(drawn, path):
     """A mode's Figure: its panels side by side (Bars, Lines), its title, written to path as a PNG."""
-    fig, axes = plt.subplots(1, len(drawn.panels), figsize=drawn.size, squeeze=False)
+    fig, axes = pyplot().subplots(1, len(drawn.panels), figsize=drawn.size, squeeze=False)
     for ax, panel in zip(axes[0], drawn.panels):
         (bars if isinstance(panel, declared.Bars) else lines)(ax, panel)
     title = textwrap.fill(drawn.title, drawn.wrap) if drawn.wrap else drawn.title
@@ -256,7 +270,7 @@ def figure(drawn, path):
         return
     fig.tight_layout()
     write_whole(path, lambda tmp: fig.savefig(tmp, dpi=drawn.dpi, format="png"))
-    plt.close(fig)
+    pyplot().close(fig)
 
 
 def bars(ax, panel):
@@ -276,13 +290,13 @@ def bars(ax, panel):
 
 def lines(ax, panel):
     """A Lines panel: its band (shaded, its middle in black), then its lines: with error bars where they have a
-    range, dashed and faint where they are an ideal; a colour each from COLORS where none is given (a line without
+    range, dashed and faint where they are an ideal; a colour each from colors() where none is given (a line without
     points is not drawn)."""
     if panel.band is not None and len(panel.band.x):
         band = panel.band
         ax.fill_between(band.x, band.low, band.high, color="grey", alpha=0.25, label=band.label)
         ax.plot(band.x, band.middle, color="black", lw=1.2, label=band.middle_label)
-    free = iter(COLORS)
+    free = iter(colors())
     for line in panel.lines:
         colour = line.colour or next(free)  # a line with no points keeps its colour: the others' stay as they were
         if not len(line.x):

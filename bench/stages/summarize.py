@@ -26,16 +26,26 @@ step time everywhere: ms per step at the row's measured rate (global batch / sam
 as the table's and time.png's; compute per step is that step less its data wait.
 """
 
+import functools
 import math
 from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bench import catalogue, schema
 from bench.stages import epochs
 from bench.stages.cost import STEADY, command_flag
+
+
+@functools.cache
+def scipy_stats():
+    """scipy.stats, imported when a statistic first needs it: a bench's start, its --help and a bad flag's one line do
+    without its second."""
+    from scipy import stats
+
+    return stats
+
 
 # ----------------------------------------------------------------------------- statistics: paired rounds
 
@@ -70,11 +80,11 @@ def interval(ratios, confidence=CONFIDENCE, noise=None):
         return estimate, math.nan, math.nan
     spread = pooled(logs, noise)
     if spread is not None:
-        half = stats.t.ppf(0.5 + confidence / 2, spread.df) * math.sqrt(spread.variance / len(logs))
+        half = scipy_stats().t.ppf(0.5 + confidence / 2, spread.df) * math.sqrt(spread.variance / len(logs))
         return estimate, math.exp(logs.mean() - half), math.exp(logs.mean() + half)
     if np.ptp(logs) == 0:  # identical ratios: no spread, the interval is the point
         return estimate, estimate, estimate
-    low, high = stats.ttest_1samp(logs, 0.0).confidence_interval(confidence)
+    low, high = scipy_stats().ttest_1samp(logs, 0.0).confidence_interval(confidence)
     return estimate, math.exp(low), math.exp(high)
 
 
@@ -97,7 +107,9 @@ def pooled(logs, noise):
     if noise is None or noise.df <= 0 or own < 1:
         return None
     variance = float(logs.var(ddof=1))
-    if variance > 0 and (noise.variance == 0 or variance / noise.variance > stats.f.ppf(NOISIER, own, noise.df)):
+    if variance > 0 and (
+        noise.variance == 0 or variance / noise.variance > scipy_stats().f.ppf(NOISIER, own, noise.df)
+    ):
         return None
     return Noise((noise.df * noise.variance + own * variance) / (noise.df + own), noise.df + own)
 
@@ -407,9 +419,9 @@ def rounds_to_settle(row, most=10_000):
     if target <= 0 or width <= 0:
         return math.inf
     machine = max(0.0, degrees_of(row) - (rounds - 1))  # the machine's noise's degrees of freedom (interval's noise)
-    spread = width * math.sqrt(rounds) / stats.t.ppf(0.5 + CONFIDENCE / 2, machine + rounds - 1)
+    spread = width * math.sqrt(rounds) / scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, machine + rounds - 1)
     n = int(rounds)
-    while n <= most and stats.t.ppf(0.5 + CONFIDENCE / 2, machine + n - 1) * spread / math.sqrt(n) > target:
+    while n <= most and scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, machine + n - 1) * spread / math.sqrt(n) > target:
         n = n + 1 if n < 100 else int(n * 1.1)
     return n if n <= most else math.inf
 
