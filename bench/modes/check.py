@@ -25,6 +25,7 @@ from bench import BenchError, catalogue, check_folder, data, write_whole
 from bench.catalogue import TORCHRUN
 from bench.modes import Registration, new_id, this_machine
 from bench.outputs import markdown
+from bench.outputs.declared import Bullets, Rows
 from bench.stages import cost, execute
 from bench.stages.planned import Run, Work
 
@@ -337,8 +338,7 @@ class Check(execute.Mode):
             else:
                 reason = next((w for r, w in unrun if r.variant == path.name), "not reached")
                 results.append((path.name, "not run", reason))
-        lines = capabilities(self.info)
-        text = markdown.check(results, lines)
+        text = markdown.drawn(blocks(results, capabilities(self.info)))
         folder = self.folder()
         write_whole(folder / "check.md", lambda tmp: Path(tmp).write_text(f"# python -m bench --check\n\n{text}"))
         failed = [name for name, result, _ in results if result == "fails"]
@@ -350,6 +350,15 @@ class Check(execute.Mode):
         print(f"check: {len(ran) - len(failed)} of {len(todo)} paths work here ({took:.1f} min in runs); "
               f"{folder}/check.md")  # fmt: skip
         return 1 if failed else 0
+
+
+PATHS = (("path", lambda r: r[0]), ("result", lambda r: r[1]), ("detail", lambda r: r[2].replace("|", "/")))
+
+
+def blocks(results, lines):
+    """check.md's page (and what --check prints), as bench/outputs/ draws it: lines about the machine, then a row a path
+    ((name, result, detail) each)."""
+    return [Bullets(lines), Rows(results, PATHS)]
 
 
 def main(config, info, bench_id):

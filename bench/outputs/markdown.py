@@ -288,8 +288,13 @@ LOADER_COLUMNS = [
 
 
 def page(title, blocks):
-    """A mode's page: '### title', then each block and a blank line: a paragraph, a list, a table (Rows)."""
-    lines = [f"### {title}", ""]
+    """A mode's page: '### title', then its blocks (drawn)."""
+    return f"### {title}\n\n" + drawn(blocks)
+
+
+def drawn(blocks):
+    """A page's blocks in markdown, each followed by a blank line: a paragraph, a list (Bullets), a table (Rows)."""
+    lines = []
     for block in blocks:
         if isinstance(block, declared.Rows):
             lines += rows(block)
@@ -305,11 +310,3 @@ def rows(table):
     """A Rows block's markdown lines: its headers, the rule, a line a record."""
     lines = ["| " + " | ".join(header for header, _ in table.columns) + " |", "|" + "---|" * len(table.columns)]
     return lines + ["| " + " | ".join(cell(r) for _, cell in table.columns) + " |" for r in table.records]
-
-
-def check(results, lines):
-    """check.md's table (and what --check prints): lines about the machine, then a row a path, (name, result,
-    detail) each."""
-    rows = ["| path | result | detail |", "| --- | --- | --- |"]
-    rows += [f"| {name} | {result} | {detail.replace('|', '/')} |" for name, result, detail in results]
-    return "\n".join([*(f"- {line}" for line in lines), "", *rows]) + "\n"
