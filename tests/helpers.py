@@ -570,7 +570,7 @@ MODES = {  # the flags of each mode, the runs it plans here, its table
     "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,
                   "max_batch.csv"),
     "to_accuracy": (["--to-accuracy", "0.5", "--variants", "baseline,amp,checkpoint", "--max-epochs", "2"], 3,
-                    "accuracy.csv"),
+                    "to_accuracy.csv"),
     "parity": (["--parity", "--variants", "baseline,amp,checkpoint", "--seeds", "2", *STEPS], 5, "parity.csv"),
     "scaling": (["--scaling", "1,2", "--variants", "ddp", "--repeats", "2", *STEPS], 4, "scaling.csv"),
     "tune_loader": (["--tune-loader", "--workers", "1", "--loaders", "loader", "--repeats", "2", *STEPS], 3,

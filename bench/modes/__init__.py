@@ -71,8 +71,12 @@ class Registration:
     shows: object = None
 
     def __post_init__(self):
-        """One name per mode: its registration's, which its executor, plan.json and the progress lines use too, and
-        its runs' logs folder spells as its flag does (a mistake here stops every parse)."""
+        """One name per mode: its registration's, which its executor, plan.json and the progress lines use too, its
+        page and plot begin with, and its runs' logs folder spells as its flag does (a mistake here stops every
+        parse)."""
+        shown = [self.shows.page, self.shows.plot] if self.shows is not None else []
+        if any(name and not name.startswith(self.name) for name in shown):
+            raise ValueError(f"mode {self.name!r}: what it shows ({', '.join(filter(None, shown))}) goes by its name")
         if self.executes is None:
             return
         if self.executes.name != self.name:

@@ -4,8 +4,8 @@ MLPerf Training and DAWNBench report training: every training variant, with the 
 run out. The scripts stop themselves (--target-accuracy); the times come from each run's val_curve.
 
 The data is the generated hard workload (data/hard, bench/data.py: classes that overlap, so accuracy climbs over
-epochs) unless --data names a folder. Writes accuracy.csv, accuracy.md and accuracy_curves.png to --out; each run's
-log and metrics are under logs/<bench>/to-accuracy/. --budget bounds the mode: variants not reached say so.
+epochs) unless --data names a folder. Writes to_accuracy.csv, to_accuracy.md and to_accuracy_curves.png to --out;
+each run's log and metrics are under logs/<bench>/to-accuracy/. --budget bounds the mode: variants not reached say so.
 """
 
 import json
@@ -151,8 +151,8 @@ class ToAccuracy(execute.Mode):
             table["speedup"] = base["train_s"].iloc[0] / table["train_s"]
         spent = sum(r.get("run_s") or 0 for r in records)
         write(self.config.outputs.out, table, self.info, spent, self.state.target, found)
-        print(f"to accuracy: {spent / 60:.1f} min in runs; {self.config.outputs.out}/accuracy.md, accuracy.csv,"
-              " accuracy_curves.png")  # fmt: skip
+        print(f"to accuracy: {spent / 60:.1f} min in runs; {self.config.outputs.out}/to_accuracy.md, to_accuracy.csv,"
+              " to_accuracy_curves.png")  # fmt: skip
         return 0
 
 
@@ -179,7 +179,7 @@ def main(config, info, bench_id):
 
 def write(out, table, info, spent, target, found):
     out = Path(out)
-    write_whole(out / "accuracy.csv", lambda tmp: table.to_csv(tmp, index=False))
+    write_whole(out / "to_accuracy.csv", lambda tmp: table.to_csv(tmp, index=False))
     where = machine.where(info)
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     title = f"Time to {target:g} validation accuracy: {where} ({when}, {spent / 60:.1f} min)"
@@ -189,7 +189,7 @@ def write(out, table, info, spent, target, found):
 
 
 # ----------------------------------------------------------------------------- what it shows: its words and its page
-# (accuracy.md), rendered by bench/outputs/; its plot is the bench's learning curves (accuracy_curves.png)
+# (to_accuracy.md), rendered by bench/outputs/; its plot is the bench's learning curves (to_accuracy_curves.png)
 
 
 def line(row):
@@ -220,12 +220,14 @@ TABLE = (
 
 
 def blocks(table):
-    """accuracy.md: each variant's time to the target accuracy."""
+    """to_accuracy.md: each variant's time to the target accuracy."""
     rows = table.to_dict("records")
     return [Rows(rows, TABLE), Bullets([line(r) for r in rows])]
 
 
-SHOWS = Shows("accuracy.md", "accuracy_curves.png", "training loss and validation accuracy of each variant", blocks)
+SHOWS = Shows(
+    "to_accuracy.md", "to_accuracy_curves.png", "training loss and validation accuracy of each variant", blocks
+)
 
 
 def run(config):
@@ -264,6 +266,6 @@ def estimate_s(runs, epochs, gpu, bf16_native=True):
 
 MODE = Registration("to_accuracy", run, asked=lambda flags: flags.to_accuracy is not None, add_flags=add_flags,
                     check_flags=check_flags, own=read(Flags),
-                    outputs=("accuracy.csv", "accuracy.md", "accuracy_curves.png"), executes=ToAccuracy,
+                    outputs=("to_accuracy.csv", "to_accuracy.md", "to_accuracy_curves.png"), executes=ToAccuracy,
                     shows=SHOWS,
                     only=("max_epochs",))  # fmt: skip

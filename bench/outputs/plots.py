@@ -5,7 +5,7 @@ The learning curves: does a technique still learn? Every training run records it
 10 steps) and its validation accuracy at each evaluation (loss_curve and val_curve in its metrics, in
 logs/<bench>/<run>.json). The bench gathers those of a bench into curves.json beside runs.csv (a saved baseline
 keeps it; the logs stay behind) and draws curves.png: training loss against step and validation accuracy against
-epoch, a line per variant (its first round), a row of two panels per workload (--to-accuracy: accuracy_curves.png).
+epoch, a line per variant (its first round), a row of two panels per workload (--to-accuracy: to_accuracy_curves.png).
 
 A mode's own plot is drawn here too, from its declaration (figure: bench/outputs/declared.py).
 """

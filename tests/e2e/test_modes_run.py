@@ -27,20 +27,20 @@ def test_the_mode_times_each_variant_to_the_target_and_says_which_did_not_get_th
     reach = run("-m", "bench", "--to-accuracy", 0.02, "--max-epochs", 2, "--data", small_data, "--out", out,
                 "--variants", "baseline,channels_last", *flags)  # fmt: skip
     assert reach.returncode == 0, reach.stdout + reach.stderr
-    table = pd.read_csv(out / "accuracy.csv").set_index("variant")
+    table = pd.read_csv(out / "to_accuracy.csv").set_index("variant")
     assert table["reached"].all() and (table["epochs"] == 1).all()  # any model beats 2% on 10 classes
     assert table.loc["baseline", "speedup"] == 1.0 and table.loc["channels_last", "speedup"] > 0
     assert (table["train_s"] < table["wall_s"]).all()
-    assert (out / "accuracy_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "to_accuracy_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     logs = next((out / "logs").iterdir()) / "to-accuracy"
     assert len(json.loads((logs / "baseline-1.json").read_text())["val_curve"]) == 1  # it stopped there
     out = tmp_path / "not"
     never = run("-m", "bench", "--to-accuracy", 1.0, "--max-epochs", 1, "--data", tiny_data, "--out", out,
                 "--variants", "baseline", *flags[:2], "--batch-size", 16, "--loaders", "none")  # fmt: skip
     assert never.returncode == 0, never.stdout + never.stderr
-    row = pd.read_csv(out / "accuracy.csv").iloc[0]
+    row = pd.read_csv(out / "to_accuracy.csv").iloc[0]
     assert not row["reached"] and row["epochs"] == 1 and pd.isna(row["train_s"])
-    assert "baseline: did NOT reach 1 in 1 epochs" in (out / "accuracy.md").read_text()
+    assert "baseline: did NOT reach 1 in 1 epochs" in (out / "to_accuracy.md").read_text()
 
 
 @pytest.mark.slow

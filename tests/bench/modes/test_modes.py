@@ -55,7 +55,7 @@ def count_figure(table, title):
     return Figure([Bars(list(table["images"]), [str(c) for c in table["class"]], "images")], (6, 3), title)
 
 
-COUNT_SHOWS = Shows("count.md", "count.png", "images per class", count_blocks, count_figure)
+COUNT_SHOWS = Shows("count_images.md", "count_images.png", "images per class", count_blocks, count_figure)
 COUNT_S = 0.001  # its time estimate: a millisecond an image (made up)
 
 
@@ -71,15 +71,15 @@ def count_images(config):
     for image in images:
         counts[image.parent.name] = counts.get(image.parent.name, 0) + 1
     table = pd.DataFrame({"class": list(counts), "images": list(counts.values())})
-    table.to_csv(out / "count.csv", index=False)
+    table.to_csv(out / "count_images.csv", index=False)
     render.write(COUNT_SHOWS, out, table, f"Images per class: {config.work.data}")
 
 
 def count_joins(summary, out):
     """What the made-up mode's table adds to a bench's summary in the same folder: the images it counted."""
-    if not (Path(out) / "count.csv").exists():
+    if not (Path(out) / "count_images.csv").exists():
         return summary
-    counted = sum(int(line.split(",")[1]) for line in (Path(out) / "count.csv").read_text().splitlines()[1:])
+    counted = sum(int(line.split(",")[1]) for line in (Path(out) / "count_images.csv").read_text().splitlines()[1:])
     return summary.assign(images_counted=counted)
 
 
@@ -90,7 +90,7 @@ COUNT = Registration(
     add_flags=count_flags,
     check_flags=check_count,
     own=read(CountFlags),
-    outputs=("count.csv", "count.md", "count.png"),
+    outputs=("count_images.csv", "count_images.md", "count_images.png"),
     only=("count_glob",),  # --count-glob with another mode is refused by the rule made once from this
     joins=count_joins,  # a bench's summary in the same folder takes what its table adds
     shows=COUNT_SHOWS,  # its page and plot: written by bench/outputs/, in a README block and in report.html
@@ -112,19 +112,19 @@ def test_a_mode_added_through_the_registry_alone_runs_to_its_outputs(counting, t
     images = sorted(Path(tiny_data).glob("*/*/*.*"))
     classes = sorted({p.parent.name for p in images})
     assert f"count images: {len(images)} images, about {len(images) * COUNT_S:.2f} s" in capsys.readouterr().out
-    page = (out / "count.md").read_text()
+    page = (out / "count_images.md").read_text()
     assert page.startswith(f"### Images per class: {tiny_data}\n\n{len(images)} images in {len(classes)} classes.\n")
     assert "\n| class | images |\n|---|---|\n" in page
     for name in classes:
         mine = sum(p.parent.name == name for p in images)
         assert f"| {name} | {mine:,} |" in page and f"- class {name}: {mine} images" in page
-    assert (out / "count.png").read_bytes().startswith(b"\x89PNG")
-    assert len((out / "count.csv").read_text().splitlines()) == 1 + len(classes)
+    assert (out / "count_images.png").read_bytes().startswith(b"\x89PNG")
+    assert len((out / "count_images.csv").read_text().splitlines()) == 1 + len(classes)
     assert not list(out.glob("logs")) and not (out / "runs.csv").exists()  # the bench itself did not run
     saved = tmp_path / "saved"  # --save-baseline keeps a mode's outputs: the registered mode's too
     cli.main(["--save-baseline", "mine", "--out", str(out), "--baseline-dir", str(saved)])
-    assert (saved / "mine" / "count.md").read_text() == page and (saved / "mine" / "count.png").exists()
-    assert f"saved {out}/count.* as {saved / 'mine'}" in capsys.readouterr().out
+    assert (saved / "mine" / "count_images.md").read_text() == page and (saved / "mine" / "count_images.png").exists()
+    assert f"saved {out}/count_images.* as {saved / 'mine'}" in capsys.readouterr().out
 
 
 def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_and_the_report_show_it(
@@ -148,8 +148,8 @@ def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_and_the_re
     page.write_text("<!-- results: baseline/m count-images -->\nold\n<!-- /results -->\n")
     (tmp_path / "README.md").write_text("readme\n")
     readme.rewrite(lambda folder: None, tmp_path, modes.shown())
-    table = re.sub(r"^### ", "#### ", (out / "count.md").read_text(), flags=re.M)  # headings one level down
-    plot = "![images per class](../baseline/m/count.png)"
+    table = re.sub(r"^### ", "#### ", (out / "count_images.md").read_text(), flags=re.M)  # headings one level down
+    plot = "![images per class](../baseline/m/count_images.png)"
     assert page.read_text() == f"<!-- results: baseline/m count-images -->\n{table}\n{plot}\n<!-- /results -->\n"
     shutil.copy(SAVED / "runs.csv", out / "runs.csv")  # a bench summarized in the same folder: its report
     bench_runs = record.read_runs(out / "runs.csv")
@@ -175,8 +175,10 @@ def test_a_registered_modes_flags_are_the_benchs(counting, tmp_path, capsys):
         cli.parse_args(["--count-glob", "*.png"])
     with pytest.raises(BenchError, match="^--count-glob goes with --count-images, not --parity$"):
         cli.parse_args(["--parity", "--count-glob", "*.png"])
-    (tmp_path / "out" / "count.md").mkdir(parents=True)  # its output a folder: refused before any work, in any mode
-    with pytest.raises(BenchError, match="count.md is a folder: the bench writes a file of that name"):
+    (tmp_path / "out" / "count_images.md").mkdir(
+        parents=True
+    )  # its output a folder: refused before any work, in any mode
+    with pytest.raises(BenchError, match="count_images.md is a folder: the bench writes a file of that name"):
         cli.main(["--summarize", "--out", str(tmp_path / "out")])
 
 
@@ -187,14 +189,19 @@ def test_a_name_is_registered_once(counting):
         modes.register(Registration("check", print))
 
 
-def test_a_mode_has_one_name_its_executor_and_its_runs_folder_go_by():
-    """The registration's name is the executor's (plan.json's, the progress lines') and its runs' folder is its
-    flag's spelling of it: another is a mistake in the registration, caught where it is made."""
+def test_a_mode_has_one_name_its_executor_its_files_and_its_runs_folder_go_by():
+    """The registration's name is the executor's (plan.json's, the progress lines'), its page and plot begin with it,
+    and its runs' folder is its flag's spelling of it: another is a mistake in the registration, caught where it is
+    made."""
     for mode in modes.registered().values():
         if mode.executes is not None:
             assert mode.executes.name == mode.name and mode.executes.subfolder in (None, mode.name.replace("_", "-"))
     with pytest.raises(ValueError, match="mode 'speed': its executor is named 'bench'"):
         Registration("speed", print, executes=speed.Bench)
+    with pytest.raises(ValueError, match=r"mode 'count': what it shows \(count_images.md, count_images.png\) goes by"):
+        Registration("count", print, shows=COUNT_SHOWS)
+    for mode in modes.registered().values():  # the bench's own: their pages and plots begin with their names
+        assert mode.shows is None or mode.shows.page.startswith(mode.name)
 
     class Folder(speed.Bench):
         name, subfolder = "max_batch", "maxbatch"

@@ -38,7 +38,7 @@ def test_the_time_to_target_is_read_from_the_curve():
 def test_bad_flags_are_one_line(flags, words, tiny_data, tmp_path):
     result = run("-m", "bench", "--data", tiny_data, "--out", tmp_path / "out", "--loaders", "none", *flags)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
-    assert not (tmp_path / "out" / "accuracy.csv").exists()
+    assert not (tmp_path / "out" / "to_accuracy.csv").exists()
 
 
 @pytest.mark.slow

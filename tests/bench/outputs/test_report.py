@@ -77,7 +77,7 @@ def test_the_report_holds_the_page_and_plot_of_every_mode_that_ran_in_its_folder
     from bench.modes import shown, speed
     from helpers import SAVED
 
-    for name in ("runs.csv", "max_batch.md", "max_batch.png", "scaling.md", "scaling.png", "accuracy.md"):
+    for name in ("runs.csv", "max_batch.md", "max_batch.png", "scaling.md", "scaling.png", "to_accuracy.md"):
         shutil.copy(SAVED / name, tmp_path / name)
     runs = record.read_runs(tmp_path / "runs.csv")
     speed.write_outputs(tmp_path, runs["bench_id"].iloc[-1], json.loads((SAVED / "machine.json").read_text()))
@@ -93,7 +93,7 @@ def test_the_report_holds_the_page_and_plot_of_every_mode_that_ran_in_its_folder
         rows = [line for line in page.splitlines() if line.startswith("| ")]
         assert section.count("<tr>") == len(rows) and "<th>variant</th>" in section
         assert section.count('src="data:image/png;base64,') == plotted
-    assert html.count('class="mode"') == 3 + 3  # three sections, three tables (accuracy_curves.png not copied)
+    assert html.count('class="mode"') == 3 + 3  # three sections, three tables (to_accuracy_curves.png not copied)
 
 
 def test_a_pages_markdown_reads_as_its_blocks():
