@@ -1,5 +1,6 @@
 """bench/catalogue.py: every script is a row and every row a script; a made-up technique is its script and one row."""
 
+import re
 import shutil
 import subprocess
 
@@ -8,7 +9,7 @@ import pytest
 from bench import BenchError, catalogue
 from bench.modes import check
 from bench.outputs import diffs
-from helpers import PY, ROOT, SCRIPTS
+from helpers import PY, ROOT, SCRIPTS, TINY_MODEL
 
 NEW_ROW = (
     '    Row("noop", "train_noop.py", base="train.py", lesson=13, says="+ nothing"),  # made up by test_catalogue.py\n'
@@ -44,10 +45,10 @@ def test_the_lists_read_from_the_catalogue_are_its_rows():
 
 
 @pytest.mark.slow
-def test_a_made_up_technique_is_its_script_and_one_row(tmp_path):
-    """A copy of the suite with train_noop.py (train.py plus one marked line) and its row: the bench plans it, `make
-    diff` shows it, the diffs count its line, `make check` runs it, the README's table of the scripts lists it, the
-    tests' scripts hold it and the diff rule's test passes on it."""
+def test_a_made_up_technique_is_its_script_and_one_row(tmp_path, tiny_data):
+    """A copy of the suite with train_noop.py (train.py plus one marked line) and its row: the bench plans it and runs
+    it beside the baseline to a verdict, `make diff` shows it, the diffs count its line, `make check` runs it, the
+    README's table of the scripts lists it, the tests' scripts hold it and the diff rule's test passes on it."""
     copy = tmp_path / "suite"
     left_out = shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "__pycache__", "*.png")
     shutil.copytree(ROOT, copy, ignore=left_out)
@@ -66,6 +67,23 @@ def test_a_made_up_technique_is_its_script_and_one_row(tmp_path):
 
     planned = run(PY, "-m", "bench", "--variants", "baseline,noop", "--loaders", "none", "--dry-run")
     assert "train_noop.py" in planned
+    tiny = [
+        "--data",
+        str(tiny_data),
+        "--model",
+        TINY_MODEL,
+        "--steps",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--batch-size",
+        "16",
+    ]
+    run(PY, "-m", "bench", "--variants", "baseline,noop", "--loaders", "none", "--repeats", "1", *tiny)
+    summary = (copy / "results" / "summary.md").read_text()
+    assert "| noop |" in summary and "- noop: " in summary  # its row and its verdict
+    checked = run(PY, "-m", "bench", "--check", "--paths", "noop", "--model", TINY_MODEL, "--out", "results/check")
+    assert re.search(r"\| train_noop\.py[^|]* \| works \|", checked), checked
     assert "+NOOP = True  # new #" in run("make", "diff", "V=noop")
     listed = run(PY, "-m", "bench.outputs.diffs")
     assert "noop              1 lines  (make diff V=noop: train_noop.py against train.py)" in listed
