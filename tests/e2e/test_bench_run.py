@@ -18,7 +18,7 @@ import pytest
 
 from bench import cli, modes
 from bench.stages import planfile, record, summarize
-from bench.stages.planned import Run
+from bench.stages.planned import Run, Work
 from helpers import (
     EXAMPLE,
     LIMIT,
@@ -188,7 +188,7 @@ def test_a_bench_killed_at_any_instant_loses_at_most_the_run_in_flight(tmp_path)
     planned = [Run(f"fake-{i}", "loader", "loader", i, 1, [sys.executable, str(script)], "custom") for i in range(1, 9)]
     out, logs = tmp_path / "results", tmp_path / "results" / "logs" / "b1"
     logs.mkdir(parents=True)
-    works = {"custom": planned.Work(data=str(tmp_path), timeout=60)}
+    works = {"custom": Work(data=str(tmp_path), timeout=60)}
     planfile.save(logs / "plan.json", "b1", modes.this_machine()["machine_class"], planned, works)
     resume = [PY, "-m", "bench", "--resume", "--out", str(out), "--baseline-dir", str(tmp_path / "none")]
     rng, kills, tries = random.Random(0), 0, 0

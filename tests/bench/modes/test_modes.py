@@ -198,8 +198,8 @@ def test_a_mode_has_one_name_its_executor_its_files_and_its_runs_folder_go_by():
             assert mode.executes.name == mode.name and mode.executes.subfolder in (None, mode.name.replace("_", "-"))
     with pytest.raises(ValueError, match="mode 'speed': its executor is named 'bench'"):
         Registration("speed", print, executes=speed.Bench)
-    with pytest.raises(ValueError, match=r"mode 'count': what it shows \(count_images.md, count_images.png\) goes by"):
-        Registration("count", print, shows=COUNT_SHOWS)
+    with pytest.raises(ValueError, match=r"mode 'tally': what it shows \(count_images.md, count_images.png\) goes by"):
+        Registration("tally", print, shows=COUNT_SHOWS)
     for mode in modes.registered().values():  # the bench's own: their pages and plots begin with their names
         assert mode.shows is None or mode.shows.page.startswith(mode.name)
 
