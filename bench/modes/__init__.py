@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import BenchError
+from bench.outputs.declared import Shows
 
 # the bench's own modes, as MODULE.REGISTRATION, in their order: the order of their flags in --help (after the flags
 # every mode shares, cli.py's) and of "--A and --B are two modes" when two are asked for
@@ -68,7 +69,7 @@ class Registration:
     executes: type | None = None
     only: tuple = ()
     joins: Callable | None = None
-    shows: object = None
+    shows: Shows | None = None
 
     def __post_init__(self):
         """One name per mode: its registration's, which its executor, plan.json and the progress lines use too, its

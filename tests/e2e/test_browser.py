@@ -89,3 +89,40 @@ def test_the_report_shows_in_a_real_browser(report, width, tmp_path):
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+@pytest.mark.parametrize("width", fast_first(["phone", "laptop"]))
+def test_the_other_modes_pages_show_in_the_report_on_any_screen(width, tmp_path):
+    """The saved AVX-512 baseline summarized again beside its --max-batch, --parity and --tune-loader pages: each mode's
+    section is shown with its table and its plot, the menu leads to them, and nothing widens the page (the menu wraps
+    on a phone, a wide table scrolls in its own box, a plot fits the screen)."""
+    import json
+    import shutil
+
+    from bench.modes import shown, speed
+    from bench.stages import record
+    from helpers import ROOT
+
+    saved = ROOT / "baseline" / "cpu-2core-amd-epyc-avx512-bf16"
+    pages = [name for shows in shown().values() for name in (shows.page, shows.plot) if (saved / name).exists()]
+    for name in ["runs.csv", *pages]:
+        shutil.copy(saved / name, tmp_path / name)
+    runs = record.read_runs(tmp_path / "runs.csv")
+    speed.write_outputs(tmp_path, runs["bench_id"].iloc[-1], json.loads((saved / "machine.json").read_text()))
+    driver = browser(*WIDTHS[width])
+    try:
+        driver.get((tmp_path / "report.html").as_uri())
+        driver.find_element(By.CSS_SELECTOR, 'nav a[href="#modes"]').click()
+        sections = driver.find_elements(By.CSS_SELECTOR, "section.mode")
+        assert [s.get_attribute("id") for s in sections] == ["mode-max-batch", "mode-parity", "mode-tune-loader"]
+        for section in sections:
+            driver.execute_script("arguments[0].scrollIntoView()", section)
+            table = section.find_element(By.CSS_SELECTOR, "table.mode")
+            assert table.is_displayed() and table.find_elements(By.CSS_SELECTOR, "tbody tr")
+            image = section.find_element(By.CSS_SELECTOR, "figure.plot img")
+            driver.execute_script("arguments[0].scrollIntoView()", image)
+            assert driver.execute_script("return arguments[0].naturalWidth", image) > 0
+            assert image.size["width"] <= WIDTHS[width][0]
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= WIDTHS[width][0]
+    finally:
+        driver.quit()
