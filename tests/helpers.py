@@ -27,6 +27,7 @@ from PIL import Image
 from bench import catalogue
 from bench.modes import speed
 from bench.outputs import answer
+from bench.outputs.declared import Bullets, Rows
 from bench.stages import prepare, record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -637,3 +638,18 @@ def described_once(path, workload):
     if (str(path), workload) not in DESCRIBED:
         DESCRIBED[(str(path), workload)] = describe(path, workload)
     return dict(DESCRIBED[(str(path), workload)])
+
+
+# a made-up page a mode might declare (bench/outputs/declared.py): its table, and its blocks (a paragraph with a fact
+# of the mode's, the table, a line a row), as tests/bench/outputs/test_declared.py and test_render.py draw and write it
+PAGE_TABLE = pd.DataFrame({"variant": ["baseline", "amp"], "rate": [100.0, 150.0]})
+PAGE_COLUMNS = (("variant", lambda r: r["variant"]), ("samples/s", lambda r: f"{r['rate']:,.1f}"))
+
+
+def page_blocks(table, note=""):
+    records = table.to_dict("records")
+    return [
+        f"A paragraph{note}.",
+        Rows(records, PAGE_COLUMNS),
+        Bullets([f"{r['variant']}: {r['rate']:.0f}" for r in records]),
+    ]

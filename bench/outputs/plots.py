@@ -313,9 +313,8 @@ def lines(ax, panel):
         ax.set_xticks(panel.xticks)
     if panel.from_zero:
         ax.set_ylim(bottom=0)
-    if panel.legend_beside and ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
-    elif not panel.legend_beside:
-        ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # a legend where something is drawn: inside the panel or beside it
+        beside = dict(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+        ax.legend(**(beside if panel.legend_beside else dict(fontsize=8)))
     if panel.grid:
         ax.grid(alpha=0.3)

@@ -1,26 +1,13 @@
 """bench/outputs/declared.py: what a mode declares it shows (a page of blocks, a Figure of panels), as markdown.page
 draws the page and plots.figure the plot."""
 
-import pandas as pd
-
 from bench.outputs import markdown, plots
-from bench.outputs.declared import Band, Bars, Bullets, Figure, Line, Lines, Rows
-
-TABLE = pd.DataFrame({"variant": ["baseline", "amp"], "rate": [100.0, 150.0]})
-COLUMNS = (("variant", lambda r: r["variant"]), ("samples/s", lambda r: f"{r['rate']:,.1f}"))
-
-
-def blocks(table, note=""):
-    records = table.to_dict("records")
-    return [
-        f"A paragraph{note}.",
-        Rows(records, COLUMNS),
-        Bullets([f"{r['variant']}: {r['rate']:.0f}" for r in records]),
-    ]
+from bench.outputs.declared import Band, Bars, Figure, Line, Lines
+from helpers import PAGE_TABLE, page_blocks
 
 
 def test_a_page_is_its_title_then_each_block_and_a_blank_line():
-    assert markdown.page("T", blocks(TABLE)) == (
+    assert markdown.page("T", page_blocks(PAGE_TABLE)) == (
         "### T\n\nA paragraph.\n\n| variant | samples/s |\n|---|---|\n| baseline | 100.0 |\n| amp | 150.0 |\n\n"
         "- baseline: 100\n- amp: 150\n"
     )

@@ -1,22 +1,9 @@
 """bench/outputs/render.py: write() puts the page and the plot a mode declares in its results folder (the page as
 markdown.page draws it, the plot where its figure is not None)."""
 
-import pandas as pd
-
 from bench.outputs import render
-from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
-
-TABLE = pd.DataFrame({"variant": ["baseline", "amp"], "rate": [100.0, 150.0]})
-COLUMNS = (("variant", lambda r: r["variant"]), ("samples/s", lambda r: f"{r['rate']:,.1f}"))
-
-
-def blocks(table, note=""):
-    records = table.to_dict("records")
-    return [
-        f"A paragraph{note}.",
-        Rows(records, COLUMNS),
-        Bullets([f"{r['variant']}: {r['rate']:.0f}" for r in records]),
-    ]
+from bench.outputs.declared import Bars, Figure, Shows
+from helpers import PAGE_TABLE, page_blocks
 
 
 def figure(table, title, note=""):
@@ -24,13 +11,13 @@ def figure(table, title, note=""):
 
 
 def test_write_puts_the_page_and_the_plot_a_mode_declares_in_its_folder(tmp_path):
-    shows = Shows("mine.md", "mine.png", "the rates", blocks, figure)
-    text = render.write(shows, tmp_path, TABLE, "Mine", note=" and a fact")
+    shows = Shows("mine.md", "mine.png", "the rates", page_blocks, figure)
+    text = render.write(shows, tmp_path, PAGE_TABLE, "Mine", note=" and a fact")
     assert (tmp_path / "mine.md").read_text() == text and text.startswith("### Mine\n\nA paragraph and a fact.\n")
     assert (tmp_path / "mine.png").read_bytes().startswith(b"\x89PNG")
-    nothing = Shows("other.md", "other.png", "nothing", blocks, lambda table, title: None)
-    render.write(nothing, tmp_path, TABLE, "Other")  # a figure of None: no plot
+    nothing = Shows("other.md", "other.png", "nothing", page_blocks, lambda table, title: None)
+    render.write(nothing, tmp_path, PAGE_TABLE, "Other")  # a figure of None: no plot
     assert (tmp_path / "other.md").exists() and not (tmp_path / "other.png").exists()
-    unplotted = Shows("page.md", None, "", blocks)
-    render.write(unplotted, tmp_path, TABLE, "Page")
+    unplotted = Shows("page.md", None, "", page_blocks)
+    render.write(unplotted, tmp_path, PAGE_TABLE, "Page")
     assert (tmp_path / "page.md").exists() and sorted(p.name for p in tmp_path.glob("*.png")) == ["mine.png"]
