@@ -41,6 +41,7 @@ class Row:
     kind: str = "train"  # or "loader": a loader's pipeline alone, no training
     twin: str = ""  # the row it computes the same run as, at the same seed (--parity checks their curves match)
     by_default: bool = True  # False: it runs where --variants names it, not in a bench of every row
+    on_gpu: bool = True  # False: a GPU's bench of every row leaves it out (--variants names it there)
     says: str = ""  # what its script adds, in the README's table of the scripts (a tutorial's row)
     usage: str = ""  # how to run it there; "" for `python SCRIPT --data DIR` (torchrun's: 8 processes)
 
@@ -75,6 +76,10 @@ ROWS = [
     Row("nvjpeg", "train.py", ("--loader", "nvjpeg"), workloads="cnn", on_cpu=False, by_default=False),
     Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6, twin="baseline",
         says="+ activation checkpointing (`torch.utils.checkpoint`, non-reentrant) over the model's main stages"),
+    # the baseline's script again, as a row (an A/A test): no effect by construction, so its answer proves the rule on
+    # this machine, within the margin or open, never faster or slower (summarize.self_check). A CPU's default: its
+    # noise is what the rule must survive; a GPU bench names it (--variants)
+    Row("baseline-again", "train.py", on_gpu=False),
     Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False,
         says="+ `nn.DataParallel` over every visible GPU; `--batch-size` is split over them"),
     Row("ddp", "train_ddp.py", base="train.py", lesson=2, launch="torchrun", several_gpus=True,
@@ -128,6 +133,7 @@ TRAIN = {
 }
 LOADERS = {row.name: row.script for row in loaders().values()}
 DEFAULT = tuple(row.name for row in training().values() if row.by_default)  # the rows of a bench of every row
+SELF = "baseline-again"  # the baseline against itself: its answer checks the rule (bench/stages/summarize.py)
 MULTI_GPU = {r.name for r in ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
 DISTRIBUTED = {r.name for r in ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
 COMPILED = {r.name for r in ROWS if r.compiles}  # one compile cache per variant and bench

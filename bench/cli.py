@@ -88,6 +88,17 @@ def budget_flag(text):
     return value
 
 
+def margin_flag(text):
+    """An argparse type: a margin above 0, at most 1 (0.1: +-10%)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a share such as 0.1 (+-10%)") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: a margin above 0 and at most 1 (0.1 is +-10%)")
+    return value
+
+
 def parse_args(argv=None):
     """The configuration the command line asks for (bench/config.py); the fields whose default depends on the machine
     and the workload stay None (see plan.DEFAULTS). The flags every mode shares are here; a mode's own live with it
@@ -159,6 +170,12 @@ def run_flags(p):
         default="auto",
         help="rounds (fresh processes per variant), or auto: 2, then more for the rows whose 95%% interval is wider"
         " than +-5%%, while the budget allows (10 at most)",
+    )
+    p.add_argument(
+        "--margin",
+        type=margin_flag,
+        help="the speed-up a row must exceed to count: 0.1 (the default) reads a 90%% interval inside 1/1.1x..1.1x as"
+        " within the margin (not worth adopting for speed here); faster and slower need the 95%% interval beyond 1",
     )
     p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (default: CPU 25, GPU 35)")
     p.add_argument("--chunk", type=float, help="minutes for this part: stop after the last whole round that fits")

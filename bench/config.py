@@ -58,12 +58,14 @@ class Launch:
 @dataclass(frozen=True)
 class Limits:
     """With what budget: the rounds (a number or auto), the minutes of the bench (a number, none, or None: the
-    machine's default) and of this part of it (chunk), and the seconds before one run is stopped."""
+    machine's default) and of this part of it (chunk), the seconds before one run is stopped, and the margin a row's
+    speed-up is decided against (its rounds stop once it is faster, slower or within it)."""
 
     repeats: int | str = "auto"
     budget: float | str | None = None
     chunk: float | None = None
     timeout: int | None = None
+    margin: float | None = None  # the speed answers' margin (None: bench/stages/summarize.py MARGIN)
 
 
 @dataclass(frozen=True)

@@ -284,8 +284,11 @@ speedup_df              -     summary -       -          the degrees of freedom 
                                                            less one, and half a degree for each baseline run read
                                                            against the baseline runs either side of it (the machine's
                                                            noise), where pooled
-speed_answer            -     summary -       -          same (the interval wholly inside 0.97-1.03), else faster or
-                                                           slower (wholly above or below 1), else unsettled
+margin                  -     summary -       -          the margin the speed answer is read against (--margin: 0.1 is
+                                                           +-10%, 1/1.1x to 1.1x)
+speed_answer            -     summary -       -          same (within the margin: the 90% interval wholly inside
+                                                           1/(1+margin) to 1+margin), else faster or slower (the 95%
+                                                           interval wholly above or below 1), else unsettled (open)
 loss_ratio              x     summary -       -          the geometric mean over the rounds of train_loss_final / the
                                                            baseline's in the same round (at the same seed)
 loss_ratio_low          x     summary -       -          its 95% confidence interval starts here (over the rounds, each

@@ -56,7 +56,8 @@ def summarize_again(config):
     runs = record.read_runs(out / "runs.csv")
     bench_id = runs["bench_id"].iloc[-1]
     info = speed.saved_machine(out, runs[runs["bench_id"] == bench_id])  # the runs' machine, not this one
-    speed.report(speed.write_outputs(out, bench_id, info), out, info, config.outputs.baseline_dir)
+    summary = speed.write_outputs(out, bench_id, info, speed.margin(config))
+    speed.report(summary, out, info, config.outputs.baseline_dir)
 
 
 def readme_flags(p):
@@ -76,7 +77,8 @@ def readme(config):
         if not (folder / "runs.csv").exists():
             raise BenchError(f"README.md or docs/ show {folder}, which holds no runs.csv")
         runs = record.read_runs(folder / "runs.csv")
-        return speed.write_outputs(folder, runs["bench_id"].iloc[-1], speed.saved_machine(folder, runs))
+        machine = speed.saved_machine(folder, runs)
+        return speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine, speed.margin(config))
 
     for folder in blocks.rewrite(resummarize, shown=shown()):
         print(f"README.md and docs/: the results of {folder}, summarized again from its runs.csv")

@@ -55,14 +55,19 @@ def title(summary, machine, workload=None):
     )
 
 
-def summary_of(runs, out=None, profiled=None):
+def margin(config):
+    """The margin a bench's speed answers are read against: --margin, else bench/stages/summarize.py MARGIN."""
+    return summarize.MARGIN if config.limits.margin is None else config.limits.margin
+
+
+def summary_of(runs, out=None, profiled=None, margin=summarize.MARGIN):
     """The summary every output is drawn from, down one way: the statistics of the runs (bench/stages/summarize.py),
     with what each mode's table in the results folder out adds (a registration's joins: --parity's verdicts,
     --max-batch's speeds at the largest batches, --tune-loader's answer; none without out); each row's answers
     (summarize.answered) and causes (bench/stages/causes.py, with the operators of a bench with --profile: profiled,
     from bench/stages/profiles.py); then the words (bench/outputs/verdicts.py), a verdict for every row. summary.csv
     holds its columns in_order."""
-    numbers = summarize.summarize(runs)
+    numbers = summarize.summarize(runs, margin)
     for mode in registered().values():
         if mode.joins is not None and out is not None:
             numbers = mode.joins(numbers, out)
@@ -70,15 +75,15 @@ def summary_of(runs, out=None, profiled=None):
     return summarize.in_order(verdicts.with_verdicts(answers), answers=True)
 
 
-def write_outputs(out, bench_id, machine):
-    """summary.csv, summary.md and both plots from the rows of bench_id; return the summary.
-    A run tried again (--resume) counts by its last row."""
+def write_outputs(out, bench_id, machine, margin=summarize.MARGIN):
+    """summary.csv, summary.md and both plots from the rows of bench_id, its speed answers against margin; return the
+    summary. A run tried again (--resume) counts by its last row."""
     runs = record.read_runs(out / "runs.csv")
     runs = runs[runs["bench_id"] == bench_id].drop_duplicates("run", keep="last")
     if runs.empty:
         return None
     profiled = profiles.gather(out, bench_id, runs)  # --profile: each technique's operators, read by the causes
-    summary = summary_of(runs, out, profiled)
+    summary = summary_of(runs, out, profiled, margin)
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
     table = summarize.in_order(summary)  # summary.csv: the numbers, causes and verdicts, not each row's answers
@@ -157,7 +162,7 @@ def print_plan(runs, works, gpu_count):
 FEWEST_TIMED = 5  # the fewest steps a later round's run of a slow row times (Bench.sized)
 
 
-def next_round(out, bench_id, works, context, repeat):
+def next_round(out, bench_id, works, context, repeat, margin=summarize.MARGIN):
     """--repeats auto: (the runs of round `repeat`, None, what the round holds and why), or (None, why no round is
     added, ""). A round holds the reference rows and every row that needs one (summarize.needs_rounds: its interval
     still too wide to decide with, and not beyond what the bench's rounds could settle): the statistics alone decide
@@ -165,14 +170,17 @@ def next_round(out, bench_id, works, context, repeat):
     if repeat > summarize.MAX_ROUNDS:
         return None, f"{summarize.MAX_ROUNDS} rounds is the most --repeats auto runs", ""
     rows = record.read_runs(out / "runs.csv")
-    summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"))
+    summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"), margin)
     asked = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
     needs = {r.variant: summarize.needs_rounds(r._asdict()) for r in asked.itertuples(index=False)}
     open_rows = [row for _, row in asked.iterrows() if needs[row.variant][0]]
+    decided = sum(why == "decided" for _, why in needs.values())
     if not open_rows:
-        return None, (f"every row's 95% interval is within +-{summarize.PRECISION:.0%} or a quarter of its effect, or"
-                      f" settled within +-{summarize.DECIDED:.0%}, or beyond {summarize.MAX_ROUNDS} rounds at this"
+        return None, (f"{decided} of {len(needs)} rows decided (faster, slower or within +-{margin:.0%}), the rest"
+                      f" as narrow as +-{summarize.PRECISION:.0%} or beyond {summarize.MAX_ROUNDS} rounds at this"
                       " noise"), ""  # fmt: skip
+    left = {row.variant: summarize.rounds_to_settle(row) - summarize.num(row, "rounds_paired") for row in open_rows}
+    open_rows.sort(key=lambda row: -math.inf if math.isnan(left[row.variant]) else -left[row.variant])  # most first
     wide = {row.variant for row in open_rows}
     context = planned.Context.saved(context)  # as plan.json keeps it
     variants = [v for v in context.variants if v == "baseline" or v in wide]
@@ -182,10 +190,20 @@ def next_round(out, bench_id, works, context, repeat):
         variants = []
     closed = [f"{v} ({why})" for v, (more, why) in needs.items() if not more]
     said = "; ".join(
-        [", ".join(f"{row.variant} (+-{summarize.num(row, 'speedup_precision_pct'):.0f}%)" for row in open_rows)]
+        [f"{decided} of {len(needs)} rows decided"]
+        + [", ".join(f"{row.variant} open ({rounds_left(left[row.variant])})" for row in open_rows)]
         + ([f"no more rounds for {', '.join(closed)}"] if closed else [])
     )
     return build.round_runs(repeat, works, dataclasses.replace(context, variants=variants, loaders=loaders)), None, said
+
+
+def rounds_left(more):
+    """'about 3 more rounds', 'one round: no estimate yet', from rounds_to_settle less the rounds run."""
+    if math.isnan(more):
+        return "one round: no estimate yet"
+    return (
+        f"about {max(1, math.ceil(more)):.0f} more rounds" if math.isfinite(more) else "no count of rounds decides it"
+    )
 
 
 class Bench(execute.Mode):
@@ -321,7 +339,7 @@ class Bench(execute.Mode):
         if not self.state.auto:
             return None, None
         group, ended, said = next_round(self.config.outputs.out, self.bench_id, self.works, self.state.context,
-                                        max(r.repeat for r in runs) + 1)  # fmt: skip
+                                        max(r.repeat for r in runs) + 1, margin(self.config))  # fmt: skip
         if group is not None:
             spent = sum(execute.took(r) or 0.0 for r in records) / 60
             print(f"round {group[0].repeat}, {len(group)} runs, after {spent:.1f} min of runs: {said}", flush=True)
@@ -332,7 +350,8 @@ class Bench(execute.Mode):
         if how["ended"] or (how["paused"] and self.state.auto and not self.config.limits.chunk):
             note = f"Rounds stopped: {how['ended'] or how['paused']}."
             write_whole(self.logs / "rounds.txt", lambda tmp: Path(tmp).write_text(note + "\n"))
-        report(write_outputs(out, self.bench_id, self.info), out, self.info, self.config.outputs.baseline_dir)
+        summary = write_outputs(out, self.bench_id, self.info, margin(self.config))
+        report(summary, out, self.info, self.config.outputs.baseline_dir)
         failed = [r for r in records if r.get("status") != "ok"]
         if failed and not how["stopped"]:
             print(

@@ -9,9 +9,10 @@ Every row a bench compares with the baseline lands in one group, by its speed an
   DDP's): it learns, but not the run it claims to speed up;
 - pays: faster; or no difference in speed for less memory;
 - trades: slower, for less memory (worth it where memory, not speed, is the limit: a larger batch or model);
-- costs: slower, or no difference in speed for more memory;
-- no difference: neither speed nor memory moved beyond the band;
-- not settled: its interval holds both a gain and a loss; how many rounds at this noise would settle it is said;
+- costs: slower, or within the margin in speed for more memory;
+- within the margin: its speed-up's 90% interval lies inside the declared margin (+-10% by default: --margin) and its
+  memory did not move: not worth adopting for speed here;
+- open: its interval reaches past the margin and holds 1 too; how many rounds at this noise would decide it is said;
 - does not apply here: the technique's own record says it changed nothing (tf32 without TF32 or native bf16);
 - not compiled: a compiled row whose timed steps ran no compiled code (its speed is eager code's);
 - no verdict: every run failed, or its loss diverged.
@@ -31,6 +32,7 @@ import math
 import pandas as pd
 
 from bench import catalogue
+from bench.catalogue import SELF
 from bench.outputs import diffs, verdicts
 from bench.outputs.verdicts import number, plural
 from bench.stages.causes import NAMES
@@ -70,10 +72,11 @@ def group(row):
 
 
 def compared(train):
-    """The rows a bench compares with the baseline: not the reference, not a ceiling."""
+    """The rows a bench compares with the baseline: not the reference, not a ceiling, not the baseline against itself
+    (catalogue.SELF: the rule's check, said apart)."""
     if "speed_answer" not in train:
         return train.iloc[:0]
-    return train[(train["dataset"] != "synthetic") & train["speed_answer"].notna()]
+    return train[(train["dataset"] != "synthetic") & train["speed_answer"].notna() & (train["variant"] != SELF)]
 
 
 def cost(variant):
@@ -120,7 +123,7 @@ def unsettled_item(row):
         more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
         more += " would narrow it"
     else:
-        more = f"about {needed:.0f} rounds at this noise would settle it (--repeats {needed:.0f})"
+        more = f"about {needed:.0f} rounds at this noise would decide it (--repeats {needed:.0f})"
     return f"{row.variant} {row.speedup:.2f}x +-{number(row, 'speedup_precision_pct'):.0f}%: {more}"
 
 
@@ -207,14 +210,16 @@ def items(train):
     if groups.get("costs"):
         said.append(("Costs", "; ".join(item(r, why_it_costs(r)) for r in groups["costs"])))
     if groups.get("same"):
-        said.append(("No difference", "; ".join(item(r) for r in groups["same"])))
+        margin = verdicts.margin_words(groups["same"][0])
+        same = "; ".join(item(r) for r in groups["same"])
+        said.append((f"Within the margin ({margin})", f"{same} (not worth adopting for speed here)"))
     if groups.get("unsettled"):
         once = [r for r in groups["unsettled"] if pd.isna(number(r, "rounds_to_settle"))]  # one round: no interval
         items = [unsettled_item(r) for r in groups["unsettled"] if pd.notna(number(r, "rounds_to_settle"))]
         if once:
             items.append(f"{', '.join(f'{r.variant} {r.speedup:.2f}x' for r in once)}: one paired round, no interval"
                          f" yet{unsteady_words(once)}; run more rounds (--repeats)")  # fmt: skip
-        said.append(("Not settled", "; ".join(items)))
+        said.append(("Open", "; ".join(items)))
     if groups.get("n/a"):
         said.append(
             ("Does not apply here", "; ".join(f"{r.variant}: {verdicts.not_applied(r)}" for r in groups["n/a"]))
@@ -237,9 +242,24 @@ def items(train):
                 f" {number(best, 'speedup_high'):.2f}x){memory_words(best)}",
             )
         )
-    said += why_items(train) + limit_items(train) + data_bound_items(train) + epoch_items(train)
+    said += self_items(train) + why_items(train) + limit_items(train) + data_bound_items(train) + epoch_items(train)
     flagged = above_ceiling(train) + slower_than_parts(train) + learns_otherwise(train)
     return said + [("Flag", words) for _, words in flagged]
+
+
+def self_items(train):
+    """The baseline against itself (catalogue.SELF), where it ran: whether the rule held (within the margin or open),
+    or failed (faster or slower), as its verdict says."""
+    rows = train[(train["variant"] == SELF) & train["speed_answer"].notna()] if "speed_answer" in train else []
+    if len(rows) == 0:
+        return []
+    row = rows.iloc[0]
+    answer = verdicts.SPEED_WORDS.get(row.speed_answer, row.speed_answer)
+    if row.get("self_check") == "fails":
+        return [("The rule FAILS here", f"the baseline against itself came out {answer} ({row.speedup:.2f}x): the"
+                 " intervals are narrower than this machine's noise; read every answer above with care")]  # fmt: skip
+    return [("The rule holds", f"the baseline against itself is {answer} ({row.speedup:.2f}x), never faster or"
+             " slower")]  # fmt: skip
 
 
 def learns_otherwise(train):
@@ -255,7 +275,7 @@ def learns_otherwise(train):
 
 def title(train):
     model = train["model"].dropna().iloc[0] if train["model"].notna().any() else "this model"
-    return f"What to adopt for {model} here, from the settled answers alone"
+    return f"What to adopt for {model} here, from the decided answers alone"
 
 
 def answer(train):

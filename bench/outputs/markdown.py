@@ -4,6 +4,7 @@ report.html shows alike."""
 import pandas as pd
 
 from bench import catalogue
+from bench.catalogue import SELF
 from bench.outputs import answer, declared, verdicts
 from bench.outputs.verdicts import busy_note, diverged_note, fmt, number, present, settled_note
 
@@ -44,7 +45,10 @@ def answer_cell(row):
         return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
     if row.get("rate_basis") == "unknown":
         return "not measured steadily"
-    words = dict(same="no difference", unsettled=f"not settled ({verdicts.plural(row.rounds_paired, 'round')})")
+    if row.get("variant") == SELF:  # the baseline against itself: the rule's check
+        return f"{'FAILS' if row.get('self_check') == 'fails' else 'holds'}: {verdicts.SPEED_WORDS[answer]}"
+    margin = verdicts.margin_words(row)
+    words = dict(same=f"within {margin}", unsettled=f"open ({verdicts.plural(row.rounds_paired, 'round')})")
     return words.get(answer, answer)
 
 

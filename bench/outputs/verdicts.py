@@ -12,8 +12,9 @@ import math
 
 import pandas as pd
 
+from bench.catalogue import SELF
 from bench.stages.causes import UNSHOWN
-from bench.stages.summarize import ACCURACY_GAP, BAND, CORES_CHANGE, WAIT_BOUND, WAIT_CHANGE, WAIT_LITTLE
+from bench.stages.summarize import ACCURACY_GAP, CORES_CHANGE, MARGIN, WAIT_BOUND, WAIT_CHANGE, WAIT_LITTLE
 
 
 def number(row, name):
@@ -112,6 +113,8 @@ def verdict(row, base, found=None):
         return f"{name}: does not apply here: {not_applied(row)}, as the baseline ({speed(row, 'speed')}).{busy(row)}"
     if ran_eager(row):
         return f"{name}: no verdict on compiling: {ran_eager(row)} ({speed(row, 'speed')} is eager code's).{busy(row)}"
+    if name == SELF:
+        return f"{name}: {self_words(row)}{busy(row)}"
     head = f"{name}: {speed(row, 'speed')}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
@@ -263,8 +266,43 @@ def ceiling_words(row):
     return f"; it reaches {pct:.0f}% of the ceiling{spread}"
 
 
-def interval_words(low, high, rounds):
-    return f"95% interval {low:.2f}x to {high:.2f}x over {plural(rounds, 'paired round')}"
+def interval_words(low, high, rounds, share=95):
+    return f"{share:g}% interval {low:.2f}x to {high:.2f}x over {plural(rounds, 'paired round')}"
+
+
+def margin_of(row):
+    """A row's margin (its summary's), MARGIN where a summary has none."""
+    margin = number(row, "margin")
+    return MARGIN if math.isnan(margin) else margin
+
+
+def margin_words(row):
+    """'+-10%': the margin a row's speed-up is read against, as every answer says it."""
+    return f"+-{100 * margin_of(row):.3g}%"
+
+
+def rounds_left(row):
+    """'about 3 more rounds at this noise would decide it (--repeats 5)', from rounds_to_settle; '' without."""
+    needed, ran = number(row, "rounds_to_settle"), number(row, "rounds_paired")
+    if math.isnan(needed):
+        return ""
+    if math.isinf(needed):
+        return "no count of rounds decides it at this noise"
+    return f"about {plural(max(1, needed - ran), 'more round')} at this noise would decide it (--repeats {needed:.0f})"
+
+
+def self_words(row):
+    """The baseline against itself (catalogue.SELF): what its answer says of the rule on this machine."""
+    s, low, high = row.speedup, number(row, "within_low"), number(row, "within_high")
+    if row.get("self_check") == "fails":
+        return (f"the baseline's script against itself came out {row.speed_answer} ({speed(row, 'speed')}): the"
+                " intervals here are narrower than this machine's noise (a disturbed round, or drift the pairing"
+                " did not take out): read every answer beside it with care, or run it again.")  # fmt: skip
+    if row.get("speed_answer") == "same":
+        return (f"the baseline's script against itself, within the margin ({s:.2f}x; 90% interval {low:.2f}x to"
+                f" {high:.2f}x, inside {margin_words(row)}): the rule holds here, as it must.")  # fmt: skip
+    return (f"the baseline's script against itself, open ({speed(row, 'speed')}): never faster or slower, as it must"
+            " be; its interval says how wide this machine's noise leaves a row after these rounds.")  # fmt: skip
 
 
 def speed(row, what):
@@ -278,14 +316,19 @@ def speed(row, what):
     answer = row.get("speed_answer")
     if pd.isna(low):
         return f"{s:.2f}x the {what}, not settled: one paired round, no interval to judge the noise by"
+    if answer in ("faster", "slower") and pd.notna(number(row, "deciding_low")):
+        words = interval_words(number(row, "deciding_low"), number(row, "deciding_high"), rounds, share=97.5)
+        return f"{s:.2f}x {answer} ({words}, wholly {'above' if answer == 'faster' else 'below'} 1)"
     if answer in ("faster", "slower"):
         return f"{s:.2f}x {answer} ({interval_words(low, high, rounds)})"
     if answer == "same":
-        words = interval_words(low, high, rounds)
-        return f"no measurable difference in {what} ({s:.2f}x; {words}, inside 1 +- {BAND:.0%})"
+        words = interval_words(number(row, "within_low"), number(row, "within_high"), rounds, share=90)
+        return f"within the margin in {what} ({s:.2f}x; {words}, inside {margin_words(row)}): not worth adopting for it"
+    left = rounds_left(row)
     return (
-        f"{s:.2f}x the {what}, not settled after {plural(rounds, 'round')} ({interval_words(low, high, rounds)}:"
-        f" the noise, +-{row.speedup_precision_pct:.0f}%, is wider than the effect)"
+        f"{s:.2f}x the {what}, open after {plural(rounds, 'round')} ({interval_words(low, high, rounds)}: the noise,"
+        f" +-{row.speedup_precision_pct:.0f}%, is wider than its distance from 1 and from the margin,"
+        f" {margin_words(row)}{'; ' + left if left else ''})"
     )
 
 
@@ -390,6 +433,7 @@ def learning_words(row, base):
 
 
 ANSWER_WORDS = {"faster": "faster", "slower": "slower", "same": "no measurable difference", "unsettled": "not settled"}
+SPEED_WORDS = {**ANSWER_WORDS, "same": "within the margin", "unsettled": "open"}  # a bench row's speed answer
 
 
 def largest_changes(row):
@@ -504,18 +548,29 @@ def diverged_note(summary):
 
 
 def settled_note(summary):
-    """How many of the rows compared with a reference got a settled answer, and over how many rounds."""
+    """How many of the rows compared with a reference got an answer (faster, slower, within the margin), over how many
+    rounds, and what the baseline against itself says of the rule (catalogue.SELF)."""
     asked = summary[summary["speed_answer"].notna()] if "speed_answer" in summary else summary.iloc[:0]
     if "dataset" in asked:  # the ceilings are limits, not answers
         asked = asked[asked["dataset"] != "synthetic"]
+    check = asked[asked["variant"] == SELF]
+    asked = asked[asked["variant"] != SELF]
     if asked.empty:
         return None
-    settled = asked[asked["speed_answer"] != "unsettled"]
+    decided = asked[asked["speed_answer"] != "unsettled"]
     rounds = asked["rounds_paired"][asked["rounds_paired"] > 0]  # a row not measured steadily has none
     rounds = rounds if not rounds.empty else asked["rounds_paired"]
     span = plural(rounds.max(), "paired round")
     span = span if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {span}"
-    return (
-        f"Settled: {len(settled)} of {plural(len(asked), 'row')} (faster, slower or no difference beyond"
-        f" +-{BAND:.0%}, by 95% intervals over {span})."
+    said = (
+        f"Decided: {len(decided)} of {plural(len(asked), 'row')} (faster or slower by 95% intervals, or within the"
+        f" margin, {margin_words(asked.iloc[0])}, by 90% intervals; over {span})."
     )
+    if not check.empty:
+        row = check.iloc[0]
+        answer = dict(same="within the margin", unsettled="open").get(row.speed_answer, row.speed_answer)
+        holds = (
+            "the rule holds" if row.get("self_check") != "fails" else "the rule FAILS here: read every row with care"
+        )
+        said += f" The baseline against itself ({SELF}): {answer}, {row.speedup:.2f}x: {holds}."
+    return said

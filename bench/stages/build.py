@@ -20,10 +20,14 @@ LOADER_WARMUP = 5  # batches a loader row reads before its window
 
 def asked_variants(config, gpu_count):
     """The training variants asked for; by default every one, but dp where there is no GPU: there DataParallel is a
-    passthrough whose row costs bench time and says nothing (make check still runs it, and says so)."""
-    if config.rows.default_variants and not gpu_count:
-        return [v for v in config.rows.variants if v not in TRAIN or catalogue.BY_NAME[v].on_cpu]
-    return config.rows.variants
+    passthrough whose row costs bench time and says nothing (make check still runs it, and says so); and the baseline
+    against itself (catalogue.SELF) in a CPU's speed bench alone: it checks the speed answers' rule, which no other
+    mode reads."""
+    if not config.rows.default_variants:
+        return config.rows.variants
+    where = "on_gpu" if gpu_count else "on_cpu"
+    found = [v for v in config.rows.variants if v not in TRAIN or getattr(catalogue.BY_NAME[v], where)]
+    return [v for v in found if v != catalogue.SELF or config.mode == "bench"]
 
 
 def asked_loaders(config, gpu_count):

@@ -12,11 +12,14 @@ round cancels the machine's drift (a slow minute slows both). Over the rounds th
   resamples 3 to 5 values into a guess; the t interval is exact when the log ratios are normal and
   accounts for how little 2 or 3 rounds say about the noise (t with 1 degree of freedom is 12.7, not 1.96).
 
-The answer (`classify`): no measurable difference when the interval lies wholly inside 1 +- BAND (even if
-also wholly on one side of 1: a difference that small is none to act on); else faster or slower when it lies
-wholly above or below 1; otherwise not settled. Rounds are added while an interval is wider than PRECISION
-or a quarter of the effect's size (`precise`), never on whether it has crossed 1: stopping when a result
-looks significant would manufacture findings.
+A row's speed answer (`decide`), against a declared margin m (--margin, MARGIN by default): within the margin
+where the 90% interval lies wholly inside 1/(1+m) to 1+m (two one-sided tests at 5% each, TOST: the row is not worth
+adopting for speed here, even if it is also wholly on one side of 1); else faster or slower where the 97.5% interval
+(DECIDING: the bench looks after every round) lies wholly above or below 1; otherwise open. The answer codes in
+summary.csv are same (within the margin) and unsettled (open). The other ratios (memory, a mode's rounds) keep the
+narrow rule (`classify`): no measurable difference inside 1 +- BAND. Rounds are added to the rows still open
+(`needs_rounds`) and stop at a row's first answer; the made-up benches of tests/bench/stages/test_margin.py measure
+how often the rule errs when it does.
 
 The summary (`summarize`): per workload and variant, the median and spread of the rate, the speed-up and
 memory against the reference with their intervals and answers, the share of the ceiling: numbers and answers
@@ -47,10 +50,25 @@ def scipy_stats():
     return stats
 
 
+@functools.lru_cache(maxsize=4096)
+def t_quantile(q, df):
+    """Student's t quantile q at df degrees of freedom (scipy's, kept: the rounds' rules ask the same ones often)."""
+    return float(scipy_stats().t.ppf(q, df))
+
+
 # ----------------------------------------------------------------------------- statistics: paired rounds
 
 CONFIDENCE = 0.95
-BAND = 0.03  # an interval inside 0.97x..1.03x: no measurable difference
+# the default --margin: a speed-up whose 90% interval lies inside 1/1.1x..1.1x is within the margin, not worth adopting
+# for speed here. asv's factor (1.1), and the narrowest margin that the 2-core EPYCs' noise, 0.07 to 0.10 a paired
+# draw (log), decides for a row with no effect in 2 to 4 rounds (+-5%: 7 to 14); docs/bench.md "The margin"
+MARGIN = 0.10
+EQUIVALENCE = 0.90  # the interval read against the margin: two one-sided tests at 5% each
+# the interval that calls a row faster or slower: a bench looks after every round and stops at the first answer, so
+# each look asks more than 95% (at 95% a row with no effect came out faster or slower in 7.5% to 8% of made-up
+# benches at a noise of 0.07 to 0.10; at 97.5%, 4.4% to 4.5%: tests/bench/stages/test_margin.py, docs/bench.md)
+DECIDING = 0.975
+BAND = 0.03  # the narrow rule of the other ratios (memory, a mode's rounds): inside 0.97x..1.03x, no difference
 PRECISION = 0.05  # an interval within +-5% of its estimate needs no more rounds
 EFFECT_SHARE = 0.25  # ... nor one within a quarter of the effect's size (log scale), for large effects
 MIN_ROUNDS = 2  # --repeats auto: rounds before the first look (the first interval: 2 rounds, 1 degree of freedom)
@@ -80,7 +98,7 @@ def interval(ratios, confidence=CONFIDENCE, noise=None):
         return estimate, math.nan, math.nan
     spread = pooled(logs, noise)
     if spread is not None:
-        half = scipy_stats().t.ppf(0.5 + confidence / 2, spread.df) * math.sqrt(spread.variance / len(logs))
+        half = t_quantile(0.5 + confidence / 2, spread.df) * math.sqrt(spread.variance / len(logs))
         return estimate, math.exp(logs.mean() - half), math.exp(logs.mean() + half)
     if np.ptp(logs) == 0:  # identical ratios: no spread, the interval is the point
         return estimate, estimate, estimate
@@ -192,6 +210,50 @@ def classify(low, high, band=BAND):
     return "unsettled"
 
 
+def narrower(low, high, df, confidence=EQUIVALENCE):
+    """(low, high) of the `confidence` interval with the centre (log scale) and the degrees of freedom of the
+    CONFIDENCE t interval low..high: its half-width scaled by the ratio of the two t quantiles. The point itself
+    where low == high (ratios without spread); NaNs without an interval or degrees of freedom."""
+    if math.isnan(low) or math.isnan(high) or low <= 0:
+        return math.nan, math.nan
+    if low == high:
+        return low, high
+    if not df > 0:
+        return math.nan, math.nan
+    centre, half = (math.log(low) + math.log(high)) / 2, (math.log(high) - math.log(low)) / 2
+    half *= t_quantile(0.5 + confidence / 2, df) / t_quantile(0.5 + CONFIDENCE / 2, df)
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def inside_margin(low, high, margin):
+    """The interval lies wholly inside 1/(1 + margin) to 1 + margin (a margin of 0.1: 0.909x to 1.1x): on the log
+    scale, as far below 1 as above."""
+    return 1 / (1 + margin) <= low and high <= 1 + margin
+
+
+def decide(low, high, df, margin=MARGIN):
+    """A speed-up's answer from its CONFIDENCE (95%) t interval low..high with df degrees of freedom: same (within the
+    margin: its 90% interval, narrower(), wholly inside 1/(1+margin) to 1+margin: the two one-sided tests), else
+    faster or slower (its DECIDING interval wholly above or below 1), else unsettled (open)."""
+    if math.isnan(low) or math.isnan(high):
+        return "unsettled"
+    if inside_margin(*narrower(low, high, df), margin):  # first: a difference inside the margin is none to act on
+        return "same"
+    low, high = narrower(low, high, df, DECIDING)
+    if low > 1:
+        return "faster"
+    if high < 1:
+        return "slower"
+    return "unsettled"
+
+
+def margin_of(row):
+    """The margin a row's speed answer was read against (its summary's `margin`), MARGIN where a summary from before
+    the margin has none."""
+    margin = num(row, "margin")
+    return MARGIN if math.isnan(margin) else margin
+
+
 def half_width(estimate, low, high):
     """The interval's half-width as a share of its estimate, on the log scale (NaN without an interval)."""
     if math.isnan(low) or math.isnan(high) or estimate <= 0:
@@ -226,23 +288,23 @@ def learning(ratios, band=LEARN_BAND):
     return estimate, low, high, None
 
 
-DECIDED = 0.10  # a settled answer whose interval is within +-this needs no more rounds to decide with
-ROUND_WHYS = ("one round", "open", "precise", "settled", "below the noise")  # needs_rounds' second answer
+ROUND_WHYS = ("one round", "open", "precise", "decided", "below the noise")  # needs_rounds' second answer
 
 
 def needs_rounds(row):
-    """(whether the row gets another round under --repeats auto, why: ROUND_WHYS): yes while its interval is wider
-    than precise() asks (or it has none yet), unless its answer is settled and its interval within +-DECIDED (narrow
-    enough to decide with: the round goes to the rows still open) or no count of rounds the bench runs would settle it
-    at the noise seen (rounds_to_settle above MAX_ROUNDS: its effect, if any, is below this machine's noise), known
-    from 2 degrees of freedom (3 rounds; 2 where the machine's noise was measured beside them)."""
+    """(whether the row gets another round under --repeats auto, why: ROUND_WHYS): yes while its answer is open
+    (decide: neither faster, slower nor within the margin), unless its interval is already as narrow as precise()
+    asks (a margin narrower than the precision) or no count of rounds the bench runs would decide it at the noise seen
+    (rounds_to_settle above MAX_ROUNDS: its effect lies on the margin's edge, or below this machine's noise), known
+    from 2 degrees of freedom (3 rounds; 2 where the machine's noise was measured beside them). A decided row gets no
+    more: its round goes to the rows still open."""
     estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
     if math.isnan(low) or math.isnan(high):
         return True, "one round"
+    if decide(low, high, degrees_of(row), margin_of(row)) != "unsettled":
+        return False, "decided"
     if precise(estimate, low, high):
         return False, "precise"
-    if classify(low, high) != "unsettled" and half_width(estimate, low, high) <= DECIDED:
-        return False, "settled"
     if degrees_of(row) >= 2 and rounds_to_settle(row) > MAX_ROUNDS:  # a spread of 1 degree of freedom says little
         return False, "below the noise"
     return True, "open"
@@ -404,24 +466,31 @@ def num(row, name):
 
 
 def rounds_to_settle(row, most=10_000):
-    """About how many paired rounds at the noise seen would settle the row: the spread of its log ratios, read back
-    from its interval (half-width = t(df) x sd / sqrt(rounds), df: rounds - 1 and the machine noise's, interval),
-    and the fewest rounds n whose interval, t(n - 1 + the machine's df) x sd / sqrt(n), is narrower than its
-    distance from 1 (or, inside the band, from the band's edge). The t quantile counts: 2 rounds' interval is 12.7
+    """About how many paired rounds at the noise seen would decide the row (decide): the spread of its log ratios,
+    read back from its interval (half-width = t(df) x sd / sqrt(rounds), df: rounds - 1 and the machine noise's,
+    interval), and the fewest rounds n at which either its DECIDING interval, t(n - 1 + the machine's df) x sd /
+    sqrt(n), is narrower than its distance from 1 (faster or slower), or its 90% interval is narrower than its
+    distance from the margin's nearer edge (within the margin). The t quantile counts: 2 rounds' interval is 12.7
     standard errors wide where 10 rounds' is 2.3, so the rounds do not grow with the square of a 2-round interval.
     NaN without an interval, inf where none up to `most` would."""
     estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
     rounds = num(row, "rounds_paired")
     if math.isnan(low) or math.isnan(high) or not rounds >= 2:
         return math.nan
-    width, effect, band = math.log(high / low) / 2, abs(math.log(estimate)), math.log1p(BAND)
-    target = band - effect if effect < band else effect  # inside the band: settle as no difference; else as a change
-    if target <= 0 or width <= 0:
+    width, effect, margin = math.log(high / low) / 2, abs(math.log(estimate)), math.log1p(margin_of(row))
+    if width <= 0 or (effect == 0 and margin <= 0):
         return math.inf
     machine = max(0.0, degrees_of(row) - (rounds - 1))  # the machine's noise's degrees of freedom (interval's noise)
-    spread = width * math.sqrt(rounds) / scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, machine + rounds - 1)
+    spread = width * math.sqrt(rounds) / t_quantile(0.5 + CONFIDENCE / 2, machine + rounds - 1)
+
+    def decided(n):
+        df = machine + n - 1
+        changed = effect > 0 and t_quantile(0.5 + DECIDING / 2, df) * spread / math.sqrt(n) < effect
+        within = t_quantile(0.5 + EQUIVALENCE / 2, df) * spread / math.sqrt(n) <= margin - effect
+        return changed or within
+
     n = int(rounds)
-    while n <= most and scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, machine + n - 1) * spread / math.sqrt(n) > target:
+    while n <= most and not decided(n):
         n = n + 1 if n < 100 else int(n * 1.1)
     return n if n <= most else math.inf
 
@@ -441,6 +510,29 @@ def ratio_answer(row, column, memory=False):
         return None
     answer = classify(low, high)
     return dict(faster="more", slower="less").get(answer, answer) if memory else answer
+
+
+def within_interval(row):
+    """(low, high) of the row's speed-up's 90% interval, the one read against its margin (narrower); NaNs without."""
+    return narrower(num(row, "speedup_low"), num(row, "speedup_high"), degrees_of(row))
+
+
+def deciding_interval(row):
+    """(low, high) of the row's speed-up's DECIDING interval, the one that calls it faster or slower; NaNs without."""
+    return narrower(num(row, "speedup_low"), num(row, "speedup_high"), degrees_of(row), DECIDING)
+
+
+SELF_CHECK = ("holds", "fails")  # what self_check says of the baseline against itself
+
+
+def self_check(row):
+    """Of the baseline run again as a row (catalogue.SELF: no effect by construction): holds where its answer is within
+    the margin or open, fails where it came out faster or slower: the intervals are narrower than this machine's noise
+    (a disturbed round, drift the pairing did not take out), and every answer beside it is read with that in mind;
+    None for every other row and before an answer."""
+    if row.get("variant") != catalogue.SELF or not isinstance(row.get("speed_answer"), str):
+        return None
+    return "fails" if row.get("speed_answer") in ("faster", "slower") else "holds"
 
 
 class RowAnswer(NamedTuple):
@@ -463,7 +555,12 @@ ROW_ANSWERS = (
     RowAnswer("bf16_emulated", bool, emulated_bf16),  # bf16 autocast on a device that only emulates bf16
     RowAnswer("peer_speed_answer", str, lambda row: ratio_answer(row, "speedup_vs_peer")),  # against its PEERS row
     RowAnswer("peer_memory_answer", str, lambda row: ratio_answer(row, "memory_vs_peer", memory=True)),
-    RowAnswer("rounds_to_settle", float, rounds_to_settle),  # paired rounds at this noise to settle it (inf: none)
+    RowAnswer("rounds_to_settle", float, rounds_to_settle),  # paired rounds at this noise to decide it (inf: none)
+    RowAnswer("within_low", float, lambda row: within_interval(row)[0]),  # the 90% interval read against the margin
+    RowAnswer("within_high", float, lambda row: within_interval(row)[1]),
+    RowAnswer("deciding_low", float, lambda row: deciding_interval(row)[0]),  # the one that calls faster or slower
+    RowAnswer("deciding_high", float, lambda row: deciding_interval(row)[1]),
+    RowAnswer("self_check", str, self_check),  # the baseline against itself: holds (within, open) or fails
 )
 
 
@@ -585,15 +682,17 @@ MEMORY = ("nvml_peak_mib", "peak_mem_reserved_mib", "peak_host_mem_mib")
 TORCH_MEMORY = ("peak_mem_allocated_mib", "peak_mem_reserved_mib")  # torch's own counters (torch.cuda.max_memory_*)
 
 
-def summarize(runs):
+def summarize(runs, margin=MARGIN):
     """Per workload and variant, in plan order: median and spread of the rate, speed-up and memory against the
-    reference, the share of the ceiling of its precision, and how many of its runs were taken on a busy machine.
+    reference (the speed-up's answer against `margin`, written in each row's `margin`), the share of the ceiling of
+    its precision, and how many of its runs were taken on a busy machine.
 
     Training runs are compared with the `baseline` variant of their workload, loader-only runs with `loader`.
     """
     runs = runs.assign(workload=runs["workload"].fillna("custom"))  # rows of schema version 1 name none
     runs = read_rates(runs)  # each run's rate and data wait as steady training has them
     summary = per_variant(runs)
+    summary["margin"] = float(margin)
     against_references(summary, runs)
     against_ceilings(summary, runs)
     paybacks(summary)
@@ -751,7 +850,8 @@ def against_references(summary, runs):
                 summary.loc[i, "rounds_paired"] = len(ratios)
                 summary.loc[i, "speedup_df"] = degrees(ratios, machine)
                 summary.loc[i, "speedup_precision_pct"] = 100 * half_width(estimate, low, high)
-                summary.loc[i, "speed_answer"] = None if variant == reference else classify(low, high)
+                answer = decide(low, high, summary.at[i, "speedup_df"], summary.at[i, "margin"])
+                summary.loc[i, "speed_answer"] = None if variant == reference else answer
                 if variant != reference and variant in losses and summary.at[i, "dataset"] != "synthetic":
                     columns = ["loss_ratio", "loss_ratio_low", "loss_ratio_high", "learning_answer"]
                     summary.loc[i, columns] = learning(losses[variant])
