@@ -315,7 +315,7 @@ def speed(row, what):
     )
     answer = row.get("speed_answer")
     if pd.isna(low):
-        return f"{s:.2f}x the {what}, not settled: one paired round, no interval to judge the noise by"
+        return f"{s:.2f}x the {what}, open: one paired round, no interval to judge the noise by"
     if answer in ("faster", "slower") and pd.notna(number(row, "deciding_low")):
         words = interval_words(number(row, "deciding_low"), number(row, "deciding_high"), rounds, share=97.5)
         return f"{s:.2f}x {answer} ({words}, wholly {'above' if answer == 'faster' else 'below'} 1)"
@@ -563,7 +563,7 @@ def settled_note(summary):
     span = plural(rounds.max(), "paired round")
     span = span if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {span}"
     said = (
-        f"Decided: {len(decided)} of {plural(len(asked), 'row')} (faster or slower by 95% intervals, or within the"
+        f"Decided: {len(decided)} of {plural(len(asked), 'row')} (faster or slower by 97.5% intervals, or within the"
         f" margin, {margin_words(asked.iloc[0])}, by 90% intervals; over {span})."
     )
     if not check.empty:

@@ -162,6 +162,7 @@ def layout(row, base, rows):
     same = rows[(rows["kind"] == "train") & (rows["dataset"] != "synthetic") & (rows["runs_ok"] > 0)]
     same = same[(same["amp_dtype"] == row.get("amp_dtype")) & (same["memory_format"] == "channels_last")]
     same = same[same["compile_mode"].isna() & (same["world_size"] == row.get("world_size"))]  # layout alone differs
+    same = same[same["rate_median"].notna()]  # a row whose rate was not measured steadily has none to compare
     if same.empty:
         return None
     best = same.loc[same["rate_median"].idxmax()]

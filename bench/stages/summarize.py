@@ -18,7 +18,7 @@ adopting for speed here, even if it is also wholly on one side of 1); else faste
 (DECIDING: the bench looks after every round) lies wholly above or below 1; otherwise open. The answer codes in
 summary.csv are same (within the margin) and unsettled (open). The other ratios (memory, a mode's rounds) keep the
 narrow rule (`classify`): no measurable difference inside 1 +- BAND. Rounds are added to the rows still open
-(`needs_rounds`) and stop at a row's first answer; the made-up benches of tests/bench/stages/test_margin.py measure
+(`needs_rounds`) and stop at a row's first answer; the made-up benches of tests/bench/stages/test_summarize.py measure
 how often the rule errs when it does.
 
 The summary (`summarize`): per workload and variant, the median and spread of the rate, the speed-up and
@@ -66,7 +66,7 @@ MARGIN = 0.10
 EQUIVALENCE = 0.90  # the interval read against the margin: two one-sided tests at 5% each
 # the interval that calls a row faster or slower: a bench looks after every round and stops at the first answer, so
 # each look asks more than 95% (at 95% a row with no effect came out faster or slower in 7.5% to 8% of made-up
-# benches at a noise of 0.07 to 0.10; at 97.5%, 4.4% to 4.5%: tests/bench/stages/test_margin.py, docs/bench.md)
+# benches at a noise of 0.07 to 0.10; at 97.5%, 4.4% to 4.5%: tests/bench/stages/test_summarize.py, docs/bench.md)
 DECIDING = 0.975
 BAND = 0.03  # the narrow rule of the other ratios (memory, a mode's rounds): inside 0.97x..1.03x, no difference
 PRECISION = 0.05  # an interval within +-5% of its estimate needs no more rounds
@@ -239,10 +239,10 @@ def decide(low, high, df, margin=MARGIN):
         return "unsettled"
     if inside_margin(*narrower(low, high, df), margin):  # first: a difference inside the margin is none to act on
         return "same"
-    low, high = narrower(low, high, df, DECIDING)
-    if low > 1:
+    below, above = narrower(low, high, df, DECIDING)
+    if below > 1:
         return "faster"
-    if high < 1:
+    if above < 1:
         return "slower"
     return "unsettled"
 

@@ -68,10 +68,7 @@ def test_a_compiled_row_that_ran_eager_code_gets_no_answer_on_compiling():
 def test_a_row_of_one_round_states_no_spread():
     """One round has no interval: its item says so and states no spread (it once read '1.20x +-nan%')."""
     said, _ = told({"baseline": STEADY[:1], "amp": [(STEADY[0][0] * 1.2, {})], "compile": [(STEADY[0][0] * 0.9, {})]})
-    assert (
-        said["Open"]
-        == "amp 1.20x, compile 0.90x: one paired round, no interval yet; run more rounds (--repeats)"
-    )
+    assert said["Open"] == "amp 1.20x, compile 0.90x: one paired round, no interval yet; run more rounds (--repeats)"
 
 
 def test_a_combination_slower_than_its_part_is_flagged_with_the_part_that_costs():
@@ -112,7 +109,7 @@ def test_the_ceilings_are_limits_never_options():
     assert markdown.answer_cell(summary.loc["synthetic"].rename("synthetic")) == "limit (no loading)"
     assert "synthetic" not in said["Pays"] and said["Limit"].startswith("synthetic: 140.0 samples/s in full precision")
     assert "the baseline reaches 71% of the ceiling" in said["Limit"]
-    assert verdicts.settled_note(summary.reset_index()).startswith("Settled: 1 of 1 row ")  # amp; not the ceiling
+    assert verdicts.settled_note(summary.reset_index()).startswith("Decided: 1 of 1 row ")  # amp; not the ceiling
 
 
 def test_one_memory_ratio_in_the_table_the_verdict_and_the_plot():

@@ -83,7 +83,11 @@ def test_a_clear_gain_is_said_with_its_interval_and_the_compute_per_step():
     assert (summary.loc["amp", "speedup"], low, high) == pytest.approx(
         summarize.interval([200 / 100, 210 / 102, 190 / 98])
     )
-    assert said["amp"].startswith(f"amp: 2.00x faster (95% interval {low:.2f}x to {high:.2f}x over 3 paired rounds)")
+    low, high = summary.loc["amp", "deciding_low"], summary.loc["amp", "deciding_high"]  # the one that decides
+    assert summarize.deciding_interval(summary.loc["amp"]) == pytest.approx((low, high))
+    assert said["amp"].startswith(
+        f"amp: 2.00x faster (97.5% interval {low:.2f}x to {high:.2f}x over 3 paired rounds, wholly above 1)"
+    )
     assert "compute per step went from 633.6 ms to 316.8 ms while the data wait stayed at 1%" in said["amp"]
 
 
@@ -91,21 +95,22 @@ def test_a_change_inside_the_noise_of_the_rounds_is_not_settled():
     said, summary = verdicts({"baseline": STEADY, "channels_last": [(103.0, {}), (95.0, {}), (110.0, {})]})
     low, high = summary.loc["channels_last", "speedup_low"], summary.loc["channels_last", "speedup_high"]
     assert low < 1 < high and summary.loc["channels_last", "speed_answer"] == "unsettled"
-    assert (
-        f"1.02x the speed, not settled after 3 rounds (95% interval {low:.2f}x to {high:.2f}x" in said["channels_last"]
-    )
+    assert f"1.02x the speed, open after 3 rounds (95% interval {low:.2f}x to {high:.2f}x" in said["channels_last"]
+    assert "from the margin, +-10%" in said["channels_last"]
     assert "faster" not in said["channels_last"] and "slower" not in said["channels_last"]
 
 
 def test_a_clear_loss_is_slower():
     said, _ = verdicts({"baseline": STEADY, "checkpoint": [(75.0, {}), (76.0, {}), (74.0, {})]})
-    assert said["checkpoint"].startswith("checkpoint: 0.75x slower (95% interval 0.74x to 0.76x over 3 paired rounds)")
+    assert said["checkpoint"].startswith(
+        "checkpoint: 0.75x slower (97.5% interval 0.73x to 0.77x over 3 paired rounds, wholly below 1)"
+    )
     assert "compute per step went from 633.6 ms to 844.8 ms" in said["checkpoint"]
 
 
 def test_one_run_each_has_no_noise_to_read_against():
     said, _ = verdicts({"baseline": [(100.0, {})], "amp": [(150.0, {})]})
-    assert "1.50x the speed, not settled: one paired round, no interval to judge the noise by" in said["amp"]
+    assert "1.50x the speed, open: one paired round, no interval to judge the noise by" in said["amp"]
 
 
 def test_memory_is_a_paired_ratio_too():

@@ -138,8 +138,20 @@ def test_the_vit_workload_runs_the_transformer_techniques_and_a_gpu_plan_keeps_i
     config = cli.parse_args(["--workload", "vit", "--dry-run", "--out", str(tmp_path)])
     runs, works, _ = plan.make_plan(config, 0, 2)
     rows = {r.variant for r in runs}
-    assert rows == {"synthetic", "amp-synthetic", "baseline", "amp", "tf32", "fused", "compile", "all", "checkpoint",
-                    "ddp", "fsdp"}  # fmt: skip
+    assert rows == {
+        "synthetic",
+        "amp-synthetic",
+        "baseline",
+        "amp",
+        "tf32",
+        "fused",
+        "compile",
+        "all",
+        "checkpoint",
+        "ddp",
+        "fsdp",
+        catalogue.SELF,
+    }  # fmt: skip (the baseline against itself: a CPU bench's)
     assert all("--optimizer" in r.cmd and VIT in r.cmd for r in runs) and works["vit"].data.endswith("small")
     small, _, _ = plan.make_plan(cli.parse_args(["--dry-run", "--out", str(tmp_path)]), 0, 2)
     assert not {r.variant for r in small} & catalogue.TRANSFORMER_ONLY  # a CNN's default bench is as it was
