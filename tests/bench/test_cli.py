@@ -82,6 +82,11 @@ def test_flags_are_read_before_the_machine_is_probed(monkeypatch, capsys):
             (["--data", "/no/such/folder"], "data folder /no/such/folder does not exist"),
             (["--summarize", "--out", "/no/such/results"], "no /no/such/results/runs.csv"),
             (["--budget", "abc"], "--budget: invalid value 'abc': minutes, or none"),
+            (["--margin", "0"], "--margin: 0: a margin above 0 and at most 1"),
+            (["--margin", "-0.1"], "--margin: -0.1: a margin above 0 and at most 1"),
+            (["--margin", "1.01"], "--margin: 1.01: a margin above 0 and at most 1"),
+            (["--margin", "nan"], "--margin: nan: a margin above 0 and at most 1"),
+            (["--margin", "ten"], "--margin: invalid value 'ten': a share such as 0.1"),
             (["--budget", "0"], "--budget: 0: minutes above 0"),
             (["--budget", "-5"], "--budget: -5: minutes above 0"),
             (["--chunk", "0"], "--chunk 0: minutes above 0"),
@@ -184,3 +189,11 @@ def test_baseline_folder_that_is_a_file(tmp_path):
     (tmp_path / "baselines").write_text("mine")
     error = bench_error("--save-baseline", "--out", tmp_path / "results", "--baseline-dir", tmp_path / "baselines")
     assert f"--baseline-dir {tmp_path / 'baselines'} is a file" in error
+
+
+@pytest.mark.parametrize("text,margin", [("1e-6", 1e-6), ("0.1", 0.1), ("1", 1.0)])
+def test_a_margin_just_inside_its_edges_is_taken(text, margin):
+    """--margin's edges: just above 0 and exactly 1 are taken (0 and 1.01 are refused above); none given: None, the
+    statistics' MARGIN."""
+    assert cli.parse_args(["--margin", text, "--dry-run"]).limits.margin == margin
+    assert cli.parse_args(["--dry-run"]).limits.margin is None
