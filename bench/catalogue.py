@@ -42,6 +42,11 @@ class Row:
     twin: str = ""  # the row it computes the same run as, at the same seed (--parity checks their curves match)
     by_default: bool = True  # False: it runs where --variants names it, not in a bench of every row
     on_gpu: bool = True  # False: a GPU's bench of every row leaves it out (--variants names it there)
+    peer: str = ""  # a row it answers against as well as the baseline (FSDP against DDP, at the same processes)
+    amp: bool = False  # it trains under autocast (its window emulated bf16's on a CPU without it; its ceiling AMP's)
+    needs: str = ""  # a module its script needs beyond the pins (DALI's), looked for before a sweep runs it
+    # its timed window against the fastest row's, where measured (bench/stages/cost.py): (("gpu", 1.2), ("cpu", 0.75))
+    slower: tuple = ()
     says: str = ""  # what its script adds, in the README's table of the scripts (a tutorial's row)
     usage: str = ""  # how to run it there; "" for `python SCRIPT --data DIR` (torchrun's: 8 processes)
 
@@ -49,47 +54,58 @@ class Row:
 # in the order a user needs them, the order they run in and are left out from the end of when the budget is short:
 # the ceilings and the baseline, then each technique; DP and DDP, which show only their overhead on one GPU, last
 ROWS = [
-    Row("synthetic", "train.py", ("--data", "{synthetic}")),  # the ceiling: no data to load
-    Row("amp-synthetic", "train_amp.py", ("--data", "{synthetic}"), measures="amp"),  # mixed precision's ceiling
+    Row("synthetic", "train.py", ("--data", "{synthetic}"),  # the ceiling: no data to load
+        slower=(("gpu", 1.2), ("gpu-vit", 5.3), ("cpu", 0.75))),
+    Row("amp-synthetic", "train_amp.py", ("--data", "{synthetic}"), measures="amp", amp=True),  # mixed precision's
     # the whole recipe's ceiling (amp, channels_last, compile in one process), where named
     Row("all-synthetic", "train_all.py", ("--data", "{synthetic}"), measures="all", compiles=True, by_default=False),
-    Row("baseline", "train.py"),
-    Row("amp", "train_amp.py", base="train.py", lesson=3,
+    Row("baseline", "train.py", slower=(("gpu", 1.2), ("gpu-vit", 5.3))),
+    Row("amp", "train_amp.py", base="train.py", lesson=3, amp=True,
         says="+ `torch.amp.autocast`, `--amp-dtype bf16` (default where supported) or `fp16` with `GradScaler`"),
     Row("tf32", "train_tf32.py", base="train.py", lesson=10, workloads="transformer",
+        slower=(("gpu", 1.2), ("gpu-vit", 2.1), ("cpu", 1.6)),
         says="+ fp32 matmuls and convolutions in TF32 (NVIDIA), or bf16 (oneDNN, CPUs with native bf16)"),
     Row("fused", "train_fused.py", base="train.py", lesson=9, workloads="transformer", twin="baseline",
+        slower=(("gpu", 1.2), ("gpu-vit", 5.3)),
         says="+ the optimizer's fused step (`fused=True`, SGD or AdamW)",
         usage="`python train_fused.py --data DIR --optimizer adamw`"),
     Row("channels_last", "train_channels_last.py", base="train.py", lesson=4, workloads="cnn",
+        slower=(("gpu", 0.9), ("gpu-vit", 5.3)),
         says="+ the model and every batch in `torch.channels_last` (NHWC) memory format"),
     Row("compile", "train_compile.py", base="train.py", lesson=5, compiles=True,
+        slower=(("gpu", 0.75), ("gpu-vit", 4.9)),
         says="+ `torch.compile(model)`, `--compile-mode default\\|reduce-overhead\\|max-autotune`; the first step,"
              " which compiles, is timed apart (`compile_s`)"),
-    Row("all", "train_all.py", base="train.py", lesson=7, launch="torchrun", compiles=True,
+    Row("all", "train_all.py", base="train.py", lesson=7, launch="torchrun", compiles=True, amp=True,
+        slower=(("gpu", 0.75), ("gpu-vit", 0.95)),
         says="+ DDP, AMP, channels_last and `torch.compile` at once; `--no-compile`, `--no-channels-last`, `--amp-dtype"
              " none` switch a block off",
         usage="`torchrun --nproc-per-node 8 train_all.py --data DIR` (or `python train_all.py`: no DDP)"),
-    Row("dali", "train.py", ("--loader", "dali"), workloads="cnn"),  # its tutorial is loader_dali's (below)
+    Row("dali", "train.py", ("--loader", "dali"), workloads="cnn",  # its tutorial is loader_dali's (below)
+        slower=(("gpu", 1.2), ("gpu-vit", 5.3), ("cpu", 0.75))),
     # the JPEG decode on the GPU (its tutorial is loader_nvjpeg's, below): where named, until a GPU run has measured it
     # (a bench of every row fits its GPU budget without it)
     Row("nvjpeg", "train.py", ("--loader", "nvjpeg"), workloads="cnn", on_cpu=False, by_default=False),
     Row("checkpoint", "train_checkpoint.py", base="train.py", lesson=6, twin="baseline",
+        slower=(("gpu", 1.6), ("gpu-vit", 6.5), ("cpu", 1.3)),
         says="+ activation checkpointing (`torch.utils.checkpoint`, non-reentrant) over the model's main stages"),
     # the baseline's script again, as a row (an A/A test): no effect by construction, so its answer proves the rule on
     # this machine, within the margin or open, never faster or slower (summarize.self_check). A CPU's default: its
     # noise is what the rule must survive; a GPU bench names it (--variants)
     Row("baseline-again", "train.py", on_gpu=False),
     Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False,
+        slower=(("gpu", 1.2), ("gpu-vit", 5.3)),
         says="+ `nn.DataParallel` over every visible GPU; `--batch-size` is split over them"),
     Row("ddp", "train_ddp.py", base="train.py", lesson=2, launch="torchrun", several_gpus=True,
+        slower=(("gpu", 1.2), ("gpu-vit", 5.3)),
         says="+ DistributedDataParallel, one process per GPU, `DistributedSampler`, exact distributed evaluation,"
              " `--sync-bn`"),
     Row("fsdp", "train_fsdp.py", base="train.py", lesson=8, launch="torchrun", workloads="transformer",
-        several_gpus=True, twin="ddp",
+        several_gpus=True, twin="ddp", peer="ddp", slower=(("gpu", 1.2), ("gpu-vit", 5.3), ("cpu", 1.2)),
         says="+ FSDP2: `fully_shard` per block, then the root; parameters, gradients, optimizer state sharded"),
     Row("loader", "loader.py", kind="loader"),  # the input pipeline alone
     Row("loader_dali", "loader_dali.py", base="loader.py", lesson=11, kind="loader", measures="dali",
+        needs="nvidia.dali",
         says="+ an NVIDIA DALI pipeline in place of the `DataLoader`, decoding on the GPU",
         usage="`python train.py --data DIR --loader dali` (any `train*.py`); `python loader_dali.py --data DIR"
               " --bench`"),
@@ -132,6 +148,10 @@ TRAIN = {
     row.name: [*(TORCHRUN if row.launch == "torchrun" else []), row.script, *row.flags] for row in training().values()
 }
 LOADERS = {row.name: row.script for row in loaders().values()}
+DEFAULT_LOADER = "torchvision"  # the --loader of train*.py's own DataLoader (loader.py)
+# each --loader's pipeline alone: the loader row that times it (its `measures`; loader.py the default's)
+ALONE = {(row.measures or DEFAULT_LOADER): row.name for row in loaders().values()}
+PEERS = {r.name: r.peer for r in ROWS if r.peer}  # a row answered against another row as well as the baseline
 DEFAULT = tuple(row.name for row in training().values() if row.by_default)  # the rows of a bench of every row
 SELF = "baseline-again"  # the baseline against itself: its answer checks the rule (bench/stages/summarize.py)
 MULTI_GPU = {r.name for r in ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
@@ -148,6 +168,12 @@ CNN_ONLY = {r.name for r in ROWS if r.workloads == "cnn"}
 # e.g. all:no-ddp:no-compile (AMP + channels_last in one process, the usual single-GPU recipe)
 SWITCHES = {"no-ddp": [], "no-amp": ["--amp-dtype", "none"], "no-channels-last": ["--no-channels-last"],
             "no-compile": ["--no-compile"]}  # fmt: skip
+PARTS = {
+    "no-ddp": "ddp",
+    "no-amp": "amp",
+    "no-channels-last": "channels_last",
+    "no-compile": "compile",
+}  # each one's row
 
 
 # a row over another loader: ROW+LOADER is the row with --loader LOADER (all:no-ddp+nvjpeg: the recipe over the GPU's
@@ -212,7 +238,16 @@ def compiled(variant):
 
 
 def uses_amp(variant):
-    return family(variant) in ("amp", "amp-synthetic", "all") and "no-amp" not in combination(variant)
+    """The row trains under autocast (its catalogue row's amp), unless a combination switches AMP off."""
+    row = BY_NAME.get(family(variant))
+    return row is not None and row.amp and "no-amp" not in combination(variant)
+
+
+def slower(variant, kind):
+    """A row's timed window against the fastest row's on a kind of machine (gpu, gpu-vit, cpu): its catalogue row's
+    `slower`, 1 where none was measured."""
+    row = BY_NAME.get(family(variant))
+    return dict(row.slower).get(kind, 1) if row is not None else 1
 
 
 def main(argv):

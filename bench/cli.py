@@ -168,8 +168,8 @@ def run_flags(p):
         "--repeats",
         type=count_or_auto("rounds"),
         default="auto",
-        help="rounds (fresh processes per variant), or auto: 2, then more for the rows whose 95%% interval is wider"
-        " than +-5%%, while the budget allows (10 at most)",
+        help="rounds (fresh processes per variant), or auto: 2, then more for the rows still open (neither faster,"
+        " slower nor within --margin), while the budget allows (10 at most)",
     )
     p.add_argument(
         "--margin",

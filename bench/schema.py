@@ -280,6 +280,11 @@ speedup_low             x     summary -       -          the 95% confidence inte
 speedup_high            x     summary -       -          ... and ends here
 speedup_precision_pct   %     summary -       -          the interval's half-width, as a share of speedup
 rounds_paired           -     summary -       -          rounds in which both this row and its reference ran ok
+rounds_busy             -     summary -       -          rounds in which this row's run or a reference run beside it
+                                                           was taken on a busy machine (other processes' CPU, steal)
+quiet_answer            -     summary -       -          where rounds_busy: the speed answer read again without the
+                                                           busy runs; where it differs, speed_answer is unsettled
+busy_answer             -     summary -       -          where rounds_busy: the speed answer read with the busy runs
 speedup_df              -     summary -       -          the degrees of freedom of the speed-up's interval: the rounds
                                                            less one, and half a degree for each baseline run read
                                                            against the baseline runs either side of it (the machine's

@@ -405,7 +405,8 @@ PARITY_S = dict(cpu=dict(start=10, step=0.11, compile=30), gpu=dict(start=25, st
 
 
 def estimate_s(runs, gpu, bf16_native=True):
-    """--parity: each run's start and its steps at its row's factor (SLOWER, bf16 emulated), a compile cold."""
+    """--parity: each run's start and its steps at its row's factor (catalogue.slower, bf16 emulated), a compile
+    cold."""
     seconds_of = PARITY_S["gpu" if gpu else "cpu"]
     return sum(
         seconds_of["start"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, logs_of, schema, write_whole
+from bench import BenchError, catalogue, logs_of, schema, write_whole
 from bench.modes import Registration, new_id, registered, shown, this_machine
 from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, verdicts
@@ -174,10 +174,11 @@ def next_round(out, bench_id, works, context, repeat, margin=summarize.MARGIN):
     asked = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
     needs = {r.variant: summarize.needs_rounds(r._asdict()) for r in asked.itertuples(index=False)}
     open_rows = [row for _, row in asked.iterrows() if needs[row.variant][0]]
-    decided = sum(why == "decided" for _, why in needs.values())
+    techniques = [r.variant for r in asked.itertuples(index=False) if technique_row(r._asdict())]
+    decided = f"{sum(needs[v][1] == 'decided' for v in techniques)} of {len(techniques)} technique rows decided"
     if not open_rows:
-        return None, (f"{decided} of {len(needs)} rows decided (faster, slower or within +-{margin:.0%}), the rest"
-                      f" as narrow as +-{summarize.PRECISION:.0%} or beyond {summarize.MAX_ROUNDS} rounds at this"
+        return None, (f"{decided} (faster, slower or within +-{margin:.0%}), the rest as narrow as"
+                      f" +-{summarize.PRECISION:.0%} or beyond {summarize.MAX_ROUNDS} rounds at this"
                       " noise"), ""  # fmt: skip
     left = {row.variant: summarize.rounds_to_settle(row) - summarize.num(row, "rounds_paired") for row in open_rows}
     open_rows.sort(key=lambda row: -math.inf if math.isnan(left[row.variant]) else -left[row.variant])  # most first
@@ -190,20 +191,26 @@ def next_round(out, bench_id, works, context, repeat, margin=summarize.MARGIN):
         variants = []
     closed = [f"{v} ({why})" for v, (more, why) in needs.items() if not more]
     said = "; ".join(
-        [f"{decided} of {len(needs)} rows decided"]
+        [decided]
         + [", ".join(f"{row.variant} open ({rounds_left(left[row.variant])})" for row in open_rows)]
         + ([f"no more rounds for {', '.join(closed)}"] if closed else [])
     )
     return build.round_runs(repeat, works, dataclasses.replace(context, variants=variants, loaders=loaders)), None, said
 
 
+def technique_row(row):
+    """A row whose answer is a technique's: a training row on real data, not the baseline against itself (the rule's
+    check) nor a ceiling (a limit); the rows "N of M technique rows decided" counts."""
+    return row.get("kind") == "train" and row.get("dataset") != "synthetic" and row.get("variant") != catalogue.SELF
+
+
 def rounds_left(more):
     """'about 3 more rounds', 'one round: no estimate yet', from rounds_to_settle less the rounds run."""
     if math.isnan(more):
         return "one round: no estimate yet"
-    return (
-        f"about {max(1, math.ceil(more)):.0f} more rounds" if math.isfinite(more) else "no count of rounds decides it"
-    )
+    if not math.isfinite(more):
+        return "no count of rounds decides it"
+    return f"about {max(1, math.ceil(more))} more round{'s' if math.ceil(more) > 1 else ''}"
 
 
 class Bench(execute.Mode):

@@ -255,7 +255,7 @@ EPOCH_S = dict(cpu=9, gpu=5)
 
 def estimate_s(runs, epochs, gpu, bf16_native=True):
     """--to-accuracy: the most the runs may take, every one training all its epochs. A CPU's rows take the bench's
-    factors (SLOWER, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
+    factors (catalogue.slower, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
     kind = "gpu" if gpu else "cpu"
     total = 0.0
     for run in runs:

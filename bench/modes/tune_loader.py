@@ -4,10 +4,11 @@ copy, or that the loader is not the limit.
 
 1. The loader alone (loader.py --bench, the bench's loader row) at every setting of the grid: --workers from 0 to the
    cores or --workers (0, then the powers of two below it, and it), and for each count above 0 --prefetch-factor 2
-   and 4, and on a GPU --pin-memory on and off; DALI's threads (loader_dali.py --workers) alike where DALI is
-   installed. One run each: a first look, which picks the candidates. --persistent-workers stays on (the scripts'
-   default): it changes only an epoch's start, where off starts every loading process again, which costs time and
-   saves nothing but the processes' memory between epochs; a loader run alone does not reach an epoch's end.
+   and 4, and on a GPU --pin-memory on and off; every other loader row of the catalogue at its --workers counts alike
+   (DALI's threads, loader_dali.py --workers, where DALI is installed: the row's `needs`). One run each: a first look,
+   which picks the candidates. --persistent-workers stays on (the scripts' default): it changes only an epoch's start,
+   where off starts every loading process again, which costs time and saves nothing but the processes' memory between
+   epochs; a loader run alone does not reach an epoch's end.
 2. Training at the CANDIDATES settings the loader alone delivered most images/s at (other than the bench's own), and
    at the bench's own, in --repeats paired rounds (3 with auto) as the speed bench's rounds (the order reversed every
    other round), each round with the ceiling (training on synthetic data: no loading at all). Each setting's speed
@@ -32,14 +33,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, write_whole
+from bench import BenchError, catalogue, write_whole
 from bench.config import varied
 from bench.modes import Registration, planned_bench, table_in
 from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import calibrate, cost, execute, plan, planned, summarize
+from bench.stages import build, calibrate, cost, execute, plan, planned, summarize
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
 ROUNDS = 3  # the paired rounds of training with --repeats auto
@@ -85,8 +86,8 @@ def grid(cores, gpu):
     return settings
 
 
-def dali_grid(cores):
-    """DALI's threads tried (loader_dali.py --workers)."""
+def workers_grid(cores):
+    """Another loader's --workers counts tried (DALI's threads: loader_dali.py --workers)."""
     return [{"--workers": threads} for threads in counts(cores)[1:]]
 
 
@@ -205,7 +206,7 @@ class TuneLoader(execute.Mode):
         training = TRAIN in run.name
         setting = run.name.split(TRAIN)[0] if training else run.name
         result = dict(phase="train" if training else "loader", setting=setting, status=row["status"])
-        result.update(loader="dali" if "loader_dali.py" in run.cmd else "torchvision", error=row.get("error"))
+        result.update(loader=loader_of(run), error=row.get("error"))
         result.update({k: row.get(k) for k in ("samples_per_s", "data_wait_frac", "cpu_loader_cores",
                                                "cpu_model_cores")})  # fmt: skip
         result["grid"] = grid_of(run) if not training else None
@@ -239,16 +240,26 @@ def grid_of(run):
 
 
 def runs_of(planned, cores, gpu):
-    """The loader runs of the grid from the plan's loader rows (loader.py, loader_dali.py: planned, {name: run}), up to
-    cores loading processes."""
+    """The loader runs of the grid from the plan's loader rows (loader.py, and every other the catalogue has: planned,
+    {name: run}), up to cores loading processes: loader.py's whole grid, the others' --workers counts, each named
+    after its --loader (dali-w2)."""
     runs = []
-    for name, settings in (("loader", grid(cores, gpu)), ("loader_dali", dali_grid(cores))):
+    for name, row in catalogue.loaders().items():
         if name not in planned:
             continue
+        settings = grid(cores, gpu) if name == catalogue.ALONE[catalogue.DEFAULT_LOADER] else workers_grid(cores)
+        prefix = "" if row.measures in ("", catalogue.DEFAULT_LOADER) else f"{row.measures}-"
         for setting in settings:
-            prefix = "dali-" if name == "loader_dali" else ""
             runs.append(planned[name].with_flags(name=f"{prefix}{name_of(setting)}", flags=setting))
     return runs
+
+
+def loader_of(run):
+    """The --loader a tune-loader run times: its loader row's (by its script), torchvision for training runs."""
+    for row in catalogue.loaders().values():
+        if row.script in run.cmd:
+            return row.measures or catalogue.DEFAULT_LOADER
+    return catalogue.DEFAULT_LOADER
 
 
 def most(config, info):
@@ -273,7 +284,9 @@ def run(config):
     """The loader's settings for this machine: the plan's loader and baseline rows."""
     info, logs = planned_bench(config)
     gpu_count = info["gpu_count"]
-    loaders = [name for name in config.rows.loaders if name == "loader" or importlib.util.find_spec("nvidia.dali")]
+    asked = build.asked_loaders(config, gpu_count)  # by default, those that do something here
+    needs = {name: catalogue.BY_NAME[name].needs for name in asked}  # a module its script needs (DALI)
+    loaders = [name for name in asked if not needs[name] or importlib.util.find_spec(needs[name])]
     if "loader" not in loaders:
         raise BenchError(
             "--tune-loader trains at the torchvision loader's settings: --loaders needs loader (DALI's threads beside)"
@@ -293,7 +306,7 @@ def run(config):
 
 
 def main(config, info, planned, logs, works):
-    """planned: the plan's runs by variant (baseline, synthetic, loader, loader_dali where DALI is installed)."""
+    """planned: the plan's runs by variant (baseline, synthetic, loader, and the other loader rows that run here)."""
     gpu = bool(info["gpu_count"])
     say(config, info, planned)
     runs = runs_of(planned, most(config, info), gpu)

@@ -42,9 +42,6 @@ ROUNDS_AT_MOST = (
     50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise
 )
 
-# the techniques a combination holds, by its switches (catalogue.SWITCHES)
-PARTS = {"no-ddp": "ddp", "no-amp": "amp", "no-channels-last": "channels_last", "no-compile": "compile"}
-
 
 def group(row):
     """faster-worse, faster-twin, pays, trades, costs, same, unsettled, n/a, eager or failed: what the row's answers
@@ -158,9 +155,9 @@ def above_why(row, ceiling):
 def parts_of(variant):
     """The techniques a combination row holds (all: ddp, amp, channels_last, compile), () for any other row."""
     if variant == "all":
-        return tuple(PARTS.values())
+        return tuple(catalogue.PARTS.values())
     switches = catalogue.combination(variant) if variant.startswith("all:") else None
-    return tuple(part for switch, part in PARTS.items() if switch not in switches) if switches else ()
+    return tuple(part for switch, part in catalogue.PARTS.items() if switch not in switches) if switches else ()
 
 
 def slower_than_parts(train):
@@ -275,7 +272,8 @@ def learns_otherwise(train):
 
 def title(train):
     model = train["model"].dropna().iloc[0] if train["model"].notna().any() else "this model"
-    return f"What to adopt for {model} here, from the decided answers alone"
+    margin = f" (margin {verdicts.margin_words(train.iloc[0])})" if not train.empty else ""
+    return f"What to adopt for {model} here{margin}, from the decided answers alone"
 
 
 def answer(train):

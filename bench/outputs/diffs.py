@@ -104,7 +104,7 @@ def main():
     for name, (base, script) in TECHNIQUES.items():
         print(f"{name:14} {cost(name):4d} lines  (make diff V={name}: {script} against {base})")
     print(f"\n{'script':24} {'lines':>5} {'main()':>6} {'loop':>5} {'meter in loop':>13}")
-    for script in ["train.py", *(s for b, s in TECHNIQUES.values() if b == "train.py"), "loader.py", "loader_dali.py"]:
+    for script in ["train.py", *(s for b, s in TECHNIQUES.values() if b == "train.py"), *catalogue.LOADERS.values()]:
         cells = ["-" if n is None else str(n) for n in shape(script)]
         print(f"{script:24} {cells[0]:>5} {cells[1]:>6} {cells[2]:>5} {cells[3]:>13}")
 

@@ -115,7 +115,7 @@ def verdict(row, base, found=None):
         return f"{name}: no verdict on compiling: {ran_eager(row)} ({speed(row, 'speed')} is eager code's).{busy(row)}"
     if name == SELF:
         return f"{name}: {self_words(row)}{busy(row)}"
-    head = f"{name}: {speed(row, 'speed')}"
+    head = f"{name}: {speed(row, 'speed')}{busy_rounds_words(row)}"
     if pd.notna(row.get("memory_vs_baseline")):
         head += f", {memory(row)}"
     if pd.notna(number(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
@@ -289,6 +289,20 @@ def rounds_left(row):
     if math.isinf(needed):
         return "no count of rounds decides it at this noise"
     return f"about {plural(max(1, needed - ran), 'more round')} at this noise would decide it (--repeats {needed:.0f})"
+
+
+def busy_rounds_words(row):
+    """' (2 of its rounds read a run taken on a busy machine; without them it is faster: its answer rests on them, so
+    it stays open)', from rounds_busy and quiet_answer (bench/stages/summarize.py); '' where no round was busy."""
+    n = number(row, "rounds_busy")
+    if not n > 0 or not isinstance(row.get("quiet_answer"), str):
+        return ""
+    quiet, busy = row.get("quiet_answer"), row.get("busy_answer")
+    said = f" ({plural(n, 'round')} read a run taken on a busy machine (steal or other processes' CPU)"
+    if quiet == busy or not isinstance(busy, str):
+        return f"{said}; without them the answer is the same)"
+    return (f"{said}; with them it is {SPEED_WORDS.get(busy, busy)}, without them {SPEED_WORDS.get(quiet, quiet)}: its"
+            " answer rests on them, so it stays open)")  # fmt: skip
 
 
 def self_words(row):

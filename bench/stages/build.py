@@ -156,8 +156,9 @@ def beside_baselines(order, repeat, prefix="", every=2):
 
 def round_runs(repeat, works, context, saved=None):
     """One round of every workload: its training rows, then its loader rows. After the first round the training
-    rows run in an order shuffled by the seed and the round, so that no row always runs next to the same ones
-    (a round's first round keeps the priority order: the budget cuts it from the end). Every row of round r trains at
+    rows run in an order shuffled by the seed and the round (kept in plan.json with the runs), so that no row always
+    runs next to the same ones (a round's first round keeps the priority order: a first round cut short by --chunk
+    or Ctrl-C has run the rows a user needs first). Every row of round r trains at
     seed --seed + r - 1: the rows of a round start alike (a paired comparison), and the rounds differ as reruns at
     other seeds do, so that the spread of the final losses over the rounds is what the learning check reads a
     difference against (bench/stages/summarize.py learning), where rounds at one seed would replay the same numbers

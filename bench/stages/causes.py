@@ -264,6 +264,8 @@ def asked(row):
     """The row is asked why it is not faster: not faster, or faster but wholly below its ceiling."""
     if row.get("kind") != "train" or row.get("dataset") == "synthetic" or row.get("variant") == "baseline":
         return False
+    if row.get("variant") == catalogue.SELF:  # the baseline against itself: no technique to explain
+        return False
     if not num(row, "runs_ok") > 0 or num(row, "runs_diverged") > 0 or pd.isna(row.get("speed_answer")):
         return False
     if row.get("variant") == "tf32" and row.get("matmul_precision") == "fp32":
@@ -296,7 +298,7 @@ def ceiling_rate(row, rows):
 
 def loader_rate(row, rows):
     """The images/s the row's loader delivers alone (its loader row), times the row's processes (a loader each)."""
-    name = {"torchvision": "loader", "dali": "loader_dali"}.get(row.get("loader"))
+    name = catalogue.ALONE.get(row.get("loader"))  # the loader row that times its --loader alone
     alone = rows[(rows["kind"] == "loader") & (rows["variant"] == name)]
     if alone.empty:
         return math.nan

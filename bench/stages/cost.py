@@ -65,19 +65,15 @@ COST_S = dict(
 # CPU, as measured there: checkpoint 1.3x, the synthetic ceiling 0.75x, and bf16 where the CPU does not compute it
 # natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x); the small ViT on a 2-core Xeon with AVX-512-BF16:
 # bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window
-SLOWER = {
-    "gpu": dict(synthetic=1.2, baseline=1.2, channels_last=0.9, compile=0.75, all=0.75, dali=1.2, checkpoint=1.6,
-                dp=1.2, ddp=1.2, fsdp=1.2, fused=1.2, tf32=1.2),  # a CNN (resnet50)
-    "gpu-vit": dict(synthetic=5.3, baseline=5.3, tf32=2.1, fused=5.3, compile=4.9, all=0.95, checkpoint=6.5,
-                    ddp=5.3, fsdp=5.3, channels_last=5.3, dali=5.3, dp=5.3),  # a transformer (vit_b_16)
-    "cpu": dict(checkpoint=1.3, synthetic=0.75, dali=0.75, tf32=1.6, fsdp=1.2),
-}  # fmt: skip
+# bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window. Each row's factors are its catalogue row's `slower`
+# (bench/catalogue.py): gpu a CNN (resnet50), gpu-vit a transformer (vit_b_16), cpu; 1 where none is given.
 EMULATED_BF16 = 6.0
 
 
 def slower(variant, workload, gpu, bf16_native=True):
-    """A row's window against the fastest row's (SLOWER), bf16 emulated on a CPU without it (EMULATED_BF16)."""
-    factor = SLOWER[("gpu-vit" if workload == "vit" else "gpu") if gpu else "cpu"].get(catalogue.family(variant), 1)
+    """A row's window against the fastest row's (its catalogue row's), bf16 emulated on a CPU without it
+    (EMULATED_BF16)."""
+    factor = catalogue.slower(variant, ("gpu-vit" if workload == "vit" else "gpu") if gpu else "cpu")
     if not gpu and not bf16_native and catalogue.uses_amp(variant):
         factor *= EMULATED_BF16
     return factor
@@ -101,7 +97,7 @@ def run_s(run, fastest_s, gpu, bf16_native=True):
 
 
 def window_s(run, fastest_s, gpu, bf16_native=True):
-    """A training run's timed window: the fastest row's at its row's factor (SLOWER, bf16 emulated)."""
+    """A training run's timed window: the fastest row's at its row's factor (catalogue.slower, bf16 emulated)."""
     return fastest_s * slower(run.variant, run.workload, gpu, bf16_native)
 
 

@@ -164,7 +164,7 @@ def print_estimate(fit, runs):
     rounds = f"{fit.rounds} round(s)" + (f" of the {fit.rounds_asked} asked" if fit.rounds < fit.rounds_asked else "")
     if fit.auto:
         rounds += (
-            f", then more for the rows whose interval is still wider than +-{summarize.PRECISION:.0%}, while the"
+            f", then more for the rows still open (neither faster, slower nor within the margin), while the"
             f" budget allows ({summarize.MAX_ROUNDS} rounds at most)"
         )
     longest = max(fit.round_s, default=0) / 60

@@ -21,6 +21,11 @@ narrow rule (`classify`): no measurable difference inside 1 +- BAND. Rounds are 
 (`needs_rounds`) and stop at a row's first answer; the made-up benches of tests/bench/stages/test_summarize.py measure
 how often the rule errs when it does.
 
+A round in which a row's run or a reference run beside it was taken on a busy machine (the runner's flag: other
+processes' CPU, the hypervisor's steal) is read as such: the row's answer is read again from its runs without the
+busy ones (`quiet_answer`), and where the two differ the row stays open: an answer that rests on a disturbed round
+is none.
+
 The summary (`summarize`): per workload and variant, the median and spread of the rate, the speed-up and
 memory against the reference with their intervals and answers, the share of the ceiling: numbers and answers
 only. The words (each row's verdict, the notes) are bench/outputs/verdicts.py's, from these numbers; summary.csv is the
@@ -339,6 +344,25 @@ def paired(runs, column, reference):
     return ratios
 
 
+def is_busy(runs):
+    """Each run's busy flag (the runner's: other processes' CPU, steal, another GPU process) as a boolean Series."""
+    if "busy" not in runs:
+        return pd.Series(False, index=runs.index)
+    return runs["busy"].astype(str).str.lower().eq("true")
+
+
+def busy_rounds(runs, reference):
+    """{variant: the rounds (repeats) in which its run, or a reference run of the same round, was taken on a busy
+    machine}: the rounds its paired ratio read a disturbed run in. runs: ok rows, as paired() takes them."""
+    busy = is_busy(runs)
+    reference_busy = set(runs.loc[busy & (runs["variant"] == reference), "repeat"])
+    found = {}
+    for variant, group in runs.groupby("variant", sort=False):
+        rounds = set(group["repeat"])
+        found[variant] = sorted((set(group.loc[busy[group.index], "repeat"]) | reference_busy) & rounds)
+    return found
+
+
 def at_reference_steps(runs, reference):
     """The runs that trained the steps the reference trained in their round (--steps in their command: the learning
     rate's schedule follows them): a later round's run of a slow row times fewer (bench/modes/speed.py sized), and a
@@ -381,7 +405,7 @@ def at_time(values, times, t):
 # ----------------------------------------------------------------------------- the verdicts
 
 # a row that answers a question against another row as well as the baseline: FSDP against DDP, at the same processes
-PEERS = {"fsdp": "ddp"}
+PEERS = catalogue.PEERS
 WAIT_BOUND = 0.2  # a run that waits for data this share of its window or more is limited by its input pipeline
 WAIT_LITTLE = 0.05  # below this share, a faster input pipeline has little to win
 WAIT_CHANGE = 0.05  # a change in the data wait smaller than this (absolute) is "stayed"
@@ -835,6 +859,10 @@ def against_references(summary, runs):
             ok = runs[(runs["workload"] == workload) & (runs["kind"] == kind) & (runs["status"] == "ok")]
             paired_rates = paired(ok, "rate", reference)
             machine = noise(ok, "rate", reference)  # the speed's noise, from the baseline beside the rows
+            busy = busy_rounds(ok, reference)  # {variant: the rounds its pairing read a busy run in}
+            quiet = ok[~is_busy(ok)]  # the same runs, the busy ones left out: read again where a round was busy
+            quiet_rates = paired(quiet, "rate", reference) if any(busy.values()) else {}
+            quiet_machine = noise(quiet, "rate", reference) if any(busy.values()) else None
             learned = at_reference_steps(ok, reference)
             losses = (
                 paired(learned, "train_loss_final", reference) if kind == "train" and "train_loss_final" in ok else {}
@@ -851,6 +879,13 @@ def against_references(summary, runs):
                 summary.loc[i, "speedup_df"] = degrees(ratios, machine)
                 summary.loc[i, "speedup_precision_pct"] = 100 * half_width(estimate, low, high)
                 answer = decide(low, high, summary.at[i, "speedup_df"], summary.at[i, "margin"])
+                summary.loc[i, "rounds_busy"] = len(busy.get(variant, ()))
+                if busy.get(variant) and variant != reference:  # an answer that rests on busy rounds is open
+                    kept = quiet_rates.get(variant, [])
+                    _, q_low, q_high = interval(kept, noise=quiet_machine)
+                    quiet_answer = decide(q_low, q_high, degrees(kept, quiet_machine), summary.at[i, "margin"])
+                    summary.loc[i, ["quiet_answer", "busy_answer"]] = quiet_answer, answer
+                    answer = answer if quiet_answer == answer else "unsettled"
                 summary.loc[i, "speed_answer"] = None if variant == reference else answer
                 if variant != reference and variant in losses and summary.at[i, "dataset"] != "synthetic":
                     columns = ["loss_ratio", "loss_ratio_low", "loss_ratio_high", "learning_answer"]

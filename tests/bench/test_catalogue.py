@@ -110,3 +110,58 @@ def test_a_row_over_another_loader_is_the_row_with_that_loader():
         with pytest.raises(BenchError, match="ROW\\+LOADER"):
             catalogue.with_loader(bad)
     assert diffs.technique("all:no-ddp+nvjpeg") == "all"
+
+
+FAKE_LOADER = (
+    '    Row("loader_fake", "loader_fake.py", base="loader.py", lesson=13, kind="loader", measures="fake",'
+    ' says="+ nothing"),  # made up by test_catalogue.py\n'
+)
+
+
+def test_a_made_up_loader_is_its_script_and_one_row(tmp_path, tiny_data):
+    """A copy of the suite with loader_fake.py (loader.py plus one marked line) and its row, nothing else edited: a
+    training row over it (--loader fake) gets its loader-alone rate and the loader-limit cause from that row, its
+    diff is counted and listed with the loader scripts, and --tune-loader sweeps it (fake-w1, ...) and records its
+    runs as the fake loader's."""
+    copy = tmp_path / "suite"
+    left_out = shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "__pycache__", "*.png", "tests")
+    shutil.copytree(ROOT, copy, ignore=left_out)
+    lines = (ROOT / "loader.py").read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("def build_loaders("))
+    lines[0] = '"""loader.py + nothing: a made-up loader of one marked line.\n'
+    (copy / "loader_fake.py").write_text("".join([*lines[:at], "FAKE = True  # new #\n\n\n", *lines[at:]]))
+    source = (copy / "bench" / "catalogue.py").read_text()
+    end = "]  # fmt: skip\nBY_NAME"
+    (copy / "bench" / "catalogue.py").write_text(source.replace(end, FAKE_LOADER + end))
+
+    def run(*cmd):
+        done = subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return done.stdout
+
+    checks = """
+import pandas as pd
+from bench import catalogue
+from bench.modes import tune_loader
+from bench.outputs import diffs
+from bench.stages import causes
+assert catalogue.ALONE["fake"] == "loader_fake", catalogue.ALONE
+rows = pd.DataFrame([dict(kind="loader", variant="loader_fake", rate_median=500.0),
+                     dict(kind="loader", variant="loader", rate_median=100.0)])
+row = dict(loader="fake", world_size=1, rate_median=480.0)
+assert causes.loader_rate(row, rows) == 500.0
+assert causes.loader_limit(row, None, rows)["alone"] == 500.0
+assert diffs.TECHNIQUES["fake"] == ("loader.py", "loader_fake.py") and diffs.cost("fake") == 1
+print("ok")
+"""
+    assert run(PY, "-c", checks).strip() == "ok"
+    assert re.search(r"^loader_fake\.py ", run(PY, "-m", "bench.outputs.diffs"), re.M)
+    assert "+FAKE = True  # new #" in run("make", "diff", "V=fake")
+    swept = run(PY, "-m", "bench", "--tune-loader", "--dry-run", "--loaders", "loader,loader_fake", "--data",
+                str(tiny_data), "--workers", "2")  # fmt: skip
+    assert re.search(r"^  fake-w1: .*loader_fake\.py", swept, re.M) and re.search(r"^  fake-w2: ", swept, re.M), swept
+    assert re.search(r"^  w2-p4: .*loader\.py", swept, re.M), swept
+    recorded = "from bench.modes import tune_loader; from types import SimpleNamespace as R; " + (
+        "print(tune_loader.loader_of(R(cmd=['loader_fake.py'])), tune_loader.loader_of(R(cmd=['train.py'])))"
+    )
+    assert run(PY, "-c", recorded).split() == ["fake", "torchvision"]

@@ -123,10 +123,10 @@ def test_auto_rounds_go_on_for_the_wide_rows_only_and_stop_when_every_interval_i
     counts = {v: sum(name.startswith(v + "-") for name in launched) for v in effects}
     assert counts["steady"] == summarize.MIN_ROUNDS  # narrow after the first rounds: not run again
     assert counts["noisy"] > summarize.MIN_ROUNDS and counts["baseline"] == counts["noisy"]  # its pair, every round
-    assert "2 of 2 rows decided (faster, slower or within +-10%)" in why
+    assert "2 of 2 technique rows decided (faster, slower or within +-10%)" in why
     noisy = pd.read_csv(tmp_path / "summary.csv").set_index("variant").loc["noisy"]
     assert noisy.speed_answer == "faster" and summarize.needs_rounds(noisy.to_dict()) == (False, "decided")
-    assert "Rounds stopped: 2 of 2 rows decided" in (tmp_path / "summary.md").read_text()
+    assert "Rounds stopped: 2 of 2 technique rows decided" in (tmp_path / "summary.md").read_text()
 
 
 def test_auto_rounds_stop_at_the_budget_and_the_summary_says_why(tmp_path, monkeypatch):

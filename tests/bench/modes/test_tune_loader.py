@@ -22,7 +22,7 @@ def test_the_grid_goes_from_no_workers_to_the_cores_in_steps_that_make_sense():
     assert {"--workers": 2, "--prefetch-factor": 4} in cpu
     gpu = tune_loader.grid(2, gpu=True)
     assert len(gpu) == 1 + 2 * 2 * 2 and {"--workers": 1, "--prefetch-factor": 2, "--pin-memory": "off"} in gpu
-    assert tune_loader.dali_grid(4) == [{"--workers": 1}, {"--workers": 2}, {"--workers": 4}]
+    assert tune_loader.workers_grid(4) == [{"--workers": 1}, {"--workers": 2}, {"--workers": 4}]
     assert tune_loader.flags_of({"--workers": 2, "--prefetch-factor": 4}) == "--workers 2 --prefetch-factor 4"
     # the bench's own settings (its --workers, the scripts' defaults) are not a candidate against themselves
     assert tune_loader.same({"--workers": 1, "--prefetch-factor": 2}, {"--workers": 1}, gpu=False)

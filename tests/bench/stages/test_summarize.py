@@ -661,3 +661,22 @@ def test_over_thousands_of_made_up_benches_the_rule_errs_at_most_5pc_of_the_time
         assert sum(answer == "same" for answer in real) / BENCHES <= 0.05
     if sd == 0.03:  # a quiet machine decides nearly every row: the rule is not right by saying nothing
         assert null.count("same") / BENCHES >= 0.95
+
+
+def test_an_answer_that_rests_on_busy_rounds_stays_open_and_says_so():
+    """A row 1.3x faster in three rounds, two of them taken on a busy machine: with them it would be faster; without
+    them one round is left, no interval: its answer rests on the busy rounds, so it stays open, and its verdict says
+    why. With one busy round of four, the quiet three still call it faster: the answer holds, and says so too."""
+    runs = made_up(dict(baseline=1.0, quick=1.3), rounds=3, noise=0.002)
+    runs["busy"] = (runs["variant"] == "quick") & (runs["repeat"] > 1)
+    row = answers(runs).loc["quick"]
+    assert row.rounds_busy == 2 and row.quiet_answer == "unsettled" and row.speed_answer == "unsettled"
+    assert row.busy_answer == "faster"
+    assert "2 rounds read a run taken on a busy machine" in row.verdict and "so it stays open" in row.verdict
+    runs = made_up(dict(baseline=1.0, quick=1.3), rounds=4, noise=0.002)
+    runs["busy"] = (runs["variant"] == "baseline") & (runs["repeat"] == 4)  # a busy baseline counts for every row
+    row = answers(runs).loc["quick"]
+    assert row.rounds_busy == 1 and row.quiet_answer == "faster" == row.speed_answer
+    assert "without them the answer is the same" in row.verdict
+    quiet = answers(made_up(dict(baseline=1.0, quick=1.3), rounds=4, noise=0.002)).loc["quick"]
+    assert quiet.rounds_busy == 0 and pd.isna(quiet.get("quiet_answer")) and "busy machine" not in quiet.verdict
