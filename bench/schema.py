@@ -490,7 +490,7 @@ def upgrade(frame):
                 frame[after] = frame[after].combine_first(frame[before]) if after in frame else frame[before]
                 frame = frame.drop(columns=before)
         frame = frame.drop(columns=[name for name in DROPPED.get(old, ()) if name in frame])
-    return frame.assign(schema_version=VERSION)
+    return frame.copy().assign(schema_version=VERSION)  # copy: one block, not the columns a summary added one by one
 
 
 def markdown():

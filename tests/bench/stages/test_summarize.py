@@ -12,6 +12,7 @@ from bench import catalogue
 from bench.modes import speed
 from bench.outputs import markdown
 from bench.stages import record, summarize
+from helpers import ROOT
 
 
 def fake_rows(workload, rates, **common):
@@ -680,3 +681,18 @@ def test_an_answer_that_rests_on_busy_rounds_stays_open_and_says_so():
     assert "without them the answer is the same" in row.verdict
     quiet = answers(made_up(dict(baseline=1.0, quick=1.3), rounds=4, noise=0.002)).loc["quick"]
     assert quiet.rounds_busy == 0 and pd.isna(quiet.get("quiet_answer")) and "busy machine" not in quiet.verdict
+
+
+def test_a_saved_bench_summarizes_without_a_library_warning(tmp_path):
+    """pandas' 'DataFrame is highly fragmented' PerformanceWarning ended every --summarize: a user reads it as a fault.
+    A saved CPU bench summarized again, every warning an error."""
+    import shutil
+    import warnings
+
+    folder = tmp_path / "saved"
+    shutil.copytree(ROOT / "baseline" / "cpu-2core-amd-epyc-avx512-bf16", folder)
+    runs = record.read_runs(folder / "runs.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], speed.saved_machine(folder, runs))
+    assert summary is not None and (folder / "summary.md").exists()
