@@ -170,7 +170,8 @@ def test_the_gpu_plan_prints_from_any_machine():
     # the steps from the saved GPU runs' step times (baseline/), or calibrated on the machine where there are none
     saved = any(line.strip().startswith("from saved runs: imagenet") for line in lines)
     assert saved and ", steps " in header and "steps auto" not in header
-    cnn = [v for v in catalogue.DEFAULT if v not in catalogue.TRANSFORMER_ONLY]  # a CNN's rows: fsdp, ... on vit's
+    # a CNN's rows (fsdp, ... on vit's), the GPU's (the baseline against itself is a CPU bench's)
+    cnn = [v for v in catalogue.DEFAULT if v not in catalogue.TRANSFORMER_ONLY and catalogue.BY_NAME[v].on_gpu]
     assert len(commands) == len(cnn) + len(catalogue.LOADERS)
     assert all("--device cuda" in c for c in commands if "--bench" not in c)
     assert any("--nproc-per-node 1 train_ddp.py" in c for c in commands)
