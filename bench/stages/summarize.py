@@ -302,11 +302,14 @@ def needs_rounds(row):
     asks (a margin narrower than the precision) or no count of rounds the bench runs would decide it at the noise seen
     (rounds_to_settle above MAX_ROUNDS: its effect lies on the margin's edge, or below this machine's noise), known
     from 2 degrees of freedom (3 rounds; 2 where the machine's noise was measured beside them). A decided row gets no
-    more: its round goes to the rows still open."""
+    more: its round goes to the rows still open. The answer is the row's speed_answer where it has one (an answer that
+    rests on busy rounds is open there, whatever its interval says), else decide()'s."""
     estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
     if math.isnan(low) or math.isnan(high):
         return True, "one round"
-    if decide(low, high, degrees_of(row), margin_of(row)) != "unsettled":
+    answer = row.get("speed_answer")  # the summary's (a busy round may keep it open), else its interval's
+    answer = answer if isinstance(answer, str) else decide(low, high, degrees_of(row), margin_of(row))
+    if answer != "unsettled":
         return False, "decided"
     if precise(estimate, low, high):
         return False, "precise"

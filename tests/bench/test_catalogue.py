@@ -42,6 +42,7 @@ def test_the_lists_read_from_the_catalogue_are_its_rows():
                           "loader_nvjpeg": "nvjpeg"}  # fmt: skip
     assert {r.name for r in catalogue.ROWS if not r.on_cpu} == {"dp", "nvjpeg", "loader_nvjpeg"}
     assert list(SCRIPTS) == ["train", *diffs.TECHNIQUES]
+    assert set(catalogue.PARTS) == set(catalogue.SWITCHES) and set(catalogue.PARTS.values()) <= set(catalogue.TRAIN)
 
 
 @pytest.mark.slow

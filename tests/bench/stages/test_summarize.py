@@ -679,6 +679,9 @@ def test_an_answer_that_rests_on_busy_rounds_stays_open_and_says_so():
     row = answers(runs).loc["quick"]
     assert row.rounds_busy == 1 and row.quiet_answer == "faster" == row.speed_answer
     assert "without them the answer is the same" in row.verdict
+    kept_open = dict(speedup=1.19, speedup_low=1.09, speedup_high=1.30, rounds_paired=3, speed_answer="unsettled")
+    assert summarize.decide(1.09, 1.30, 2.0) == "faster"  # its interval alone would stop its rounds
+    assert summarize.needs_rounds(kept_open) == (True, "open")  # open for its busy rounds: it gets another
     quiet = answers(made_up(dict(baseline=1.0, quick=1.3), rounds=4, noise=0.002)).loc["quick"]
     assert quiet.rounds_busy == 0 and pd.isna(quiet.get("quiet_answer")) and "busy machine" not in quiet.verdict
 
