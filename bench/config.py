@@ -11,11 +11,11 @@ A bench keeps its configuration with its plan (saved(), in logs/BENCH/plan.json)
 configuration rebuilt from there (resumed()): the resume command may change what RESUMABLE names, and nothing else.
 """
 
-import importlib
-from dataclasses import asdict, dataclass, field, fields, replace
+import sys
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
-from bench import BenchError, catalogue
+from bench import BenchError, catalogue, modes
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def saved(asked):
     keep = jsonable({name: value for name, value in asdict(replace(asked, own=None)).items() if name != "own"})
     if asked.own is not None:
         kind = type(asked.own)
-        keep["own"] = dict(kind=f"{kind.__module__}.{kind.__qualname__}", fields=jsonable(asdict(asked.own)))
+        keep["own"] = dict(kind=f"{asked.mode}.{kind.__qualname__}", fields=jsonable(asdict(asked.own)))
     return keep
 
 
@@ -175,13 +175,27 @@ def rebuilt(kept):
     own = None
     if kept.get("mode") in RENAMED:
         kept = {**kept, "mode": RENAMED[kept["mode"]]}
+    if "mode" in kept and kept["mode"] not in modes.registered():
+        raise BenchError(f"plan.json names the mode {str(kept.get('mode'))[:60]!r}, which the bench does not have")
     if kept.get("own"):
-        module, _, name = kept["own"]["kind"].rpartition(".")
-        module = RENAMED.get(module, module)
-        own = built(getattr(importlib.import_module(module), name), kept["own"]["fields"])
+        own = built(own_kind(kept["own"]["kind"]), kept["own"]["fields"])
     groups = {g: built(Config.__dataclass_fields__[g].default_factory, kept[g]) for g in GROUPS}
     top = {f.name: kept[f.name] for f in fields(Config) if f.name not in (*GROUPS, "own") and f.name in kept}
     return Config(**top, **groups, own=own)
+
+
+def own_kind(name):
+    """The record of a mode's own flags that plan.json names: MODE.KIND, a registered mode and a record its module
+    defines (a plan of 2026-12-05 or before: the module's path, read only where it is a registered mode's). A results
+    folder is shared: its plan.json never chooses the code that runs, so nothing is imported here."""
+    held = {mode.run.__module__: mode.run.__module__ for mode in modes.registered().values()}
+    held |= {mode_name: mode.run.__module__ for mode_name, mode in modes.registered().items()}
+    where, _, kind_name = str(name).rpartition(".")
+    module = sys.modules.get(held.get(RENAMED.get(where, where), ""))  # imported already by registered()
+    kind = getattr(module, kind_name, None) if module is not None and kind_name.isidentifier() else None
+    if not (isinstance(kind, type) and is_dataclass(kind)):
+        raise BenchError(f"plan.json names {str(name)[:80]!r} for a mode's flags: not one of the bench's own modes")
+    return kind
 
 
 def built(kind, values):

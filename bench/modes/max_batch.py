@@ -543,12 +543,26 @@ def redraw(out, info):
             print(f"warning: the bench's plots in {out} are as they were: {e}", file=sys.stderr)
 
 
+def older(table, summary):
+    """max_batch.csv as this version reads it: a table written before it named its workload and model (2026-11-24)
+    searched the bench's one workload and model, its summary's where it has one; where it has several, the table
+    cannot be matched to them (said once, on stderr) and is left out."""
+    if table is None or {"workload", "model"} <= set(table):
+        return table
+    train = summary[summary["kind"] == "train"]
+    if train["workload"].nunique() != 1 or train["model"].nunique() != 1:
+        print("warning: max_batch.csv names no workload or model, and the bench trained several: the summary goes on"
+              " without --max-batch's speeds", file=sys.stderr)  # fmt: skip
+        return None
+    return table.assign(workload=train["workload"].iloc[0], model=train["model"].iloc[0])
+
+
 def joins(summary, out):
     """A bench's summary with a --max-batch run's table in the same results folder (max_batch.csv), by workload, model
     and variant: each training row's largest batch and its speed there against the baseline's at its own largest
     (summarize.with_largest, where the table has rounds), and the largest batch found with its ratio to the
     baseline's (largest_batch_found, largest_batch_found_x: memory.png says them beside each row's bars)."""
-    table = table_in(out, "max_batch.csv", ("variant", "workload", "model", "max_batch"), "--max-batch's speeds")
+    table = older(table_in(out, "max_batch.csv", ("variant", "max_batch"), "--max-batch's speeds"), summary)
     if table is None:
         return summary
     summary = summarize.with_largest(summary.copy(), table)  # a new frame: the one given stays as it was

@@ -40,7 +40,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import build, calibrate, cost, execute, plan, planned, summarize
+from bench.stages import build, calibrate, cost, execute, plan, planfile, planned, summarize
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
 ROUNDS = 3  # the paired rounds of training with --repeats auto
@@ -180,7 +180,8 @@ class TuneLoader(execute.Mode):
         settings = self.chosen(records)
         if settings is None:
             return None, "no loader run finished: no setting to train"
-        base, ceiling = (planned.Run(**run) for run in self.state.train)  # as plan.json keeps them
+        kept = [planned.Run(**run) for run in self.state.train]  # as plan.json keeps them: checked as its runs are
+        base, ceiling = planfile.trusted(kept, self.config.outputs.out)
         group = [ceiling.with_flags(name=f"ceiling{TRAIN}{made + 1}", repeat=made + 1)]
         for setting in settings:
             name = "own" if setting is None else name_of(setting)

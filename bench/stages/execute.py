@@ -296,6 +296,7 @@ def resume(asked, info, modes, which="last", allow_changed=False):
     if not plans:
         raise BenchError(f"no bench {which!r} to resume in {asked.outputs.out}/logs/ (a bench stores its plan there)")
     saved, runs = planfile.load(plans[-1])
+    runs = planfile.trusted(runs, asked.outputs.out)
     if saved["machine_class"] != info["machine_class"]:
         raise BenchError(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}:"
                          " its numbers would not be one bench; start a new one")  # fmt: skip

@@ -3,11 +3,16 @@ was asked), so that --resume can finish it as it was planned.
 """
 
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import BenchError, write_whole
+from bench import BenchError, catalogue, write_whole
 from bench.stages.planned import Run, Work
+
+SCRIPTS = frozenset(row.script for row in catalogue.ROWS)  # the scripts a plan's run may start: this checkout's own
+TORCHRUN = catalogue.TORCHRUN[:3]  # -m torch.distributed.run --standalone, then --nproc-per-node N
+ENV = frozenset({"OMP_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR"})  # the variables a plan's run may set
 
 
 def save(path, bench_id, machine_class, runs, works, mode="bench", options=None, config=None):
@@ -45,3 +50,31 @@ def load(path):
             f"{path} is damaged ({type(e).__name__}: {str(e)[:80]}): --resume cannot finish that bench; --summarize"
             " still reads its finished rows, and a new bench starts afresh"
         ) from None
+
+
+def trusted(runs, out):
+    """The saved runs as this checkout runs them, or a BenchError naming the first that is not one of its own: a
+    Python (the one resuming runs it), torchrun's own flags, a script of the catalogue, then that script's flags; the
+    environment OMP_NUM_THREADS and a compile cache inside the results folder (out). A plan.json is a data file in a
+    folder people share: it never chooses the program, the script or a variable that loads code."""
+    for run in runs:
+        program, *rest = run.script or [""]
+        at = 3 if rest[:3] == TORCHRUN else 0
+        while (
+            at and rest[at : at + 1] == ["--nproc-per-node"] and rest[at + 1 : at + 2] != [] and rest[at + 1].isdigit()
+        ):
+            at += 2
+        cache = run.env.get("TORCHINDUCTOR_CACHE_DIR")
+        why = None
+        if not Path(program).name.startswith("python"):
+            why = f"starts {program[:60]!r}, not Python"
+        elif at >= len(rest) or rest[at] not in SCRIPTS:
+            why = f"runs {(rest[at] if at < len(rest) else 'no script')[:60]!r}, not one of this checkout's scripts"
+        elif set(run.env) - ENV:
+            why = f"sets {', '.join(sorted(set(run.env) - ENV))[:60]}, not a variable the bench sets"
+        elif cache is not None and not Path(cache).resolve().is_relative_to(Path(out).resolve()):
+            why = f"keeps its compile cache in {cache[:60]!r}, outside the results folder"
+        if why:
+            raise BenchError(f"plan.json's run {run.name[:40]!r} {why}: --resume runs the bench's own commands alone")
+        run.script = [sys.executable, *rest]
+    return runs

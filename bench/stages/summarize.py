@@ -716,7 +716,7 @@ def summarize(runs, margin=MARGIN):
 
     Training runs are compared with the `baseline` variant of their workload, loader-only runs with `loader`.
     """
-    runs = runs.assign(workload=runs["workload"].fillna("custom"))  # rows of schema version 1 name none
+    runs = runs.assign(workload=runs["workload"].astype(object).fillna("custom"))  # rows of schema version 1 name none
     runs = read_rates(runs)  # each run's rate and data wait as steady training has them
     summary = per_variant(runs)
     summary["margin"] = float(margin)

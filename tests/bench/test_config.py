@@ -3,14 +3,16 @@ the parsed flags go no further than the entry point."""
 
 import ast
 import dataclasses
+import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench import catalogue, cli, config, modes
+from bench import BenchError, catalogue, cli, config, modes
 from bench.config import Config, Launch, Limits, Outputs, Rows, Work, varied
 from bench.modes import max_batch, scaling
-from helpers import ROOT
+from helpers import ROOT, run
 
 
 def test_each_flag_is_a_typed_field_of_its_group(tmp_path):
@@ -62,10 +64,49 @@ def test_a_plan_kept_under_a_modes_earlier_name_is_rebuilt_under_its_name_now(tm
     """plan.json of a bench planned before one name per mode (2026-11-29): the bench was "run", --max-batch's flags
     bench.modes.maxbatch's; rebuilt, they are the bench and max_batch's."""
     kept = config.saved(cli.parse_args(["--max-batch", "--memory-limit", "4500", "--out", str(tmp_path)]))
-    kept["own"]["kind"] = kept["own"]["kind"].replace("max_batch", "maxbatch")
+    kept["own"]["kind"] = "bench.modes.maxbatch.Flags"  # the module's path, as plans kept it then
     assert config.rebuilt(kept).own == max_batch.Flags(memory_limit=4500)
     bench = config.saved(cli.parse_args(["--out", str(tmp_path)]))
     assert config.rebuilt({**bench, "mode": "run"}).mode == "bench"
+
+
+def test_a_plan_names_a_modes_flags_by_the_registry_and_every_modes_own_comes_back():
+    for argv in (["--max-batch", "--memory-limit", "4500"], ["--scaling", "2", "--variants", "ddp"],
+                 ["--check", "--paths", "dali"], ["--parity", "--seeds", "3"], ["--resume", "b1"]):  # fmt: skip
+        asked = cli.parse_args(argv)
+        kept = config.saved(asked)
+        assert kept["own"]["kind"] == f"{asked.mode}.{type(asked.own).__qualname__}"  # a name, not a module's path
+        assert config.rebuilt(kept) == asked
+
+
+@pytest.mark.parametrize("kind", ["this.s", "os.system", "max_batch.nothing", "max_batch.Flags.__init__", "parity",
+                                  "bench.stages.fit.Run", "sideeffect.Flags"])  # fmt: skip
+def test_a_plan_naming_code_that_is_not_a_modes_is_refused_and_nothing_imported(kind, tmp_path):
+    kept = config.saved(cli.parse_args(["--max-batch"]))
+    with pytest.raises(BenchError, match="not one of the bench's own modes"):
+        config.rebuilt({**kept, "own": {**kept["own"], "kind": kind}})
+    assert "this" not in sys.modules and "sideeffect" not in sys.modules
+    with pytest.raises(BenchError, match="the mode 'os', which the bench does not have"):
+        config.rebuilt({**kept, "mode": "os"})
+
+
+def test_resume_of_a_plan_naming_a_module_with_a_side_effect_ends_in_one_line_and_never_runs_it(tmp_path):
+    """A shared results folder's plan.json names a module on the path that writes a file when imported."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "sideeffect.py").write_text(
+        f"import pathlib\npathlib.Path({str(tmp_path / 'ran')!r}).write_text('ran')\nFlags = None\n"
+    )
+    kept = config.saved(cli.parse_args(["--max-batch", "--out", str(tmp_path / "out")]))
+    kept["own"]["kind"] = "sideeffect.Flags"
+    plan = dict(bench_id="b1", machine_class=modes.this_machine()["machine_class"], works={}, runs=[],
+                mode="max_batch", options={}, config=kept)  # fmt: skip
+    (tmp_path / "out" / "logs" / "b1").mkdir(parents=True)
+    (tmp_path / "out" / "logs" / "b1" / "plan.json").write_text(json.dumps(plan))
+    result = run("-m", "bench", "--resume", "--out", tmp_path / "out", env={"PYTHONPATH": f"{ROOT}:{code}"})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "'sideeffect.Flags' for a mode's flags: not one of the bench's own modes" in result.stderr
+    assert not (tmp_path / "ran").exists()
 
 
 def test_a_mode_runs_on_the_configuration_the_entry_point_built(monkeypatch, tmp_path):

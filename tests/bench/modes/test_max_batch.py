@@ -122,7 +122,8 @@ def test_a_gpu_plan_shows_the_mode_and_its_time(tiny_data):
 def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_model(monkeypatch, tmp_path, capsys):
     """A --max-batch table beside the bench's (max_batch.csv) joins the bench's summary (the mode's joins) and puts
     each row's largest batch on memory.png, for the rows of its workload and model only; a table of another model
-    adds nothing, and one from before it named its model is said once and left out."""
+    adds nothing, and one from before it named its model is read as the bench's one workload and model's, or, where
+    the bench trained several, said once and left out."""
     from bench.outputs import plots
 
     summary = pd.DataFrame(
@@ -132,6 +133,13 @@ def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_mode
     table = pd.DataFrame(dict(variant=["baseline", "checkpoint"], max_batch=[176, 308], batch_vs_baseline=[1, 1.75]))
     (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))
     assert max_batch.joins(summary, tmp_path) is summary and "goes on without --max-batch's" in capsys.readouterr().err
+    one = summary[summary["workload"] == "small"]  # one workload and model: the older table's, read by its version
+    assert [plots.largest_found(row) for _, row in max_batch.joins(one, tmp_path).iterrows()] == [
+        (176, 1.0),
+        (308, 1.75),
+        None,
+    ]
+    assert capsys.readouterr().err == ""
     assert max_batch.joins(summary, tmp_path / "missing") is summary
     table = table.assign(workload="small", model="resnet18")
     (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))

@@ -1,9 +1,14 @@
 """bench/stages/planfile.py: plan.json kept and read back; a damaged one named, an older one read."""
 
+import dataclasses
 import json
+import re
+import sys
+from dataclasses import asdict
 
 import pytest
 
+from bench import BenchError, catalogue, modes
 from bench.stages import build, planfile, planned
 from helpers import fast_first, run
 
@@ -46,3 +51,54 @@ def test_a_run_carries_its_flags_and_an_older_plan_gets_them_from_its_command(tm
     saved, (again,) = planfile.load(path)
     assert (again.batch_size, again.model, again.cmd) == (96, "resnet18", run.cmd)
     assert saved["works"]["small"] == planned.Work(steps=10, timeout=60, data="data/small")  # typed, the rest defaults
+
+
+def bench_runs(out):
+    """Every row's run as a bench plans it, its compile cache in out."""
+    chosen = planned.Work(model="resnet18", batch_size=96, steps=10, warmup_steps=2, eval_samples=100)
+    info = dict(image_size=32, classes=list("abcdefghij"))
+    cache = out / "logs" / "b1"
+    runs = [build.training_run(v, 1, path="data/small", info=info, chosen=chosen, gpu_count=0, nproc=2, workers=0,
+                               cores=2, workload="small", cache=cache) for v in catalogue.TRAIN]  # fmt: skip
+    return runs + [build.loader_run(v, 1, path="data/small", chosen=chosen, gpu_count=0, workers=0, cores=2,
+                                    workload="small") for v in catalogue.LOADERS]  # fmt: skip
+
+
+def test_a_planned_run_of_every_row_is_trusted_and_runs_on_the_resuming_python(tmp_path):
+    runs = bench_runs(tmp_path)
+    for one in runs:
+        one.script[0] = "/elsewhere/.venv/bin/python3.12"
+    assert planfile.trusted(runs, tmp_path) is runs and {one.script[0] for one in runs} == {sys.executable}
+    assert any(one.env.get("TORCHINDUCTOR_CACHE_DIR") for one in runs)  # a compiled row's cache, inside the folder
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (dict(script=["/bin/sh", "-c", "touch x"]), "starts '/bin/sh', not Python"),
+        (dict(script=["python", "evil.py"]), "runs 'evil.py', not one of this checkout's scripts"),
+        (dict(script=["python", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "x.py"]),
+         "runs 'x.py', not one of this checkout's scripts"),
+        (dict(script=["python"]), "runs 'no script'"),
+        (dict(script=["python", "-m", "pip", "install", "x"]), "runs '-m', not one of this checkout's scripts"),
+        (dict(script=["python", "-c", "import os"]), "not one of this checkout's scripts"),
+        (dict(env={"LD_PRELOAD": "/tmp/x.so"}), "sets LD_PRELOAD, not a variable the bench sets"),
+        (dict(env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/cache"}), "compile cache in '/tmp/cache', outside the results"),
+    ],
+)  # fmt: skip
+def test_a_saved_run_that_is_not_the_benchs_own_command_is_refused(change, said, tmp_path):
+    one = dataclasses.replace(bench_runs(tmp_path)[0], **change)
+    with pytest.raises(BenchError, match=re.escape(said)):
+        planfile.trusted([one], tmp_path)
+
+
+def test_resume_of_a_plan_whose_run_is_a_shell_command_ends_in_one_line_and_runs_nothing(tmp_path):
+    shell = dataclasses.replace(bench_runs(tmp_path / "out")[0], script=["/bin/sh", "-c", f"touch {tmp_path / 'ran'}"])
+    plan = dict(bench_id="b1", machine_class=modes.this_machine()["machine_class"], works={}, runs=[asdict(shell)],
+                mode="bench", options={})  # fmt: skip
+    (tmp_path / "out" / "logs" / "b1").mkdir(parents=True)
+    (tmp_path / "out" / "logs" / "b1" / "plan.json").write_text(json.dumps(plan))
+    result = run("-m", "bench", "--resume", "--out", tmp_path / "out")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "starts '/bin/sh', not Python: --resume runs the bench's own commands alone" in result.stderr
+    assert not (tmp_path / "ran").exists()
