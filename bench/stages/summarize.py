@@ -181,9 +181,15 @@ def disturbed(runs, column, reference, when):
         place = ordered.index(worst)
         near = set(ordered[max(0, place - 1) : place + 2])
         usual = [abs(draw) for i, draw in found.items() if i not in near]
-        if len(usual) < USUAL or abs(found[worst]) <= DISTURBED * float(np.median(usual)) / 0.6745:
+        if not off_its_neighbours(found[worst], usual):
             return out
         out.add(worst)
+
+
+def off_its_neighbours(draw, usual, bound=DISTURBED):
+    """The rule of disturbed(): a reference run's draw lies more than `bound` robust standard deviations (the median
+    absolute draw / 0.6745) of the usual draws from 0, where USUAL or more of them say what is usual."""
+    return len(usual) >= USUAL and abs(draw) > bound * float(np.median(np.abs(usual))) / 0.6745
 
 
 def noise(runs, column, reference):
@@ -284,13 +290,19 @@ def learning(ratios, band=LEARN_BAND):
     difference no larger than reruns show, or no interval: one round, or rounds that replay the same numbers, which
     say nothing of the noise)."""
     estimate, low, high = interval(ratios)
-    if math.isnan(low) or low == high:
-        return estimate, low, high, None
+    return estimate, low, high, learns(low, high, band)
+
+
+def learns(low, high, band=LEARN_BAND):
+    """The rule of learning(), on its interval of the final loss's ratio: worse wholly above 1 + band, better wholly
+    below 1 / (1 + band), else None (within what reruns show, or no interval: NaN, or a point)."""
+    if math.isnan(low) or math.isnan(high) or low == high:
+        return None
     if low > 1 + band:
-        return estimate, low, high, "worse"
+        return "worse"
     if high < 1 / (1 + band):
-        return estimate, low, high, "better"
-    return estimate, low, high, None
+        return "better"
+    return None
 
 
 ROUND_WHYS = ("one round", "open", "precise", "decided", "below the noise")  # needs_rounds' second answer
