@@ -11,11 +11,10 @@ A bench keeps its configuration with its plan (saved(), in logs/BENCH/plan.json)
 configuration rebuilt from there (resumed()): the resume command may change what RESUMABLE names, and nothing else.
 """
 
-import sys
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
-from bench import BenchError, catalogue, modes
+from bench import BenchError, catalogue
 
 
 @dataclass(frozen=True)
@@ -169,29 +168,29 @@ RENAMED = {"run": "bench", "bench.modes.maxbatch": "bench.modes.max_batch", "ben
            "bench.modes.to_accuracy", "bench.modes.tuneloader": "bench.modes.tune_loader"}  # fmt: skip
 
 
-def rebuilt(kept):
+def rebuilt(kept, owners):
     """The Config that saved() kept: every group of its kind, a list a tuple again, a path a Path (a mode or a
-    module by the name it goes by now: RENAMED)."""
+    module by the name it goes by now: RENAMED). owners: {a mode's name: the module that defines it} (its executor's,
+    imported already), the only modes and records a plan.json may name (own_kind)."""
     own = None
     if kept.get("mode") in RENAMED:
         kept = {**kept, "mode": RENAMED[kept["mode"]]}
-    if "mode" in kept and kept["mode"] not in modes.registered():
+    if "mode" in kept and kept["mode"] not in owners:
         raise BenchError(f"plan.json names the mode {str(kept.get('mode'))[:60]!r}, which the bench does not have")
     if kept.get("own"):
-        own = built(own_kind(kept["own"]["kind"]), kept["own"]["fields"])
+        own = built(own_kind(kept["own"]["kind"], owners), kept["own"]["fields"])
     groups = {g: built(Config.__dataclass_fields__[g].default_factory, kept[g]) for g in GROUPS}
     top = {f.name: kept[f.name] for f in fields(Config) if f.name not in (*GROUPS, "own") and f.name in kept}
     return Config(**top, **groups, own=own)
 
 
-def own_kind(name):
-    """The record of a mode's own flags that plan.json names: MODE.KIND, a registered mode and a record its module
-    defines (a plan of 2026-12-05 or before: the module's path, read only where it is a registered mode's). A results
-    folder is shared: its plan.json never chooses the code that runs, so nothing is imported here."""
-    held = {mode.run.__module__: mode.run.__module__ for mode in modes.registered().values()}
-    held |= {mode_name: mode.run.__module__ for mode_name, mode in modes.registered().items()}
+def own_kind(name, owners):
+    """The record of a mode's own flags that plan.json names: MODE.KIND, a mode of owners and a record its module
+    defines (a plan of 2026-12-05 or before: the module's path, read only where it is one of owners' modules). A
+    results folder is shared: its plan.json never chooses the code that runs, so nothing is imported here."""
     where, _, kind_name = str(name).rpartition(".")
-    module = sys.modules.get(held.get(RENAMED.get(where, where), ""))  # imported already by registered()
+    where = RENAMED.get(where, where)
+    module = owners.get(where) or next((m for m in owners.values() if m.__name__ == where), None)
     kind = getattr(module, kind_name, None) if module is not None and kind_name.isidentifier() else None
     if not (isinstance(kind, type) and is_dataclass(kind)):
         raise BenchError(f"plan.json names {str(name)[:80]!r} for a mode's flags: not one of the bench's own modes")

@@ -303,7 +303,8 @@ def resume(asked, info, modes, which="last", allow_changed=False):
     name = saved.get("mode") or "bench"
     if name not in modes:
         raise BenchError(f"{plans[-1]} is of a mode this bench does not know ({name!r})")
-    finished, said = as_planned(saved, asked)  # a resume command that asks for other work: refused before any work
+    owners = {mode: sys.modules[kind.__module__] for mode, kind in modes.items()}  # the modes, imported already
+    finished, said = as_planned(saved, asked, owners)  # a resume command that asks for other work: refused first
     make_data(saved["works"])
     changed = changes(plans[-1].parent, saved["works"])  # before anything runs
     if changed and not allow_changed:
@@ -324,14 +325,14 @@ def resume(asked, info, modes, which="last", allow_changed=False):
     execute(mode, budget, finished.limits.chunk, resumed=True)
 
 
-def as_planned(saved, asked):
+def as_planned(saved, asked, owners):
     """(the configuration a resume finishes the saved bench with, the changes the resume command makes, in words):
     the one it was planned with (plan.json), with what a resume may change (bench/config.py RESUMABLE); a plan saved
     before plans kept their configuration is finished with the resume command's."""
     if not saved.get("config"):
         return asked, []
     try:
-        planned = config.rebuilt(saved["config"])
+        planned = config.rebuilt(saved["config"], owners)
     except (KeyError, TypeError, ValueError, ImportError, AttributeError) as e:
         raise BenchError(f"bench {saved['bench_id']}: its plan.json's configuration is damaged ({type(e).__name__}:"
                          f" {str(e)[:80]}): start a new bench") from None  # fmt: skip

@@ -60,23 +60,28 @@ def test_the_asked_modes_own_flags_are_its_record(tmp_path):
     assert cli.parse_args([]).own is None  # the bench's own flags are the launcher's, shared with --scaling
 
 
+def owners():
+    """The modes a plan.json may name, as --resume passes them: each mode's executor's module."""
+    return {m.executes.name: sys.modules[m.executes.__module__] for m in modes.registered().values() if m.executes}
+
+
 def test_a_plan_kept_under_a_modes_earlier_name_is_rebuilt_under_its_name_now(tmp_path):
     """plan.json of a bench planned before one name per mode (2026-11-29): the bench was "run", --max-batch's flags
     bench.modes.maxbatch's; rebuilt, they are the bench and max_batch's."""
     kept = config.saved(cli.parse_args(["--max-batch", "--memory-limit", "4500", "--out", str(tmp_path)]))
     kept["own"]["kind"] = "bench.modes.maxbatch.Flags"  # the module's path, as plans kept it then
-    assert config.rebuilt(kept).own == max_batch.Flags(memory_limit=4500)
+    assert config.rebuilt(kept, owners()).own == max_batch.Flags(memory_limit=4500)
     bench = config.saved(cli.parse_args(["--out", str(tmp_path)]))
-    assert config.rebuilt({**bench, "mode": "run"}).mode == "bench"
+    assert config.rebuilt({**bench, "mode": "run"}, owners()).mode == "bench"
 
 
 def test_a_plan_names_a_modes_flags_by_the_registry_and_every_modes_own_comes_back():
     for argv in (["--max-batch", "--memory-limit", "4500"], ["--scaling", "2", "--variants", "ddp"],
-                 ["--check", "--paths", "dali"], ["--parity", "--seeds", "3"], ["--resume", "b1"]):  # fmt: skip
+                 ["--check", "--paths", "dali"], ["--parity", "--seeds", "3"], ["--to-accuracy", "0.5"]):  # fmt: skip
         asked = cli.parse_args(argv)
         kept = config.saved(asked)
         assert kept["own"]["kind"] == f"{asked.mode}.{type(asked.own).__qualname__}"  # a name, not a module's path
-        assert config.rebuilt(kept) == asked
+        assert config.rebuilt(kept, owners()) == asked
 
 
 @pytest.mark.parametrize("kind", ["this.s", "os.system", "max_batch.nothing", "max_batch.Flags.__init__", "parity",
@@ -84,10 +89,10 @@ def test_a_plan_names_a_modes_flags_by_the_registry_and_every_modes_own_comes_ba
 def test_a_plan_naming_code_that_is_not_a_modes_is_refused_and_nothing_imported(kind, tmp_path):
     kept = config.saved(cli.parse_args(["--max-batch"]))
     with pytest.raises(BenchError, match="not one of the bench's own modes"):
-        config.rebuilt({**kept, "own": {**kept["own"], "kind": kind}})
+        config.rebuilt({**kept, "own": {**kept["own"], "kind": kind}}, owners())
     assert "this" not in sys.modules and "sideeffect" not in sys.modules
     with pytest.raises(BenchError, match="the mode 'os', which the bench does not have"):
-        config.rebuilt({**kept, "mode": "os"})
+        config.rebuilt({**kept, "mode": "os"}, owners())
 
 
 def test_resume_of_a_plan_naming_a_module_with_a_side_effect_ends_in_one_line_and_never_runs_it(tmp_path):

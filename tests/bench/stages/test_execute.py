@@ -37,9 +37,9 @@ def cli_main(bench, *flags):
 
 
 @pytest.fixture
-def stored_bench(tmp_path):
+def stored_bench(tmp_path, monkeypatch):
     """A bench as the runner stores it (plan.json, sources.json), over a data folder of its own, not yet run: one
-    quick fake run. (results folder, data folder)."""
+    quick fake run, its script trusted as one of the catalogue's (planfile.trusted). (results folder, data folder)."""
 
     data = tmp_path / "data"
     (data / "train" / "a").mkdir(parents=True)
@@ -49,6 +49,7 @@ def stored_bench(tmp_path):
     script = tmp_path / "fake.py"
     script.write_text("import json, sys\njson.dump({'samples_per_s': 5.0}, open(sys.argv[-1], 'w'))\n")
     fake = Run("fake-1", "loader", "loader", 1, 1, [sys.executable, str(script)], "custom")
+    monkeypatch.setattr(planfile, "SCRIPTS", planfile.SCRIPTS | {str(script)})
     works = {"custom": planned.Work(data=str(data), timeout=60)}
     planfile.save(logs / "plan.json", "b1", modes.this_machine()["machine_class"], [fake], works)
     (logs / "sources.json").write_text(json.dumps(execute.sources(works)))
