@@ -20,7 +20,7 @@ from pathlib import Path
 # (name, file, the line as it is, as the fault makes it): each a change of one line that a user would meet as a wrong
 # answer, a lost row or a crash, never as a syntax error
 FAULTS = [
-    ("statistics: the interval at 50%", "bench/stages/summarize.py",
+    ("statistics: the interval at 50%", "bench/stages/intervals.py",
      "low, high = scipy_stats().ttest_1samp(logs, 0.0).confidence_interval(confidence)",
      "low, high = scipy_stats().ttest_1samp(logs, 0.0).confidence_interval(0.5)"),
     ("verdicts: faster read from the interval's top", "bench/stages/summarize.py",
@@ -60,7 +60,7 @@ FAULTS = [
      "    return checked"),
     ("edge: learning's rerun band dropped (worse as soon as above 1.00x)", "bench/stages/summarize.py",
      "    if low > 1 + band:\n        return \"worse\"", "    if low > 1:\n        return \"worse\""),
-    ("edge: a disturbed baseline's bound ten times as wide", "bench/stages/summarize.py",
+    ("edge: a disturbed baseline's bound ten times as wide", "bench/stages/intervals.py",
      "DISTURBED = 5.0 ", "DISTURBED = 50.0 "),
     ("edge: the same-band's top doubled", "bench/stages/summarize.py",
      "    if 1 - band <= low and high <= 1 + band:", "    if 1 - band <= low and high <= 1 + 2 * band:"),

@@ -42,7 +42,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
-from bench.stages import calibrate, cost, execute, plan, summarize
+from bench.stages import calibrate, cost, execute, intervals, plan, summarize
 from bench.stages.record import read_runs
 
 PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's state exists from the first)
@@ -409,7 +409,7 @@ def main(config, info, runs, logs, works):
 def finish(rows, unrun=(), rounds=()):
     """The table: a row per variant (those not searched too: unrun, (run, why) each), with ratios to the baseline.
     rounds: the records of the rounds at the largest batches; where they ran, a variant's samples/s is their median
-    and its speed against the baseline's is paired by round (summarize.interval), with its answer; else the ratio of
+    and its speed against the baseline's is paired by round (intervals.interval), with its answer; else the ratio of
     the two measured runs alone."""
     rows = [*rows, *(dict(variant=r.variant, why_it_stops=f"not searched: {why}") for r, why in unrun)]
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
@@ -433,10 +433,10 @@ def finish(rows, unrun=(), rounds=()):
         if pd.notna(base["samples_per_s"].iloc[0]):
             table["speed_vs_baseline"] = table["samples_per_s"] / base["samples_per_s"].iloc[0]
     if not ok.empty and "baseline" in set(ok["variant"]):
-        for variant, ratios in summarize.paired(ok, "samples_per_s", "baseline").items():
+        for variant, ratios in intervals.paired(ok, "samples_per_s", "baseline").items():
             if variant == "baseline" or not ratios:
                 continue
-            estimate, low, high = summarize.interval(ratios)
+            estimate, low, high = intervals.interval(ratios)
             at = table["variant"] == variant
             table.loc[at, ["speed_vs_baseline", "speed_low", "speed_high"]] = [estimate, low, high]
             table.loc[at, "speed_answer"] = summarize.classify(low, high)

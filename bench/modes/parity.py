@@ -41,7 +41,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Band, Bullets, Figure, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import build, cost, execute, planned, prepare, summarize
+from bench.stages import build, cost, execute, intervals, planned, prepare, summarize
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, steps=150, warmup_steps=5),
@@ -126,7 +126,7 @@ def band(values):
     if len(values) < 2:
         return math.nan, math.nan, math.nan
     mean, sd, n = values.mean(), values.std(ddof=1), len(values)
-    half = summarize.scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1 + 1 / n)
+    half = intervals.scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1 + 1 / n)
     return mean, mean - half, mean + half
 
 

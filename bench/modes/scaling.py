@@ -30,7 +30,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bullets, Figure, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, present
-from bench.stages import build, calibrate, cost, execute, plan, slurm, summarize
+from bench.stages import build, calibrate, cost, execute, intervals, plan, slurm, summarize
 
 ROUNDS = 3  # --repeats auto: rounds of every count
 COLUMNS = [
@@ -180,7 +180,7 @@ def table_of(rows, mode):
         mine = ok.groupby("repeat")["samples_per_s"].last()
         common = mine.index.intersection(one.index)
         if len(common):
-            estimate, low, high = summarize.interval(list(mine[common] / one[common]))
+            estimate, low, high = intervals.interval(list(mine[common] / one[common]))
             row.update(speedup=estimate, speedup_low=low, speedup_high=high, efficiency=estimate * smallest / n)
             row["answer"] = "reference" if n == smallest else summarize.classify(low, high)
         table.append(row)

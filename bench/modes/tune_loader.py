@@ -40,7 +40,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import build, calibrate, cost, execute, plan, planfile, planned, summarize
+from bench.stages import build, calibrate, cost, execute, intervals, plan, planfile, planned, summarize
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
 ROUNDS = 3  # the paired rounds of training with --repeats auto
@@ -142,8 +142,8 @@ def training_rows(records, names, reference):
         return []
     rows = []
     by_setting = ok.drop(columns=["variant"], errors="ignore").rename(columns={"setting": "variant"})
-    ratios = summarize.paired(by_setting, "samples_per_s", reference)
-    ceiling = summarize.paired(by_setting, "samples_per_s", "ceiling")
+    ratios = intervals.paired(by_setting, "samples_per_s", reference)
+    ceiling = intervals.paired(by_setting, "samples_per_s", "ceiling")
     for setting, group in ok.groupby("setting", sort=False):
         if setting == "ceiling":
             continue
@@ -152,9 +152,9 @@ def training_rows(records, names, reference):
         for column in ("data_wait_frac", "cpu_loader_cores", "cpu_model_cores"):
             row[column] = group[column].median() if column in group and group[column].notna().any() else math.nan
         if setting != reference:
-            estimate, low, high = summarize.interval(ratios.get(setting, []))
+            estimate, low, high = intervals.interval(ratios.get(setting, []))
             row.update(speedup=estimate, speedup_low=low, speedup_high=high, answer=summarize.classify(low, high))
-        pct, low, high = summarize.interval(ceiling.get(setting, []))
+        pct, low, high = intervals.interval(ceiling.get(setting, []))
         row.update(ceiling_pct=100 * pct, ceiling_low_pct=100 * low, ceiling_high_pct=100 * high)
         rows.append(row)
     return rows

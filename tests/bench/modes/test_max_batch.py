@@ -6,7 +6,7 @@ import pytest
 
 from bench.config import Config, Limits, Outputs
 from bench.modes import max_batch
-from bench.stages import execute, summarize
+from bench.stages import execute, intervals
 from bench.stages.planned import Run, Work
 from helpers import run
 
@@ -245,7 +245,7 @@ def test_each_variant_is_timed_at_its_largest_batch_in_paired_rounds(monkeypatch
     assert table.loc["checkpoint", "max_batch"] == 576 and table.loc["checkpoint", "rounds"] == 3
     ratios = [1.3, 1.3 * 1.02, 1.3 * 0.98]  # the drift cancels in each pair
     found = tuple(table.loc["checkpoint", ["speed_vs_baseline", "speed_low", "speed_high"]])
-    assert found == pytest.approx(summarize.interval(ratios)) and table.loc["checkpoint", "speed_answer"] == "faster"
+    assert found == pytest.approx(intervals.interval(ratios)) and table.loc["checkpoint", "speed_answer"] == "faster"
     text = (tmp_path / "max_batch.md").read_text()
     assert "in 3 paired rounds" in text and "| checkpoint | 576 |" in text
     low, high = found[1:]

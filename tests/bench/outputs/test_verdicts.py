@@ -7,7 +7,7 @@ import pytest
 from bench.modes import speed
 from bench.outputs import answer, markdown
 from bench.outputs import verdicts as words
-from bench.stages import summarize
+from bench.stages import intervals, summarize
 from helpers import (
     STEADY,
     runs_of,
@@ -81,7 +81,7 @@ def test_a_clear_gain_is_said_with_its_interval_and_the_compute_per_step():
     said, summary = verdicts({"baseline": STEADY, "amp": [(200.0, {}), (210.0, {}), (190.0, {})]})
     low, high = summary.loc["amp", "speedup_low"], summary.loc["amp", "speedup_high"]
     assert (summary.loc["amp", "speedup"], low, high) == pytest.approx(
-        summarize.interval([200 / 100, 210 / 102, 190 / 98])
+        intervals.interval([200 / 100, 210 / 102, 190 / 98])
     )
     low, high = summary.loc["amp", "deciding_low"], summary.loc["amp", "deciding_high"]  # the one that decides
     assert summarize.deciding_interval(summary.loc["amp"]) == pytest.approx((low, high))

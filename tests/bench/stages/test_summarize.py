@@ -11,7 +11,7 @@ import pytest
 from bench import catalogue
 from bench.modes import speed
 from bench.outputs import markdown
-from bench.stages import record, summarize
+from bench.stages import intervals, record, summarize
 from helpers import ROOT
 
 
@@ -52,8 +52,8 @@ def answer_counts(effects, rounds, noise, seeds=20):
     """{answer: how many of `seeds` made-up benches gave it}, for the last variant of effects."""
     variant, counts = list(effects)[-1], {}
     for seed in range(seeds):  # summarize's own steps (the answers tests below take the whole of summarize)
-        ratios = summarize.paired(made_up(effects, rounds, noise, seed=seed), "samples_per_s", "baseline")[variant]
-        answer = summarize.classify(*summarize.interval(ratios)[1:])
+        ratios = intervals.paired(made_up(effects, rounds, noise, seed=seed), "samples_per_s", "baseline")[variant]
+        answer = summarize.classify(*intervals.interval(ratios)[1:])
         counts[answer] = counts.get(answer, 0) + 1
     return counts
 
@@ -125,7 +125,7 @@ def test_memory_is_compared_in_pairs_too():
 
 def test_the_interval_is_scipys_t_interval_on_the_log_ratios():
     ratios = [1.1, 1.2, 1.15, 1.05]
-    estimate, low, high = summarize.interval(ratios)
+    estimate, low, high = intervals.interval(ratios)
     logs = [math.log(r) for r in ratios]
     mean = sum(logs) / 4
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
@@ -350,26 +350,12 @@ def test_a_baseline_beside_each_row_takes_out_the_drift_within_a_round():
     settled, widths = {True: 0, False: 0}, {True: 0.0, False: 0.0}
     for seed in range(20):
         for beside in True, False:
-            ratios = summarize.paired(drifting(1.1, 4, beside, seed=seed), "samples_per_s", "baseline")["row"]
-            estimate, low, high = summarize.interval(ratios)
+            ratios = intervals.paired(drifting(1.1, 4, beside, seed=seed), "samples_per_s", "baseline")["row"]
+            estimate, low, high = intervals.interval(ratios)
             settled[beside] += summarize.classify(low, high) == "faster"
-            widths[beside] += summarize.half_width(estimate, low, high) / 20
+            widths[beside] += intervals.half_width(estimate, low, high) / 20
     assert settled[True] >= 18 and settled[False] <= 10, settled
     assert widths[True] < widths[False] / 2, widths
-
-
-def test_the_reference_is_interpolated_at_a_rows_time():
-    """Between baseline runs of 100 (at 0 s) and 200 (at 20 s), a row at 10 s of 150 reads 150 / sqrt(100 * 200); a
-    row after the last baseline reads against it alone."""
-    rows = pd.DataFrame([
-        dict(variant="baseline", repeat=1, samples_per_s=100.0, time_utc="2026-11-29T00:00:00", wall_s=0.0),
-        dict(variant="x", repeat=1, samples_per_s=150.0, time_utc="2026-11-29T00:00:10", wall_s=0.0),
-        dict(variant="baseline", repeat=1, samples_per_s=200.0, time_utc="2026-11-29T00:00:20", wall_s=0.0),
-        dict(variant="y", repeat=1, samples_per_s=300.0, time_utc="2026-11-29T00:00:30", wall_s=0.0),
-    ])  # fmt: skip
-    ratios = summarize.paired(rows, "samples_per_s", "baseline")
-    assert ratios["x"] == [pytest.approx(150 / math.sqrt(100 * 200))] and ratios["y"] == [pytest.approx(1.5)]
-    assert ratios["baseline"] == [1.0]
 
 
 @pytest.mark.parametrize(
@@ -395,7 +381,7 @@ def test_a_slow_rows_loss_is_read_only_where_it_trained_the_baselines_steps():
     rows = losses([1.0, 1.1, 0.9], [2.0, 2.2, 1.8], 3)
     rows["command"] = [f"train.py --steps {30 if v == 'baseline' or r == 0 else 10}"
                        for v, r in zip(rows["variant"], rows["repeat"])]  # fmt: skip
-    kept = summarize.at_reference_steps(rows, "baseline")
+    kept = intervals.at_reference_steps(rows, "baseline")
     assert set(kept.loc[kept["variant"] == "amp", "repeat"]) == {0}
     assert len(kept[kept["variant"] == "baseline"]) == 3
 
@@ -417,41 +403,6 @@ def beside_bench(effect, rounds, seed, row_noise=0.05, drift=0.03, noise=0.05):
     return pd.DataFrame(rows)
 
 
-def test_the_machines_noise_is_read_on_the_baseline_runs_between_two_others():
-    """Baselines of 100, 110, 100, 110 at 0, 20, 40 and 60 s: the two between others read 110 / 100 and 100 / 110
-    against them, a variance of log(1.1)^2 at half a degree of freedom each; one baseline a round measures none."""
-    runs = [("baseline", 100.0, 0), ("x", 150.0, 10), ("baseline", 110.0, 20), ("baseline", 100.0, 40),
-            ("y", 90.0, 50), ("baseline", 110.0, 60)]  # fmt: skip
-    rows = pd.DataFrame(
-        [
-            dict(variant=v, repeat=1, samples_per_s=rate, wall_s=0.0, time_utc=f"2026-11-29T00:00:{t:02d}")
-            for v, rate, t in runs
-        ]  # fmt: skip
-    )
-    found = summarize.noise(rows, "samples_per_s", "baseline")
-    assert found.variance == pytest.approx(math.log(1.1) ** 2) and found.df == 1.0
-    once = rows.drop_duplicates("variant")
-    assert summarize.noise(once, "samples_per_s", "baseline") is None
-    assert summarize.interval([1.2, 1.3], noise=None) == summarize.interval([1.2, 1.3])  # no noise: the row's own t
-
-
-def test_the_machines_noise_pools_with_a_rows_own_spread():
-    """Two rounds (1 degree of freedom of its own) and the machine's noise at 4: t at 5 degrees, the variance of the
-    two weighted 4 to 1; a row noisier than F(1, 4)'s 75th percentile explains keeps its own interval."""
-    machine = summarize.Noise(0.05**2, 4.0)
-    ratios = [1.10, 1.16]
-    logs = [math.log(r) for r in ratios]
-    own = (logs[0] - logs[1]) ** 2 / 2
-    variance = (4 * 0.05**2 + own) / 5
-    half = 2.570581835636314 * math.sqrt(variance / 2)  # Student's t, 5 degrees of freedom, 97.5th percentile
-    estimate, low, high = summarize.interval(ratios, noise=machine)
-    assert (low, high) == pytest.approx((estimate * math.exp(-half), estimate * math.exp(half)))
-    assert summarize.degrees(ratios, machine) == 5.0 and summarize.degrees(ratios) == 1
-    noisy = [1.0, 1.4]
-    assert summarize.interval(noisy, noise=machine) == summarize.interval(noisy)
-    assert summarize.degrees(noisy, machine) == 1
-
-
 @pytest.mark.slow
 def test_the_machines_noise_settles_more_rows_in_few_rounds_and_its_intervals_still_cover():
     """200 made-up benches of 3 rounds on a machine like the AVX2 EPYC: a row 15% faster settles faster far more often
@@ -463,12 +414,12 @@ def test_the_machines_noise_settles_more_rows_in_few_rounds_and_its_intervals_st
     for seed in range(200):
         for effect, row_noise in (1.15, 0.05), (1.0, 0.05), (1.0, 0.15):
             runs = beside_bench(effect, 3, seed, row_noise=row_noise)
-            ratios = summarize.paired(runs, "samples_per_s", "baseline")["row"]
-            machine = summarize.noise(runs, "samples_per_s", "baseline")
-            _, low, high = summarize.interval(ratios, noise=machine)
+            ratios = intervals.paired(runs, "samples_per_s", "baseline")["row"]
+            machine = intervals.noise(runs, "samples_per_s", "baseline")
+            _, low, high = intervals.interval(ratios, noise=machine)
             if effect > 1:
                 settled[True] += low > 1
-                settled[False] += summarize.interval(ratios)[1] > 1
+                settled[False] += intervals.interval(ratios)[1] > 1
             elif row_noise == 0.05:
                 covered += low <= 1 <= high
             else:
@@ -485,10 +436,10 @@ def test_a_row_beside_the_baseline_has_the_machines_noise_in_its_degrees_of_free
                        busy=False, run=[f"{v}-{i}" for i, v in enumerate(runs["variant"])])  # fmt: skip
     row = answers(runs).loc["row"]
     assert row["rounds_paired"] == 3 and row["speedup_df"] == 2 + 3 * 2 / 2
-    ratios = summarize.paired(runs.rename(columns={"samples_per_s": "rate"}), "rate", "baseline")["row"]
-    machine = summarize.noise(runs.rename(columns={"samples_per_s": "rate"}), "rate", "baseline")
-    assert row["speedup_df"] == summarize.degrees(ratios, machine)
-    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx(summarize.interval(ratios, noise=machine)[1:])
+    ratios = intervals.paired(runs.rename(columns={"samples_per_s": "rate"}), "rate", "baseline")["row"]
+    machine = intervals.noise(runs.rename(columns={"samples_per_s": "rate"}), "rate", "baseline")
+    assert row["speedup_df"] == intervals.degrees(ratios, machine)
+    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx(intervals.interval(ratios, noise=machine)[1:])
 
 
 def test_a_row_below_the_machines_noise_is_known_after_two_rounds_where_the_noise_was_measured_beside_it():
@@ -502,32 +453,6 @@ def test_a_row_below_the_machines_noise_is_known_after_two_rounds_where_the_nois
     assert summarize.rounds_to_settle(dict(row, speedup_df=6.0, margin=0.1)) == 3
 
 
-def test_a_baseline_run_its_neighbours_say_was_disturbed_is_not_read_against():
-    """A round's baselines at about 100 but one at 40 (its steps slowed by something else on the machine): the row
-    beside it is read against the baselines around it (1.21, not 1.9), the machine's noise leaves the disturbed run
-    out (and reads its neighbours again without it), and a round without it pairs alike; with fewer than USUAL draws
-    to say what is usual, none is left out."""
-    usual = [("baseline", 100.0 + (-1) ** k * k % 3) for k in range(10)]  # 100 to 102
-    rates = [("baseline", 100.0), ("x", 120.0), ("baseline", 101.0), ("baseline", 99.0), ("row", 120.0),
-             ("baseline", 40.0), ("baseline", 100.0), *usual]  # fmt: skip
-    rows = pd.DataFrame(
-        [
-            dict(variant=v, repeat=1, samples_per_s=rate, wall_s=0.0, time_utc=f"2026-11-29T00:01:{3 * k:02d}")
-            for k, (v, rate) in enumerate(rates)
-        ]  # fmt: skip
-    )
-    ratios = summarize.paired(rows, "samples_per_s", "baseline")
-    assert ratios["row"] == [pytest.approx(120 / (99.0 ** (2 / 3) * 100.0 ** (1 / 3)))]
-    assert ratios["x"] == [pytest.approx(120 / math.sqrt(100.0 * 101.0))]
-    found = summarize.noise(rows, "samples_per_s", "baseline")
-    assert found.df == 6.0 and found.variance < 0.002  # 12 draws, the disturbed one out, its neighbours drawn again
-    quiet = rows[rows["samples_per_s"] != 40.0]
-    assert summarize.paired(quiet, "samples_per_s", "baseline")["row"] == ratios["row"]
-    assert summarize.noise(quiet, "samples_per_s", "baseline") == found
-    few = rows.iloc[:9]  # 5 draws, 2 of them beside the disturbed run: too few say what is usual
-    assert summarize.paired(few, "samples_per_s", "baseline")["row"][0] > 1.8
-
-
 # ----------------------------------------------------------------------------- the margin rule (decide)
 
 
@@ -538,7 +463,7 @@ def symmetric(centre, half):
 
 def within_edges(margin, df):
     """(low, high) of a 95% interval whose 90% interval (at df) ends exactly on 1 + margin: the upper edge."""
-    scale = summarize.t_quantile(0.5 + summarize.CONFIDENCE / 2, df) / summarize.t_quantile(
+    scale = intervals.t_quantile(0.5 + intervals.CONFIDENCE / 2, df) / intervals.t_quantile(
         0.5 + summarize.EQUIVALENCE / 2, df
     )
     half90 = math.log1p(margin) / 2  # a 90% interval from (1+m)^0 ... centred at sqrt(1+m), reaching 1+m
@@ -552,7 +477,7 @@ def test_a_90pc_interval_just_inside_the_margin_is_within_it_and_just_outside_is
     its interval holds 1: open)."""
     df = 4.0
     low, high = within_edges(margin, df)
-    assert summarize.narrower(low, high, df)[1] == pytest.approx(1 + margin)
+    assert intervals.narrower(low, high, df, summarize.EQUIVALENCE)[1] == pytest.approx(1 + margin)
     assert summarize.decide(low * 0.999, high * 0.999, df, margin) == "same"
     assert summarize.decide(low * 1.001, high * 1.001, df, margin) == "unsettled"
 
@@ -563,7 +488,7 @@ def test_the_lower_edge_is_one_over_one_plus_the_margin(margin):
     df = 4.0
     low, high = within_edges(margin, df)
     low, high = 1 / high, 1 / low  # mirrored: its 90% interval begins on 1/(1+m)
-    assert summarize.narrower(low, high, df)[0] == pytest.approx(1 / (1 + margin))
+    assert intervals.narrower(low, high, df, summarize.EQUIVALENCE)[0] == pytest.approx(1 / (1 + margin))
     assert summarize.decide(low * 1.001, high * 1.001, df, margin) == "same"
     assert summarize.decide(low * 0.999, high * 0.999, df, margin) == "unsettled"
     assert 1 / (1 + margin) > 1 - margin  # the rule is not 1 - m: that point would be read as within
@@ -573,8 +498,8 @@ def test_faster_and_slower_need_the_deciding_interval_beyond_1():
     """A 95% interval beyond 1 is not enough: the 97.5% one decides (the bench looks after every round). Just above
     1 is faster, just below is open; slower mirrors it."""
     df, half = 3.0, 0.2
-    scale = summarize.t_quantile(0.5 + summarize.DECIDING / 2, df) / summarize.t_quantile(
-        0.5 + summarize.CONFIDENCE / 2, df
+    scale = intervals.t_quantile(0.5 + summarize.DECIDING / 2, df) / intervals.t_quantile(
+        0.5 + intervals.CONFIDENCE / 2, df
     )
     centre = math.exp(half * scale)  # the 97.5% interval begins exactly on 1
     low, high = symmetric(centre, half)
@@ -626,7 +551,7 @@ def test_the_baseline_against_itself_is_a_cpu_benchs_row_and_checks_the_rule():
 def made_up_bench(rng, effect, sd, margin, draws_a_round=3):
     """One row of a made-up CPU bench as --repeats auto runs it: a paired log ratio a round, normal around the effect
     with sd `sd`, and the machine's noise measured beside it (draws_a_round baseline draws a round of the same sd, half
-    a degree of freedom each: summarize.noise); a look after every round from MIN_ROUNDS, stopping where needs_rounds
+    a degree of freedom each: intervals.noise); a look after every round from MIN_ROUNDS, stopping where needs_rounds
     says, MAX_ROUNDS at most. Its answer when it stopped."""
     ratios, draws = [], []
     for r in range(1, summarize.MAX_ROUNDS + 1):
@@ -634,9 +559,9 @@ def made_up_bench(rng, effect, sd, margin, draws_a_round=3):
         draws += list(rng.normal(0, sd, draws_a_round))
         if r < summarize.MIN_ROUNDS:
             continue
-        noise = summarize.Noise(float(np.mean(np.square(draws))), len(draws) / 2)
-        estimate, low, high = summarize.interval(ratios, noise=noise)
-        df = summarize.degrees(ratios, noise)
+        noise = intervals.Noise(float(np.mean(np.square(draws))), len(draws) / 2)
+        estimate, low, high = intervals.interval(ratios, noise=noise)
+        df = intervals.degrees(ratios, noise)
         row = dict(speedup=estimate, speedup_low=low, speedup_high=high, rounds_paired=r, speedup_df=df, margin=margin)
         if not summarize.needs_rounds(row)[0]:
             break
@@ -741,25 +666,6 @@ def test_the_rerun_band_holds_on_a_rows_own_rounds():
     assert 1 < low < high < 1.1 and said is None
     assert summarize.learning(pd.Series([1.15, 1.16, 1.17]))[3] == "worse"
     assert summarize.learns(low, high, band=0.01) == "worse"  # a narrower band would call it worse
-
-
-USUAL = [0.01, -0.01] * 4  # eight usual draws: median |draw| 0.01, a robust sd 0.01 / 0.6745
-BOUND = 5 * 0.01 / 0.6745  # DISTURBED (5) robust sds: 0.0741
-
-
-@pytest.mark.parametrize(
-    "draw, usual, said",
-    [
-        (BOUND + HAIR, USUAL, True),
-        (BOUND - HAIR, USUAL, False),
-        (-(BOUND + HAIR), USUAL, True),  # a run disturbed faster as well as slower
-        (-(BOUND - HAIR), USUAL, False),
-        (1.0, USUAL[:7], False),  # seven draws cannot say what is usual: nothing is left out
-        (BOUND + HAIR, USUAL[:8], True),  # eight can
-    ],
-)
-def test_a_baseline_run_is_disturbed_just_beyond_five_robust_sds_of_its_usual_draws(draw, usual, said):
-    assert summarize.off_its_neighbours(draw, usual) is said
 
 
 @pytest.mark.parametrize(
