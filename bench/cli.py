@@ -175,7 +175,7 @@ def run_flags(p):
         "--margin",
         type=margin_flag,
         help="the speed-up a row must exceed to count: 0.1 (the default) reads a 90%% interval inside 1/1.1x..1.1x as"
-        " within the margin (not worth adopting for speed here); faster and slower need the 97.5%% interval beyond 1",
+        " within the margin (not worth adopting for speed here); faster and slower need the 98%% interval beyond 1",
     )
     p.add_argument("--budget", type=budget_flag, help="minutes the bench may take, or none (default: CPU 25, GPU 35)")
     p.add_argument("--chunk", type=float, help="minutes for this part: stop after the last whole round that fits")

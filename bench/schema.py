@@ -292,7 +292,7 @@ speedup_df              -     summary -       -          the degrees of freedom 
 margin                  -     summary -       -          the margin the speed answer is read against (--margin: 0.1 is
                                                            +-10%, 1/1.1x to 1.1x)
 speed_answer            -     summary -       -          same (within the margin: the 90% interval wholly inside
-                                                           1/(1+margin) to 1+margin), else faster or slower (the 97.5%
+                                                           1/(1+margin) to 1+margin), else faster or slower (the 98%
                                                            interval wholly above or below 1), else unsettled (open)
 loss_ratio              x     summary -       -          the geometric mean over the rounds of train_loss_final / the
                                                            baseline's in the same round (at the same seed)

@@ -14,7 +14,16 @@ import pandas as pd
 
 from bench.catalogue import SELF
 from bench.stages.causes import UNSHOWN
-from bench.stages.summarize import ACCURACY_GAP, CORES_CHANGE, MARGIN, WAIT_BOUND, WAIT_CHANGE, WAIT_LITTLE
+from bench.stages.summarize import (
+    ACCURACY_GAP,
+    CORES_CHANGE,
+    DECIDING,
+    EQUIVALENCE,
+    MARGIN,
+    WAIT_BOUND,
+    WAIT_CHANGE,
+    WAIT_LITTLE,
+)
 
 
 def number(row, name):
@@ -331,12 +340,12 @@ def speed(row, what):
     if pd.isna(low):
         return f"{s:.2f}x the {what}, open: one paired round, no interval to judge the noise by"
     if answer in ("faster", "slower") and pd.notna(number(row, "deciding_low")):
-        words = interval_words(number(row, "deciding_low"), number(row, "deciding_high"), rounds, share=97.5)
+        words = interval_words(number(row, "deciding_low"), number(row, "deciding_high"), rounds, share=100 * DECIDING)
         return f"{s:.2f}x {answer} ({words}, wholly {'above' if answer == 'faster' else 'below'} 1)"
     if answer in ("faster", "slower"):
         return f"{s:.2f}x {answer} ({interval_words(low, high, rounds)})"
     if answer == "same":
-        words = interval_words(number(row, "within_low"), number(row, "within_high"), rounds, share=90)
+        words = interval_words(number(row, "within_low"), number(row, "within_high"), rounds, share=100 * EQUIVALENCE)
         return f"within the margin in {what} ({s:.2f}x; {words}, inside {margin_words(row)}): not worth adopting for it"
     left = rounds_left(row)
     return (
@@ -577,8 +586,8 @@ def settled_note(summary):
     span = plural(rounds.max(), "paired round")
     span = span if rounds.min() == rounds.max() else f"{rounds.min():.0f} to {span}"
     said = (
-        f"Decided: {len(decided)} of {plural(len(asked), 'row')} (faster or slower by 97.5% intervals, or within the"
-        f" margin, {margin_words(asked.iloc[0])}, by 90% intervals; over {span})."
+        f"Decided: {len(decided)} of {plural(len(asked), 'row')} (faster or slower by {100 * DECIDING:g}% intervals, or"
+        f" within the margin, {margin_words(asked.iloc[0])}, by {100 * EQUIVALENCE:g}% intervals; over {span})."
     )
     if not check.empty:
         row = check.iloc[0]

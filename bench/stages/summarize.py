@@ -5,7 +5,7 @@ bench/stages/intervals.py's; this module reads them as answers.
 
 A row's speed answer (`decide`), against a declared margin m (--margin, MARGIN by default): within the margin
 where the 90% interval lies wholly inside 1/(1+m) to 1+m (two one-sided tests at 5% each, TOST: the row is not worth
-adopting for speed here, even if it is also wholly on one side of 1); else faster or slower where the 97.5% interval
+adopting for speed here, even if it is also wholly on one side of 1); else faster or slower where the 98% interval
 (DECIDING: the bench looks after every round) lies wholly above or below 1; otherwise open. The answer codes in
 summary.csv are same (within the margin) and unsettled (open). The other ratios (memory, a mode's rounds) keep the
 narrow rule (`classify`): no measurable difference inside 1 +- BAND. Rounds are added to the rows still open
@@ -57,8 +57,13 @@ MARGIN = 0.10
 EQUIVALENCE = 0.90  # the interval read against the margin: two one-sided tests at 5% each
 # the interval that calls a row faster or slower: a bench looks after every round and stops at the first answer, so
 # each look asks more than 95% (at 95% a row with no effect came out faster or slower in 7.5% to 8% of made-up
-# benches at a noise of 0.07 to 0.10; at 97.5%, 4.4% to 4.5%: tests/bench/stages/test_summarize.py, docs/bench.md)
-DECIDING = 0.975
+# benches at a noise of 0.07 to 0.10; at 98%, with rows kept open to GIVE_UP's rounds, at most 4.3%:
+# tests/bench/stages/test_summarize.py, docs/bench.md)
+DECIDING = 0.98
+# a row's own paired rounds before the bench gives it up as below the noise: an estimate of the rounds still needed
+# read from 2 or 3 rounds moves with their noise (on made-up benches at 0.07 to 0.10 a draw, giving up after 2 left
+# 18% to 67% of rows with no effect open; after 4, 10% to 52%: docs/bench.md "The margin")
+GIVE_UP = 4
 BAND = 0.03  # the narrow rule of the other ratios (memory, a mode's rounds): inside 0.97x..1.03x, no difference
 PRECISION = 0.05  # an interval within +-5% of its estimate needs no more rounds
 EFFECT_SHARE = 0.25  # ... nor one within a quarter of the effect's size (log scale), for large effects
@@ -153,8 +158,8 @@ def needs_rounds(row):
     """(whether the row gets another round under --repeats auto, why: ROUND_WHYS): yes while its answer is open
     (decide: neither faster, slower nor within the margin), unless its interval is already as narrow as precise()
     asks (a margin narrower than the precision) or no count of rounds the bench runs would decide it at the noise seen
-    (rounds_to_settle above MAX_ROUNDS: its effect lies on the margin's edge, or below this machine's noise), known
-    from 2 degrees of freedom (3 rounds; 2 where the machine's noise was measured beside them). A decided row gets no
+    (rounds_to_settle above MAX_ROUNDS: its effect lies on the margin's edge, or below this machine's noise), read
+    from GIVE_UP paired rounds of its own and 2 degrees of freedom or more. A decided row gets no
     more: its round goes to the rows still open. The answer is the row's speed_answer where it has one (an answer that
     rests on busy rounds is open there, whatever its interval says), else decide()'s."""
     estimate, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
@@ -166,7 +171,7 @@ def needs_rounds(row):
         return False, "decided"
     if precise(estimate, low, high):
         return False, "precise"
-    if degrees_of(row) >= 2 and rounds_to_settle(row) > MAX_ROUNDS:  # a spread of 1 degree of freedom says little
+    if num(row, "rounds_paired") >= GIVE_UP and degrees_of(row) >= 2 and rounds_to_settle(row) > MAX_ROUNDS:
         return False, "below the noise"
     return True, "open"
 

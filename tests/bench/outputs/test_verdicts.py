@@ -86,7 +86,7 @@ def test_a_clear_gain_is_said_with_its_interval_and_the_compute_per_step():
     low, high = summary.loc["amp", "deciding_low"], summary.loc["amp", "deciding_high"]  # the one that decides
     assert summarize.deciding_interval(summary.loc["amp"]) == pytest.approx((low, high))
     assert said["amp"].startswith(
-        f"amp: 2.00x faster (97.5% interval {low:.2f}x to {high:.2f}x over 3 paired rounds, wholly above 1)"
+        f"amp: 2.00x faster (98% interval {low:.2f}x to {high:.2f}x over 3 paired rounds, wholly above 1)"
     )
     assert "compute per step went from 633.6 ms to 316.8 ms while the data wait stayed at 1%" in said["amp"]
 
@@ -103,7 +103,7 @@ def test_a_change_inside_the_noise_of_the_rounds_is_not_settled():
 def test_a_clear_loss_is_slower():
     said, _ = verdicts({"baseline": STEADY, "checkpoint": [(75.0, {}), (76.0, {}), (74.0, {})]})
     assert said["checkpoint"].startswith(
-        "checkpoint: 0.75x slower (97.5% interval 0.73x to 0.77x over 3 paired rounds, wholly below 1)"
+        "checkpoint: 0.75x slower (98% interval 0.73x to 0.77x over 3 paired rounds, wholly below 1)"
     )
     assert "compute per step went from 633.6 ms to 844.8 ms" in said["checkpoint"]
 
