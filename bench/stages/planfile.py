@@ -11,7 +11,7 @@ from bench import BenchError, catalogue, write_whole
 from bench.stages.planned import Run, Work
 
 SCRIPTS = frozenset(row.script for row in catalogue.ROWS)  # the scripts a plan's run may start: this checkout's own
-TORCHRUN = catalogue.TORCHRUN[:3]  # -m torch.distributed.run --standalone, then --nproc-per-node N
+TORCHRUN = catalogue.TORCHRUN  # -m torch.distributed.run --standalone --nproc-per-node {nproc}: N, a number
 ENV = frozenset({"OMP_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR"})  # the variables a plan's run may set
 
 
@@ -52,6 +52,15 @@ def load(path):
         ) from None
 
 
+def script_at(command):
+    """Where a run's script is in its command after Python: after torchrun's own flags (-m torch.distributed.run
+    --standalone --nproc-per-node N), else first."""
+    launcher = TORCHRUN[:-1]
+    if command[: len(launcher)] == launcher and len(command) > len(launcher) and command[len(launcher)].isdigit():
+        return len(launcher) + 1
+    return 0
+
+
 def trusted(runs, out):
     """The saved runs as this checkout runs them, or a BenchError naming the first that is not one of its own: a
     Python (the one resuming runs it), torchrun's own flags, a script of the catalogue, then that script's flags; the
@@ -59,11 +68,7 @@ def trusted(runs, out):
     folder people share: it never chooses the program, the script or a variable that loads code."""
     for run in runs:
         program, *rest = run.script or [""]
-        at = 3 if rest[:3] == TORCHRUN else 0
-        while (
-            at and rest[at : at + 1] == ["--nproc-per-node"] and rest[at + 1 : at + 2] != [] and rest[at + 1].isdigit()
-        ):
-            at += 2
+        at = script_at(rest)
         cache = run.env.get("TORCHINDUCTOR_CACHE_DIR")
         why = None
         if not Path(program).name.startswith("python"):
