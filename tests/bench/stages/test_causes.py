@@ -259,3 +259,18 @@ def test_the_answer_names_each_rows_cause_and_the_rows_without_one():
 def test_every_rule_is_a_row_of_the_docs_table(rule):
     assert f"| {rule.name} (`{rule.cause}`) | {rule.evidence} | {rule.threshold} | {rule.remedy} |" in causes.table()
     assert causes.table() in (ROOT / "docs" / "bench.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "p90, base_p90, caused",
+    [
+        (140.0, 115.0, True),  # 1.40x against the baseline's 1.15x: 0.25 more (STALL_MORE), and 1.25x or more (STALL)
+        (140.0, 115.0 + 1e-3, False),  # a hair less than 0.25 more than the baseline's
+        (125.0, 100.0, True),  # on STALL, 0.25 over a baseline that never stalls
+        (125.0 - 1e-3, 100.0, False),  # a hair under STALL
+    ],
+)
+def test_stalls_are_a_cause_only_at_1_25x_the_median_and_a_quarter_more_than_the_baselines(p90, base_p90, caused):
+    row = dict(step_time_p90_ms=p90, step_time_median_ms=100.0)
+    base = dict(step_time_p90_ms=base_p90, step_time_median_ms=100.0)
+    assert (causes.stalls(row, base, None) is not None) is caused

@@ -737,3 +737,11 @@ def test_compiles_steps_to_pay_back_are_its_compile_over_the_time_a_step_saves()
     row = dict(speedup=1.25, speedup_low=1.1, speedup_high=1.4, compile_cold_s=10.0, compile_warm_s=10.0 + 1e-3)
     base = dict(rate_median=1000.0, global_batch_size=100, first_step_s=1.0)
     assert summarize.payback(row, base) == ("pays back", 450, 451)
+
+
+@pytest.mark.parametrize(
+    "p90, said",
+    [(125.0 + HAIR, (125.0 + HAIR, 100.0)), (125.0, (125.0, 100.0)), (125.0 - HAIR, None)],
+)
+def test_a_row_stalls_where_its_90th_percentile_step_is_a_quarter_over_its_median_or_more(p90, said):
+    assert summarize.stalls(dict(step_time_p90_ms=p90, step_time_median_ms=100.0)) == said
