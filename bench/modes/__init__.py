@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Callable
 
 from bench import BenchError
-from bench.outputs.declared import Shows
+from bench.outputs.declared import Joins, Shows
 
 # the bench's own modes, as MODULE.REGISTRATION, in their order: the order of their flags in --help (after the flags
 # every mode shares, cli.py's) and of "--A and --B are two modes" when two are asked for
-BUILT_IN = ("saved.RESUME", "saved.SUMMARIZE", "check.MODE", "saved.README", "max_batch.MODE", "to_accuracy.MODE",
-            "parity.MODE", "scaling.MODE", "tune_loader.MODE", "speed.MODE", "saved.SAVE_BASELINE")  # fmt: skip
+# (and of what their tables add to a bench's summary: --parity's column and words before --max-batch's)
+BUILT_IN = ("saved.RESUME", "saved.SUMMARIZE", "check.MODE", "saved.README", "parity.MODE", "max_batch.MODE",
+            "to_accuracy.MODE", "scaling.MODE", "tune_loader.MODE", "speed.MODE", "saved.SAVE_BASELINE")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,11 @@ class Registration:
         plot (their files in --out, what the plot shows, the blocks of the page and the figure), which bench/outputs/
         renders (bench/outputs/render.py write), a README or docs/ block shows (`<!-- results: FOLDER max-batch -->`:
         bench/outputs/readme.py), and report.html holds where the folder has them; None for none
-    joins: joins(summary, out): a bench's summary (its numbers, bench/stages/summarize.py) with what this mode's table
-        in the same results folder adds to it (its columns; the summary as it is where the folder holds none): the
-        bench's summary takes every registered mode's, in the registry's order (bench/modes/speed.py summary_of),
-        and names none itself
+    joins: what this mode's table in the same results folder adds to a bench's summary (a Joins:
+        bench/outputs/declared.py): its numbers (its columns; the summary as it is where the folder holds none), and
+        its column, words, answer groups and marks on a plot, which bench/outputs/ renders: the bench's summary takes
+        every registered mode's, in the registry's order (bench/modes/speed.py summary_of, joined()), and names none
+        itself
     """
 
     name: str
@@ -68,7 +70,7 @@ class Registration:
     locked: bool = True
     executes: type | None = None
     only: tuple = ()
-    joins: Callable | None = None
+    joins: Joins | None = None
     shows: Shows | None = None
 
     def __post_init__(self):
@@ -111,6 +113,11 @@ def registered():
 def shown():
     """{a mode's flag without its dashes: its Shows} of every mode that shows its results."""
     return {name.replace("_", "-"): mode.shows for name, mode in registered().items() if mode.shows}
+
+
+def joined():
+    """What every registered mode's table adds to a bench's summary (their Joins), in the registry's order."""
+    return tuple(mode.joins for mode in registered().values() if mode.joins is not None)
 
 
 def flag_of(name):

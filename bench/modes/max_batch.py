@@ -40,7 +40,7 @@ from bench.config import read, varied
 from bench.modes import Registration, planned_bench, speed, table_in
 from bench.observe import machine
 from bench.outputs import render
-from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
+from bench.outputs.declared import Bars, Bullets, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
 from bench.stages import calibrate, cost, execute, intervals, plan, summarize
 from bench.stages.record import read_runs
@@ -557,15 +557,36 @@ def older(table, summary):
     return table.assign(workload=train["workload"].iloc[0], model=train["model"].iloc[0])
 
 
-def joins(summary, out):
+def with_largest(summary, table):
+    """The training rows with a --max-batch run's rounds at the largest batches (its max_batch.csv, read into a
+    frame), by workload, model and variant: each row's largest batch and its speed there against the baseline's at
+    the baseline's own largest batch (paired rounds), with its answer; table None or without rounds changes nothing."""
+    if table is None or table.empty or "speed_answer" not in table or table["speed_answer"].isna().all():
+        return summary
+    found = table.dropna(subset=["speed_answer"]).set_index(["workload", "model", "variant"])
+    train = summary.index[summary["kind"] == "train"]
+    keys = [(summary.at[i, "workload"], summary.at[i, "model"], summary.at[i, "variant"]) for i in train]
+    columns = dict(largest_batch="max_batch", largest_batch_vs_baseline="batch_vs_baseline",
+                   largest_speedup="speed_vs_baseline", largest_speedup_low="speed_low",
+                   largest_speedup_high="speed_high", largest_answer="speed_answer")  # fmt: skip
+    for mine, theirs in columns.items():
+        values = [found.at[key, theirs] if key in found.index else None for key in keys]
+        if mine != "largest_answer":
+            values = [math.nan if v is None else float(v) for v in values]
+        summary[mine] = pd.Series(dtype=object if mine == "largest_answer" else float)
+        summary.loc[train, mine] = values
+    return summary
+
+
+def numbers(summary, out):
     """A bench's summary with a --max-batch run's table in the same results folder (max_batch.csv), by workload, model
     and variant: each training row's largest batch and its speed there against the baseline's at its own largest
-    (summarize.with_largest, where the table has rounds), and the largest batch found with its ratio to the
+    (with_largest, where the table has rounds), and the largest batch found with its ratio to the
     baseline's (largest_batch_found, largest_batch_found_x: memory.png says them beside each row's bars)."""
     table = older(table_in(out, "max_batch.csv", ("variant", "max_batch"), "--max-batch's speeds"), summary)
     if table is None:
         return summary
-    summary = summarize.with_largest(summary.copy(), table)  # a new frame: the one given stays as it was
+    summary = with_largest(summary.copy(), table)  # a new frame: the one given stays as it was
     found = table.dropna(subset=["max_batch"]).set_index(["workload", "model", "variant"])
     found = found[~found.index.duplicated(keep="last")]
     keys = list(zip(summary["workload"], summary["model"], summary["variant"]))
@@ -575,6 +596,58 @@ def joins(summary, out):
         summary[mine] = pd.Series([float(v) if v is not None and t else math.nan for v, t in zip(values, train)],
                                   index=summary.index)  # fmt: skip
     return summary
+
+
+def cell(row):
+    """'1.21x (1.10x to 1.33x), faster, at 4.00x the batch' ('' for a row --max-batch did not time)."""
+    answer = row.get("largest_answer")
+    if not isinstance(answer, str):
+        return ""
+    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
+    interval = f" ({low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
+    return f"{row['largest_speedup']:.2f}x{interval}, {answer}, at {row['largest_batch_vs_baseline']:.2f}x the batch"
+
+
+def words(row):
+    """'at its largest batch (1,024, 4.00x the baseline's) 1.21x the baseline's speed at the baseline's own largest
+    (95% interval 1.10x to 1.33x): faster (max_batch.md)' ('' without --max-batch's rounds)."""
+    answer = row.get("largest_answer")
+    if not isinstance(answer, str):
+        return ""
+    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
+    interval = f" (95% interval {low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
+    batch = f"{row['largest_batch']:,.0f}, {row['largest_batch_vs_baseline']:.2f}x the baseline's"
+    return (f"at its largest batch ({batch}) {row['largest_speedup']:.2f}x the baseline's speed at the baseline's own"
+            f" largest{interval}: {ANSWER_WORDS.get(answer, answer)} (max_batch.md)")  # fmt: skip
+
+
+def changes(row):
+    """Whether --max-batch's rounds give this row another answer at its largest batch than at the bench's batch."""
+    answer = row.get("largest_answer")
+    return isinstance(answer, str) and answer != "unsettled" and answer != row.get("speed_answer")
+
+
+def aside(row):
+    """' (1.21x at its largest batch: faster)' where its answer there is another than at the bench's batch, else ''."""
+    return (
+        f" ({row.largest_speedup:.2f}x at its largest batch: {ANSWER_WORDS[row.largest_answer]})"
+        if changes(row)
+        else ""
+    )
+
+
+def mark(row):
+    """'largest batch 1,024 (4.00x)' beside a row's memory bars where the search found its largest batch, else ''."""
+    batch, times = row.get("largest_batch_found"), row.get("largest_batch_found_x")
+    if batch is None or pd.isna(batch):
+        return ""
+    return f"largest batch {batch:,.0f}" + (f" ({times:.2f}x)" if pd.notna(times) else "")
+
+
+# a bench's summary in the same folder: each row's speed at its largest batch in its column and its words, said in
+# the answer first where it answers otherwise there, and the largest batch found beside its memory bars
+JOINS = Joins(numbers, column=("at its largest batch (--max-batch)", cell), said=words, aside=aside, mark=mark,
+              marked="largest batch: --max-batch, x the baseline's")  # fmt: skip
 
 
 PROBE_S = dict(cpu=15, gpu=25)  # --max-batch: a probe (CPU: measured here, 9-15 s), a compile apart
@@ -589,5 +662,5 @@ def estimate_s(runs, gpu, probes):
 
 MODE = Registration("max_batch", run, asked=lambda flags: flags.max_batch, add_flags=add_flags,
                     check_flags=check_flags, own=read(Flags), outputs=("max_batch.csv", "max_batch.md",
-                    "max_batch.png"), executes=MaxBatch, only=("memory_limit",), joins=joins,
+                    "max_batch.png"), executes=MaxBatch, only=("memory_limit",), joins=JOINS,
                     shows=SHOWS)  # fmt: skip

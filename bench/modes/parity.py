@@ -39,9 +39,9 @@ from bench.config import read
 from bench.modes import Registration, new_id, planned_for, table_in
 from bench.observe import machine
 from bench.outputs import render
-from bench.outputs.declared import Band, Bullets, Figure, Line, Lines, Rows, Shows
+from bench.outputs.declared import Band, Bullets, Figure, Joins, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import build, cost, execute, intervals, planned, prepare, summarize
+from bench.stages import build, cost, execute, intervals, planned, prepare
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, steps=150, warmup_steps=5),
@@ -392,10 +392,62 @@ def run(config):
     main(config, info, bench_id)
 
 
-def joins(summary, out):
+# ----------------------------------------------------------------------------- what it adds to a bench's summary
+
+
+def with_parity(summary, parity):
+    """The training rows with the verdict of a --parity run (its parity.csv, read into a frame), by variant: the
+    technique is the same whatever the speed bench's model; parity None or empty changes nothing."""
+    if parity is None or parity.empty:
+        return summary
+    found = parity.set_index("variant")
+    train = summary["kind"] == "train"
+    summary.loc[train, "parity_verdict"] = summary.loc[train, "variant"].map(found["verdict"])
+    summary.loc[train, "parity_from_step"] = summary.loc[train, "variant"].map(found["from_step"])
+    return summary
+
+
+def numbers(summary, out):
     """A bench's summary with the verdicts of a --parity run in the same results folder (parity.csv), by variant."""
     table = table_in(out, "parity.csv", ("variant", "verdict", "from_step"), "--parity's verdicts")
-    return summary if table is None else summarize.with_parity(summary.copy(), table)
+    return summary if table is None else with_parity(summary.copy(), table)
+
+
+def cell(row):
+    """'the same', 'worse from step 60', 'diverged' ('' for a row --parity did not run)."""
+    said = row.get("parity_verdict")
+    if not isinstance(said, str):
+        return ""
+    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
+    return said.removeprefix("learns ") + (step if said in ("learns worse", "learns better") else "")
+
+
+def words(row):
+    """'in --parity it learns worse from step 60 than the baseline over its seeds (parity.md)' ('' without one)."""
+    said = row.get("parity_verdict")
+    if not isinstance(said, str):
+        return ""
+    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
+    if said == "learns the same":
+        return "in --parity it learns the same as the baseline over its seeds (parity.md)"
+    if said == "not the same run":
+        return "in --parity it is not the same run as its twin at the same seed (parity.md)"
+    if said in ("learns worse", "learns better"):
+        return f"in --parity it {said}{step} than the baseline over its seeds (parity.md)"
+    return f"in --parity it {said} (parity.md)"
+
+
+# a bench's summary in the same folder: each row's verdict in its column and its words; a faster row that learns
+# worse (or diverged) is no speed-up worth having, and one whose curve leaves its twin's at the same seed (FSDP's
+# DDP's) is not the run it claims to speed up: the answer first lists both apart, first
+JOINS = Joins(
+    numbers,
+    column=("learns (--parity)", cell),
+    said=words,
+    apart=(("Faster, but learns worse", lambda row: row.get("parity_verdict") in ("learns worse", "diverged")),
+           ("Faster, but not the same run", lambda row: row.get("parity_verdict") == "not the same run")),
+    points=(("learning", "python -m bench --parity"),),  # where a bench's rows end apart: compare them over seeds
+)  # fmt: skip
 
 
 # --parity: a run's start and evaluations, a step of its model and a cold compile of it: on a CPU the tiny CNN as the
@@ -420,4 +472,4 @@ def estimate_s(runs, gpu, bf16_native=True):
 
 MODE = Registration("parity", run, asked=lambda flags: flags.parity, add_flags=add_flags, check_flags=check_flags,
                     own=read(Flags), outputs=("parity.csv", "parity.md", "parity_curves.png"),
-                    executes=Parity, only=("seeds",), joins=joins, shows=SHOWS)  # fmt: skip
+                    executes=Parity, only=("seeds",), joins=JOINS, shows=SHOWS)  # fmt: skip

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bench import BenchError, check_folder
 from bench.config import read
-from bench.modes import Registration, registered, shown, speed, this_machine
+from bench.modes import Registration, joined, registered, shown, speed, this_machine
 from bench.stages import baseline, execute, record
 
 
@@ -80,7 +80,7 @@ def readme(config):
         machine = speed.saved_machine(folder, runs)
         return speed.write_outputs(folder, runs["bench_id"].iloc[-1], machine, speed.margin(config))
 
-    for folder in blocks.rewrite(resummarize, shown=shown()):
+    for folder in blocks.rewrite(resummarize, shown=shown(), joined=joined()):
         print(f"README.md and docs/: the results of {folder}, summarized again from its runs.csv")
     for folder in sorted(config.outputs.baseline_dir.glob("*/runs.csv")):  # every saved baseline gets its report too
         resummarize(folder.parent)

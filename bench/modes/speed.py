@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import BenchError, catalogue, logs_of, schema, write_whole
-from bench.modes import Registration, new_id, registered, shown, this_machine
+from bench.modes import Registration, joined, new_id, shown, this_machine
 from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, verdicts
 from bench.outputs import report as html_report
@@ -62,17 +62,16 @@ def margin(config):
 
 def summary_of(runs, out=None, profiled=None, margin=summarize.MARGIN):
     """The summary every output is drawn from, down one way: the statistics of the runs (bench/stages/summarize.py),
-    with what each mode's table in the results folder out adds (a registration's joins: --parity's verdicts,
-    --max-batch's speeds at the largest batches, --tune-loader's answer; none without out); each row's answers
-    (summarize.answered) and causes (bench/stages/causes.py, with the operators of a bench with --profile: profiled,
-    from bench/stages/profiles.py); then the words (bench/outputs/verdicts.py), a verdict for every row. summary.csv
-    holds its columns in_order."""
+    with what each mode's table in the results folder out adds (a registration's joins, their numbers: --parity's
+    verdicts, --max-batch's speeds at the largest batches, --tune-loader's answer; none without out); each row's
+    answers (summarize.answered) and causes (bench/stages/causes.py, with the operators of a bench with --profile:
+    profiled, from bench/stages/profiles.py); then the words (bench/outputs/verdicts.py), a verdict for every row, what
+    the modes' tables add said in it. summary.csv holds its columns in_order."""
     numbers = summarize.summarize(runs, margin)
-    for mode in registered().values():
-        if mode.joins is not None and out is not None:
-            numbers = mode.joins(numbers, out)
+    for joins in joined():
+        numbers = joins.numbers(numbers, out) if out is not None else numbers
     answers = causes.with_causes(summarize.answered(causes.with_profiles(numbers, profiled)))
-    return summarize.in_order(verdicts.with_verdicts(answers), answers=True)
+    return summarize.in_order(verdicts.with_verdicts(answers, joined()), answers=True)
 
 
 def write_outputs(out, bench_id, machine, margin=summarize.MARGIN):
@@ -90,10 +89,10 @@ def write_outputs(out, bench_id, machine, margin=summarize.MARGIN):
     write_whole(out / "summary.csv", lambda tmp: table.to_csv(tmp, index=False))
     rounds = [logs_of(out, bench_id) / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
     notes = [path.read_text().strip() for path in rounds if path.exists()][:1]
-    text = markdown.markdown(summary, headings, f"{when}, bench {bench_id}", notes)
+    text = markdown.markdown(summary, headings, f"{when}, bench {bench_id}", notes, joined())
     write_whole(out / "summary.md", lambda tmp: Path(tmp).write_text(text))
     plot_throughput(summary, out / "throughput.png", headings)
-    plot_memory(summary, out / "memory.png", headings)
+    plot_memory(summary, out / "memory.png", headings, joined())
     plot_tradeoff(summary, out / "tradeoff.png", headings)
     plot_time(summary, out / "time.png", headings)
     learned = plots.gather_curves(out, bench_id, runs)
@@ -101,7 +100,8 @@ def write_outputs(out, bench_id, machine, margin=summarize.MARGIN):
         plots.plot_curves(learned, out / "curves.png", headings)
     notes = [verdicts.settled_note(summary), *notes, verdicts.diverged_note(summary), verdicts.busy_note(summary)]
     pages = shown()  # the page and plot of every mode that ran in out too: report.html holds them
-    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiles.shown(profiled), pages)
+    html_report.write(out, summary, runs, machine, headings, (when, bench_id), notes, profiles.shown(profiled), pages,
+                      joined())  # fmt: skip
     return summary
 
 

@@ -38,7 +38,7 @@ from bench.config import varied
 from bench.modes import Registration, planned_bench, table_in
 from bench.observe import machine
 from bench.outputs import render
-from bench.outputs.declared import Bars, Figure, Rows, Shows
+from bench.outputs.declared import Bars, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
 from bench.stages import build, calibrate, cost, execute, intervals, plan, planfile, planned, summarize
 
@@ -420,9 +420,9 @@ SHOWS = Shows("tune_loader.md", "tune_loader.png", "the loader alone at each set
               figure)  # fmt: skip
 
 
-def joins(summary, out):
+def numbers(summary, out):
     """A bench's summary with the answer of a --tune-loader run in the same results folder (tune_loader.csv: its
-    training rows) as each row's loader_sweep, which a row waiting for its data is told (bench/outputs/verdicts.py)."""
+    training rows) as each row's loader_sweep, which a row waiting for its data is told (on_data)."""
     table = table_in(out, "tune_loader.csv", ("phase", "setting", "flags", "answer"), "--tune-loader's answer")
     if table is None:
         return summary
@@ -433,6 +433,18 @@ def joins(summary, out):
     return summary.assign(loader_sweep=recommend(own, [row for row in trained if row is not own])[1])
 
 
+def on_data(row):
+    """ "The loader's sweep in this folder (--tune-loader) says: ..." to a row waiting for its data, '' without one."""
+    tuned = row.get("loader_sweep")
+    return (
+        f"The loader's sweep in this folder (--tune-loader) says: {tuned}" if isinstance(tuned, str) and tuned else ""
+    )
+
+
+# a bench's summary in the same folder: the sweep's answer, to a row it helps; a data-bound row is sent here
+JOINS = Joins(numbers, on_data=on_data, points=(("loader", "python -m bench --tune-loader"),))
+
+
 MODE = Registration("tune_loader", run, asked=lambda flags: flags.tune_loader, add_flags=add_flags,
                     check_flags=check_flags, outputs=("tune_loader.csv", "tune_loader.md", "tune_loader.png"),
-                    executes=TuneLoader, joins=joins, shows=SHOWS)  # fmt: skip
+                    executes=TuneLoader, joins=JOINS, shows=SHOWS)  # fmt: skip

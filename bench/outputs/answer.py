@@ -3,10 +3,8 @@
 Every row a bench compares with the baseline lands in one group, by its speed answer and its memory answer
 (bench/stages/summarize.py's intervals; nothing here reads a point estimate as a finding):
 
-- faster, but learns worse: faster, where a --parity run in the same results folder found it learns worse than the
-  baseline over its seeds (or diverged): listed first, as no speed-up worth having;
-- faster, but not the same run: faster, where --parity found its curve leaves its twin's at the same seed (FSDP's
-  DDP's): it learns, but not the run it claims to speed up;
+- a joined mode's groups first (a Joins' apart: bench/outputs/declared.py): faster, where a mode's table in the same
+  results folder says the speed-up is not worth having, or not the run it claims to speed up;
 - pays: faster; or no difference in speed for less memory;
 - trades: slower, for less memory (worth it where memory, not speed, is the limit: a larger batch or model);
 - costs: slower, or within the margin in speed for more memory;
@@ -18,7 +16,8 @@ Every row a bench compares with the baseline lands in one group, by its speed an
 - no verdict: every run failed, or its loss diverged.
 
 Then the limits (each ceiling, and how near the baseline comes) and the rows that are data-bound (their data wait
-WAIT_BOUND of the window or more: the loader sets their pace, and --tune-loader finds its settings).
+WAIT_BOUND of the window or more: the loader sets their pace, and the mode that points to the loader's settings finds
+them: declared.pointed).
 
 The best measured is the fastest row that pays. Ceilings are limits, never options: they say how fast the model
 trains with no loading at all. Two things are flagged, with their likely reason where the runs measured it: a real row
@@ -33,7 +32,7 @@ import pandas as pd
 
 from bench import catalogue
 from bench.catalogue import SELF
-from bench.outputs import diffs, verdicts
+from bench.outputs import declared, diffs, verdicts
 from bench.outputs.verdicts import number, plural
 from bench.stages.causes import NAMES
 from bench.stages.summarize import WAIT_BOUND
@@ -43,9 +42,9 @@ ROUNDS_AT_MOST = (
 )
 
 
-def group(row):
-    """faster-worse, faster-twin, pays, trades, costs, same, unsettled, n/a, eager or failed: what the row's answers
-    say to do."""
+def group(row, joined=()):
+    """A joined mode's group (the label of an apart of joined that holds this faster row), pays, trades, costs, same,
+    unsettled, n/a, eager or failed: what the row's answers say to do."""
     if not row.get("runs_ok") or row.get("runs_diverged"):
         return "failed"
     if row.get("rate_basis") == "unknown":
@@ -55,11 +54,10 @@ def group(row):
     if verdicts.ran_eager(row):
         return "eager"
     speed, memory = row.get("speed_answer"), row.get("memory_answer")
-    if speed == "faster" and row.get("parity_verdict") in ("learns worse", "diverged"):
-        return "faster-worse"  # --parity: no speed-up worth having
-    if speed == "faster" and row.get("parity_verdict") == "not the same run":
-        return "faster-twin"  # --parity: a run other than the one it claims to speed up
     if speed == "faster":
+        apart = [label for joins in joined for label, holds in joins.apart if holds(row)]
+        if apart:
+            return apart[0]  # a mode's table in the folder says the speed-up is not the one to have
         return "pays"
     if speed == "slower":  # a device that only emulates what the technique needs offers no trade: it costs
         return "trades" if memory == "less" and not why_it_costs(row) else "costs"
@@ -91,15 +89,14 @@ def memory_words(row):
     return f", {m:.2f}x the memory ({said})"
 
 
-def item(row, why=""):
+def item(row, why="", joined=()):
     """'amp 0.19x, 0.94x the memory (less), 17 lines: bf16 is emulated on this device'; a compiled row that pays:
-    'compile 1.31x, ..., 6 lines, its compile paid back after 900 steps from a cold cache and 40 from a warm one'."""
+    'compile 1.31x, ..., 6 lines, its compile paid back after 900 steps from a cold cache and 40 from a warm one';
+    what the joined modes say right after the speed-up (a Joins' aside)."""
     paid = verdicts.payback_steps(row) if row.get("payback_answer") == "pays back" else ""
     paid = f", its compile paid back after {paid}" if paid else ""
-    largest = ""
-    if verdicts.largest_changes(row):  # --max-batch: another answer at its own largest batch
-        largest = f" ({row.largest_speedup:.2f}x at its largest batch: {verdicts.ANSWER_WORDS[row.largest_answer]})"
-    return f"{row.variant} {row.speedup:.2f}x{largest}{memory_words(row)}{cost(row.variant)}{paid}{why}"
+    aside = "".join(joins.aside(row) for joins in joined)
+    return f"{row.variant} {row.speedup:.2f}x{aside}{memory_words(row)}{cost(row.variant)}{paid}{why}"
 
 
 def why_it_costs(row):
@@ -184,31 +181,30 @@ def slower_than_parts(train):
     return flagged
 
 
-def items(train):
-    """The answer for one workload's training rows: [(label, words)], empty without compared rows."""
+def items(train, joined=()):
+    """The answer for one workload's training rows: [(label, words)], empty without compared rows; joined: the modes'
+    Joins (their groups first, their asides)."""
     rows = compared(train)
     if rows.empty:
         return []
     groups = {}
     for _, row in rows.iterrows():
-        groups.setdefault(group(row), []).append(row)
+        groups.setdefault(group(row, joined), []).append(row)
     pays = sorted(groups.get("pays", []), key=lambda r: -r.speedup)
     said = []
-    if groups.get("faster-worse"):
-        worse = "; ".join(item(r, f": {verdicts.parity_words(r)}") for r in groups["faster-worse"])
-        said.append(("Faster, but learns worse", worse))
-    if groups.get("faster-twin"):
-        twin = "; ".join(item(r, f": {verdicts.parity_words(r)}") for r in groups["faster-twin"])
-        said.append(("Faster, but not the same run", twin))
-    said.append(("Pays", "; ".join(item(r) for r in pays) if pays else "nothing measured pays here"))
+    for joins in joined:
+        for label, _ in joins.apart:
+            if groups.get(label):
+                said.append((label, "; ".join(item(r, f": {joins.said(r)}", joined) for r in groups[label])))
+    said.append(("Pays", "; ".join(item(r, joined=joined) for r in pays) if pays else "nothing measured pays here"))
     if groups.get("trades"):
-        trades = "; ".join(item(r) for r in groups["trades"])
+        trades = "; ".join(item(r, joined=joined) for r in groups["trades"])
         said.append(("Trades speed for memory", f"{trades} (worth it only where memory, not speed, is the limit)"))
     if groups.get("costs"):
-        said.append(("Costs", "; ".join(item(r, why_it_costs(r)) for r in groups["costs"])))
+        said.append(("Costs", "; ".join(item(r, why_it_costs(r), joined) for r in groups["costs"])))
     if groups.get("same"):
         margin = verdicts.margin_words(groups["same"][0])
-        same = "; ".join(item(r) for r in groups["same"])
+        same = "; ".join(item(r, joined=joined) for r in groups["same"])
         said.append((f"Within the margin ({margin})", f"{same} (not worth adopting for speed here)"))
     if groups.get("unsettled"):
         once = [r for r in groups["unsettled"] if pd.isna(number(r, "rounds_to_settle"))]  # one round: no interval
@@ -239,8 +235,9 @@ def items(train):
                 f" {number(best, 'speedup_high'):.2f}x){memory_words(best)}",
             )
         )
-    said += self_items(train) + why_items(train) + limit_items(train) + data_bound_items(train) + epoch_items(train)
-    flagged = above_ceiling(train) + slower_than_parts(train) + learns_otherwise(train)
+    said += self_items(train) + why_items(train) + limit_items(train) + data_bound_items(train, joined)
+    said += epoch_items(train)
+    flagged = above_ceiling(train) + slower_than_parts(train) + learns_otherwise(train, joined)
     return said + [("Flag", words) for _, words in flagged]
 
 
@@ -259,13 +256,16 @@ def self_items(train):
              " slower")]  # fmt: skip
 
 
-def learns_otherwise(train):
+def learns_otherwise(train, joined=()):
     """(row, words) for each row whose final loss differs from the baseline's beyond what reruns show (its
-    learning_answer: bench/stages/summarize.py learning)."""
+    learning_answer: bench/stages/summarize.py learning), and the mode that compares learning over seeds (joined:
+    the modes' Joins, declared.pointed)."""
+    command = declared.pointed(joined, "learning")
+    then = f"; {command} compares learning over seeds" if command else ""
     return [
         (row, f"{row.variant} ends at {number(row, 'loss_ratio'):.2f}x the baseline's training loss"
               f" ({number(row, 'loss_ratio_low'):.2f}x to {number(row, 'loss_ratio_high'):.2f}x over its rounds, each"
-              f" at its seed): it learns {row.learning_answer}; python -m bench --parity compares learning over seeds")
+              f" at its seed): it learns {row.learning_answer}{then}")
         for _, row in compared(train).iterrows() if row.get("learning_answer") in ("worse", "better")
     ]  # fmt: skip
 
@@ -276,9 +276,9 @@ def title(train):
     return f"What to adopt for {model} here{margin}, from the decided answers alone"
 
 
-def answer(train):
-    """The answer as markdown lines."""
-    said = items(train)
+def answer(train, joined=()):
+    """The answer as markdown lines (joined: the modes' Joins)."""
+    said = items(train, joined)
     if not said:
         return []
     return [f"**{title(train)}:**", "", *[f"- **{label}**: {words}." for label, words in said], ""]
@@ -297,9 +297,9 @@ def why_items(train):
     return [("Why not faster", "; ".join(named))] if named else []
 
 
-def data_bound_items(train):
+def data_bound_items(train, joined=()):
     """The real rows that wait for their data WAIT_BOUND of their window or more: data-bound, with their distance
-    from the ceiling, and where to find the loader's settings (python -m bench --tune-loader)."""
+    from the ceiling, and where to find the loader's settings (joined: the modes' Joins, declared.pointed)."""
     rows = train[(train["dataset"] != "synthetic") & (train["runs_ok"] > 0)]
     bound = [row for _, row in rows.iterrows() if number(row, "wait_share") >= WAIT_BOUND]
     if not bound:
@@ -309,8 +309,9 @@ def data_bound_items(train):
         pct = number(row, "ceiling_pct")
         ceiling = f", at {pct:.0f}% of its ceiling" if pd.notna(pct) else ""
         words.append(f"{row.variant} waits for data {number(row, 'wait_share'):.0%} of its window{ceiling}")
-    return [("Data-bound", "; ".join(words) + ": the loader, not the technique, sets the pace; python -m bench"
-             " --tune-loader finds the loader's settings for this machine (docs/bench.md)")]  # fmt: skip
+    command = declared.pointed(joined, "loader")
+    then = f"; {command} finds the loader's settings for this machine (docs/bench.md)" if command else ""
+    return [("Data-bound", "; ".join(words) + f": the loader, not the technique, sets the pace{then}")]
 
 
 def unsteady_words(rows):

@@ -115,3 +115,45 @@ class Shows:
     what: str
     blocks: Callable
     figure: Callable | None = None
+
+
+def nothing(row):
+    """'': a row the declaration has nothing to say of."""
+    return ""
+
+
+@dataclass(frozen=True)
+class Joins:
+    """What a mode's table adds to a bench's summary in the same results folder (its registration's `joins`), declared
+    in the mode's module; bench/modes/speed.py passes every registered mode's down, and bench/outputs/ renders them.
+
+    numbers: numbers(summary, out): the summary with its columns, from its table in out (the summary as it is where
+        out holds none): bench/modes/speed.py summary_of
+    column: (header, cell(row) -> str): a column of the training table, shown where some row's cell is not ''
+        (markdown.py train_columns); None for none
+    said: said(row): what a row's verdict line adds (verdicts.py reasons)
+    aside: aside(row): said right after the row's speed-up in the answer first (answer.py item)
+    apart: ((label, holds(row) -> bool), ...): groups of the answer first ahead of what pays: a faster row one holds
+        is listed there, with said's words, and not as paying (answer.py items)
+    on_data: on_data(row): told to a row whose likeliest cause is its data (verdicts.py why_words)
+    mark: mark(row): written beside a row's memory bars (plots.py plot_memory); marked: the memory plot's axis adds
+        it where some row has a mark
+    points: ((topic, command), ...): what the bench's words send a reader to this mode for, and how to ask it:
+        "learning" (whether a technique learns alike over seeds), "loader" (the loader's settings for this machine);
+        said whether or not its table is in the folder (pointed)
+    """
+
+    numbers: Callable
+    column: tuple | None = None
+    said: Callable = nothing
+    aside: Callable = nothing
+    apart: tuple = ()
+    on_data: Callable = nothing
+    mark: Callable = nothing
+    marked: str = ""
+    points: tuple = ()
+
+
+def pointed(joined, topic):
+    """The command the first of joined (the modes' Joins) gives for topic ('' where none answers it)."""
+    return next((command for joins in joined for name, command in joins.points if name == topic), "")

@@ -6,7 +6,7 @@ import pandas as pd
 from bench import catalogue
 from bench.catalogue import SELF
 from bench.outputs import answer, declared, verdicts
-from bench.outputs.verdicts import busy_note, diverged_note, fmt, number, present, settled_note
+from bench.outputs.verdicts import busy_note, diverged_note, fmt, number, settled_note
 
 
 def cells(frame, columns):
@@ -69,25 +69,6 @@ def memory_cell(row):
     return fmt(row.get("memory_vs_baseline"), "{:.2f}x")
 
 
-def parity_cell(row):
-    """'the same', 'worse from step 60', 'diverged' ('' for a row --parity did not run)."""
-    said = row.get("parity_verdict")
-    if not isinstance(said, str):
-        return ""
-    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
-    return said.removeprefix("learns ") + (step if said in ("learns worse", "learns better") else "")
-
-
-def largest_cell(row):
-    """'1.21x (1.10x to 1.33x), faster, at 4.00x the batch' ('' for a row --max-batch did not time)."""
-    answer = row.get("largest_answer")
-    if not isinstance(answer, str):
-        return ""
-    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
-    interval = f" ({low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
-    return f"{row['largest_speedup']:.2f}x{interval}, {answer}, at {row['largest_batch_vs_baseline']:.2f}x the batch"
-
-
 def payback_cell(row):
     """'1,900 / 60' steps, 'never', 'not settled' (with the estimate's steps where above 1), or '' (not compiled)."""
     answer = row.get("payback_answer")
@@ -124,23 +105,24 @@ def label(row):
     return row.variant
 
 
-def markdown(summary, headings, stamp, notes=()):
-    """The summary as markdown: per workload, a table for training runs and one for the input pipeline alone."""
+def markdown(summary, headings, stamp, notes=(), joined=()):
+    """The summary as markdown: per workload, a table for training runs and one for the input pipeline alone; joined:
+    what the modes' tables add (their Joins: bench/outputs/declared.py)."""
     lines = []
     for workload, heading in headings.items():
-        lines += section(summary[summary["workload"] == workload], f"{heading} ({stamp})")
+        lines += section(summary[summary["workload"] == workload], f"{heading} ({stamp})", joined)
     for note in [settled_note(summary), *notes, diverged_note(summary), busy_note(summary)]:
         if note:
             lines += ["", f"**{note}**"]
     return "\n".join(lines) + "\n"
 
 
-def section(summary, title):
+def section(summary, title, joined=()):
     lines = [f"### {title}", ""]
     train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
     if not train.empty:
-        lines += answer.answer(train)
-        lines += table(train, train_columns(train))
+        lines += answer.answer(train, joined)
+        lines += table(train, train_columns(train, joined))
         lines += ["", blind_note(train)] if blind_note(train) else []
         lines += ["", energy_note(train)] if energy_note(train) else []
         lines += ["", "Verdicts (from the fields above, by the rules of bench/outputs/verdicts.py):", ""]
@@ -152,8 +134,9 @@ def section(summary, title):
     return lines + [""]
 
 
-def train_columns(train):
-    """The training table's columns: the memory ones by what was measured (GPU or host), compile time if any."""
+def train_columns(train, joined=()):
+    """The training table's columns: the memory ones by what was measured (GPU or host), compile time if any, then
+    the column of each joined mode (a Joins' column) where some row has a cell in it."""
     columns = [
         ("variant", label),
         ("samples/s (median)", rate_cell),
@@ -191,10 +174,9 @@ def train_columns(train):
         columns += [("J per 1k samples", lambda r: fmt(number(r, "energy_per_1k_samples_j"), "{:,.1f}"))]
         columns += [("energy vs baseline", lambda r: fmt(number(r, "energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"))]
         columns += [("mean W", lambda r: fmt(number(r, "avg_power_w"), "{:,.0f}"))]
-    if "parity_verdict" in train and train["parity_verdict"].notna().any():
-        columns += [("learns (--parity)", parity_cell)]
-    if "largest_answer" in train and train["largest_answer"].notna().any():
-        columns += [("at its largest batch (--max-batch)", largest_cell)]
+    for joins in joined:
+        if joins.column is not None and any(joins.column[1](row) for _, row in train.iterrows()):
+            columns += [joins.column]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
 
 
@@ -244,8 +226,8 @@ MAIN = [
 ]
 
 
-def main_columns(train):
-    return [(header, cell) for header, cell in train_columns(train) if header in MAIN]
+def main_columns(train, joined=()):
+    return [(header, cell) for header, cell in train_columns(train, joined) if header in MAIN]
 
 
 def energy_note(train):

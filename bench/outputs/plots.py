@@ -5,7 +5,7 @@ The learning curves: does a technique still learn? Every training run records it
 10 steps) and its validation accuracy at each evaluation (loss_curve and val_curve in its metrics, in
 logs/<bench>/<run>.json). The bench gathers those of a bench into curves.json beside runs.csv (a saved baseline
 keeps it; the logs stay behind) and draws curves.png: training loss against step and validation accuracy against
-epoch, a line per variant (its first round), a row of two panels per workload (--to-accuracy: to_accuracy_curves.png).
+epoch, a line per variant (its first round), a row of two panels per workload (a mode may draw its own with it).
 
 A mode's own plot is drawn here too, from its declaration (figure: bench/outputs/declared.py).
 """
@@ -73,15 +73,9 @@ def save(fig, path, dpi=120):
         pyplot().close(fig)
 
 
-def largest_found(row):
-    """(the largest batch found for the row, x the baseline's) where the summary holds it, else None."""
-    batch = row.get("largest_batch_found")
-    return None if batch is None or pd.isna(batch) else (batch, row.get("largest_batch_found_x"))
-
-
-def plot_memory(summary, path, headings):
-    """Peak memory per training row; where the summary holds the largest batch found for a row (largest_batch_found,
-    x the baseline's: largest_batch_found_x, a search of the same workload and model), the row also says it."""
+def plot_memory(summary, path, headings, joined=()):
+    """Peak memory per training row; a joined mode's mark (joined: the modes' Joins) written beside a row's bars, and
+    its note on the axis where some row has one."""
     train = trained(summary)
     gpu = train["nvml_peak_mib"].notna().any() or train["peak_mem_allocated_mib"].notna().any()
     if gpu:
@@ -101,16 +95,15 @@ def plot_memory(summary, path, headings):
         ticks = [i + height * (len(series) - 1) / 2 for i in range(len(rows))]
         ax.set_yticks(ticks, [label(row) for _, row in rows.iterrows()], fontsize=8)
         ax.invert_yaxis()
-        found = [largest_found(row) for _, row in rows.iterrows()]
+        marks = [[joins.mark(row) for joins in joined] for _, row in rows.iterrows()]
         widest = rows[[c for c, _ in series]].max(axis=1).fillna(0)
-        for tick, found_here, end in zip(ticks, found, widest):
-            if found_here:
-                times = f" ({found_here[1]:.2f}x)" if pd.notna(found_here[1]) else ""
-                ax.text(end, tick, f" largest batch {found_here[0]:,.0f}{times}", va="center", fontsize=7)
-        if any(found):
+        for tick, marked, end in zip(ticks, marks, widest):
+            if any(marked):
+                ax.text(end, tick, " " + "; ".join(filter(None, marked)), va="center", fontsize=7)
+        if any(map(any, marks)):
             ax.set_xlim(0, widest.max() * 1.45)
-        xlabel = "peak memory, MiB (median of repeats)"
-        ax.set_xlabel(xlabel + ("; largest batch: --max-batch, x the baseline's" if any(found) else ""))
+        notes = [joins.marked for k, joins in enumerate(joined) if any(marked[k] for marked in marks)]
+        ax.set_xlabel("; ".join(["peak memory, MiB (median of repeats)", *notes]))
         # beside the bars, not on them: the last row's bars reach the right edge (the H200's checkpoint row was hidden)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         ax.set_title(textwrap.fill(heading, 85), fontsize=9)

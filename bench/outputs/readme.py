@@ -1,17 +1,17 @@
-"""The documentation's generated blocks: results written by the bench from saved runs (python -m bench --readme),
-never typed, and each technique's cost in lines, counted from the scripts.
+"""The documentation's generated blocks: results written by the bench from saved runs (its README mode:
+bench/modes/saved.py), never typed, and each technique's cost in lines, counted from the scripts.
 
 A result block is the text between `<!-- results: FOLDER -->` (or `<!-- results: FOLDER headline -->`) and
 `<!-- /results -->` in README.md or a page of docs/, FOLDER a saved bench (baseline/<machine class>/,
-examples/...) that holds its runs.csv. `--readme` summarizes each folder's runs again by the bench's current rules
+examples/...) that holds its runs.csv. rewrite() summarizes each folder's runs again by the bench's current rules
 (its summary.csv, summary.md, plots and report.html are rewritten) and puts in the block either its summary.md,
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
-to the rest. `<!-- results: FOLDER MODE -->` (MODE a mode's flag without its dashes: `max-batch`) shows the table that
-mode wrote there, kept by --save-baseline, with its plot: the page and plot its registration says it shows (shown:
+to the rest. `<!-- results: FOLDER MODE -->` (MODE a mode's flag without its dashes) shows the table that
+mode wrote there, kept when the folder was saved, with its plot: the page and plot its registration says it shows (shown:
 {MODE: its Shows, bench/outputs/declared.py}, from bench/modes/__init__.py shown()). The block
 between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines, and the
 rows between `<!-- scripts -->` and `<!-- /scripts -->` each technique's script, from the catalogue.
-tests/bench/outputs/test_readme.py checks that every page holds what --readme writes, so a finding in a block is
+tests/bench/outputs/test_readme.py checks that every page holds what rewrite() writes, so a finding in a block is
 always the verdicts'.
 """
 
@@ -45,14 +45,14 @@ def folders(text, modes=True):
     return [m.group("folder") for m in BLOCK.finditer(text) if modes or not m.group("mode")]
 
 
-def block(folder, link, headline=False, mode=None, summary=None, shown=None):
+def block(folder, link, headline=False, mode=None, summary=None, shown=None, joined=()):
     """The text of a block for the saved bench in folder, its files linked as link/NAME; a headline's from the summary
-    the folder was summarized to (summary: bench/modes/speed.py's write_outputs, each row's answers with it); a mode's
-    from the files it shows (shown: {mode: its Shows})."""
+    the folder was summarized to (summary: bench/modes/speed.py's write_outputs, each row's answers with it, and what
+    the modes' tables add: joined, their Joins); a mode's from the files it shows (shown: {mode: its Shows})."""
     if mode:
         return mode_block(folder, link, mode, shown or {})
     if headline:
-        return headline_block(summary, folder, link)
+        return headline_block(summary, folder, link, joined)
     text = re.sub(r"^### ", "#### ", Path(folder, "summary.md").read_text(), flags=re.M)
     images = [f"![{what}]({link}/{name})" for name, what in PLOTS if Path(folder, name).exists()]
     return text + ("\n" + "\n".join(images) + "\n" if images else "")
@@ -70,14 +70,14 @@ def mode_block(folder, link, mode, shown):
     return text + (f"\n![{what}]({link}/{plot})\n" if plot and Path(folder, plot).exists() else "")
 
 
-def headline_block(summary, folder, link):
+def headline_block(summary, folder, link, joined=()):
     """Per workload its heading and the table's main columns; the settled count; links to the whole."""
     heading = Path(folder, "summary.md").read_text().splitlines()[0].removeprefix("### ")
     lines = []
     for workload in summary["workload"].unique():
         train = summary[(summary["workload"] == workload) & (summary["kind"] == "train")]
-        columns = markdown.main_columns(train)
-        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *answer.answer(train)]
+        columns = markdown.main_columns(train, joined)
+        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *answer.answer(train, joined)]
         lines += [*markdown.table(train, columns), ""]
     note = verdicts.settled_note(summary)
     lines += [f"**{note}**", ""] if note else []
@@ -120,14 +120,15 @@ def scripts_block():
     return "\n".join(rows) + "\n"
 
 
-def render(text, page, root=ROOT, summaries=None, shown=None):
+def render(text, page, root=ROOT, summaries=None, shown=None, joined=()):
     """page's text with every block written again (the folders already summarized: summaries, by folder; the modes'
-    tables: shown, as block() takes it)."""
+    tables: shown, and what they add to a summary: joined, as block() takes them)."""
 
     def result(m):
         link = os.path.relpath(root / m.group("folder"), page.parent)
         summary = (summaries or {}).get(m.group("folder"))
-        body = block(root / m.group("folder"), link, bool(m.group("headline")), m.group("mode"), summary, shown)
+        headline, mode = bool(m.group("headline")), m.group("mode")
+        body = block(root / m.group("folder"), link, headline, mode, summary, shown, joined)
         return m.group(1) + body + m.group(6)
 
     text = BLOCK.sub(result, text)
@@ -135,15 +136,16 @@ def render(text, page, root=ROOT, summaries=None, shown=None):
     return LINES.sub(lambda m: m.group(1) + lines_block() + m.group(3), text)
 
 
-def rewrite(resummarize, root=None, shown=None):
+def rewrite(resummarize, root=None, shown=None, joined=()):
     """Summarize every folder the pages show again (resummarize(folder) returns its summary), then write their blocks
-    from those summaries (and the modes' tables: shown, as block() takes it); return the folders."""
+    from those summaries (and the modes' tables: shown, and what they add to a summary: joined, as block() takes
+    them); return the folders."""
     root = root or ROOT
     texts = {page: page.read_text() for page in pages(root)}
     summarized = list(dict.fromkeys(folder for text in texts.values() for folder in folders(text, modes=False)))
     summaries = {folder: resummarize(root / folder) for folder in summarized}
     for page, text in texts.items():
-        new = render(text, page, root, summaries, shown)
+        new = render(text, page, root, summaries, shown, joined)
         if new != text:
             write_whole(page, lambda tmp, new=new: Path(tmp).write_text(new))
     return summarized

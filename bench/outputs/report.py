@@ -1,8 +1,8 @@
 """report.html: one file that opens offline in any browser (styles inline, plots embedded), holding the machine, the
-summary tables, the verdicts, the plots, the pages of the other modes that ran in its folder (--max-batch's, say: each
-mode's page and plot as its module declares them), and each technique's diff against its base with its `# new #` lines
-highlighted, beside what that technique measured here. Written by every bench, by --summarize and by --readme (for
-the saved baselines), from the same summary as summary.md; rendered with Jinja2 (templates escape every value) and
+summary tables, the verdicts, the plots, the pages of the other modes that ran in its folder (each mode's page and
+plot as its module declares them), and each technique's diff against its base with its `# new #` lines highlighted,
+beside what that technique measured here. Written wherever a bench's summary is (bench/modes/speed.py write_outputs),
+from the same summary as summary.md; rendered with Jinja2 (templates escape every value) and
 Pygments (Python highlighting), the diff from difflib (bench/outputs/diffs.py).
 """
 
@@ -125,17 +125,17 @@ def techniques(summary, profiled):
     return found
 
 
-def sections(summary, headings):
+def sections(summary, headings, joined=()):
     out = []
     for workload, heading in headings.items():
         part = summary[summary["workload"] == workload]
         train, loaders = part[part["kind"] == "train"], part[part["kind"] == "loader"]
         section = dict(heading=heading, train=None, loaders=None, train_verdicts=[], loader_verdicts=[], answer=[])
         if not train.empty:
-            headers, rows = markdown.cells(train, markdown.train_columns(train))
+            headers, rows = markdown.cells(train, markdown.train_columns(train, joined))
             section.update(train=dict(headers=headers, rows=rows), train_verdicts=list(train["verdict"].dropna()))
-            headers, rows = markdown.cells(train, markdown.main_columns(train))
-            section.update(main=dict(headers=headers, rows=rows), answer=answer.items(train))
+            headers, rows = markdown.cells(train, markdown.main_columns(train, joined))
+            section.update(main=dict(headers=headers, rows=rows), answer=answer.items(train, joined))
             section["answer_title"] = answer.title(train)
             section["train_note"] = " ".join(filter(None, [markdown.blind_note(train), markdown.energy_note(train)]))
         if not loaders.empty:
@@ -195,10 +195,10 @@ def pages(folder, shown):
     return found
 
 
-def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None, shown=None):
+def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None, shown=None, joined=()):
     """The report's HTML for a summary whose plots are in folder; profiled: what it shows of each profiled technique
     (bench/stages/profiles.py shown()); shown: what each mode shows ({its flag: its Shows}), where its page is in
-    folder too."""
+    folder too; joined: what the modes' tables add to the summary (their Joins)."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = environment.from_string(TEMPLATE.read_text())
     where = next(iter(headings.values()), "") if len(headings) == 1 else machine_where(machine)
@@ -208,7 +208,7 @@ def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None
         bench_id=stamp[1],
         when=stamp[0],
         machine=machine_items(machine, runs),
-        sections=sections(summary, headings),
+        sections=sections(summary, headings, joined),
         cell_class=cell_class,
         phone_hidden=PHONE_HIDDEN,
         notes=[note for note in notes if note],
@@ -220,9 +220,9 @@ def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None
     )
 
 
-def write(folder, summary, runs, machine, headings, stamp, notes, profiled=None, shown=None):
+def write(folder, summary, runs, machine, headings, stamp, notes, profiled=None, shown=None, joined=()):
     """folder/report.html; returns its path."""
-    html = render(summary, runs, machine, headings, stamp, notes, folder, profiled, shown)
+    html = render(summary, runs, machine, headings, stamp, notes, folder, profiled, shown, joined)
     path = folder / "report.html"
     write_whole(path, lambda tmp: Path(tmp).write_text(html))
     return path

@@ -4,8 +4,10 @@ hand and never worked out here: every number in a verdict is a field of the summ
 renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and these
 words, and the cells' rules (fmt, present) are here once for all of them.
 
-    with_verdicts(summary)   the summary (its numbers, answers and causes) with a verdict for every row: what
-                             summary.csv holds (bench/modes/speed.py summary_of puts them together)
+    with_verdicts(summary, joined)
+                             the summary (its numbers, answers and causes) with a verdict for every row: what
+                             summary.csv holds (bench/modes/speed.py summary_of puts them together); joined: what
+                             the modes' tables add to it, as they declare it (bench/outputs/declared.py Joins)
 """
 
 import math
@@ -13,6 +15,7 @@ import math
 import pandas as pd
 
 from bench.catalogue import SELF
+from bench.outputs.declared import pointed
 from bench.stages.causes import UNSHOWN
 from bench.stages.summarize import (
     ACCURACY_GAP,
@@ -48,9 +51,10 @@ def fmt(value, pattern="{:,.0f}"):
     return pattern.format(value) if present(value) else ""
 
 
-def with_verdicts(summary):
+def with_verdicts(summary, joined=()):
     """summary (its numbers, each row's answers and causes: bench/stages) with a `verdict` for every row: training
-    rows against their workload's baseline, loader rows against loader.py."""
+    rows against their workload's baseline, loader rows against loader.py; joined: the modes' Joins, whose words a
+    row's verdict says too."""
     summary = summary.copy()
     summary["verdict"] = None
     for i, row in summary.iterrows():
@@ -58,13 +62,14 @@ def with_verdicts(summary):
         same = workload[workload["kind"] == row.kind]
         reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
         base = reference.iloc[0] if not reference.empty else None
-        summary.at[i, "verdict"] = verdict(row, base, row.get("causes_found"))
+        summary.at[i, "verdict"] = verdict(row, base, row.get("causes_found"), joined)
     return summary
 
 
-def why_words(row, found):
+def why_words(row, found, joined=()):
     """' Why not faster: waiting for data: it waited for data 35% of its window; try the loader's settings (...).
-    Also: ...', from the causes found (bench/stages/causes.py); where none passed, that the run does not show it."""
+    Also: ...', from the causes found (bench/stages/causes.py); where none passed, that the run does not show it; a row
+    held back by its data is told what the joined modes say of its data (a Joins' on_data)."""
     answer = row.get("speed_answer")
     why = {"faster": "Why not nearer its ceiling", "unsettled": "What may hold it back"}.get(answer, "Why not faster")
     if not found:
@@ -72,17 +77,17 @@ def why_words(row, found):
         return f" {why}: {UNSHOWN}{': ' + ', '.join(flags) if flags else ''}."
     (rule, numbers), others = found[0], found[1:]
     said = f" {why}: {rule.name}: {rule.words.format(**numbers)}; to try: {rule.remedy}."
-    tuned = row.get("loader_sweep")  # a loader sweep's answer in the same folder (a mode's join)
-    if isinstance(tuned, str) and tuned and rule.cause in ("data", "loader_limit"):
-        said += f" The loader's sweep in this folder (--tune-loader) says: {tuned}."
+    if rule.cause in ("data", "loader_limit"):
+        said += "".join(f" {words}." for words in (joins.on_data(row) for joins in joined) if words)
     if others:
         said += " Also " + "; ".join(f"{r.name}: {r.words.format(**n)}" for r, n in others) + "."
     return said
 
 
-def verdict(row, base, found=None):
+def verdict(row, base, found=None, joined=()):
     """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
-    measured fields; found: the causes of a row that is not faster (bench/stages/causes.py), said last."""
+    measured fields; found: the causes of a row that is not faster (bench/stages/causes.py), said last; joined: the
+    modes' Joins, their words said too."""
     name = row.variant
     if not row.runs_ok:
         return f"{name}: no verdict: all {row.runs_failed} of its runs failed ({row.error})."
@@ -130,8 +135,8 @@ def verdict(row, base, found=None):
     if pd.notna(number(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
         head += f" and {number(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
     named = {rule.cause for rule, _ in found or []}
-    said = reasons(row, base, named)
-    why = why_words(row, found) if found is not None else ""
+    said = reasons(row, base, named, joined)
+    why = why_words(row, found, joined) if found is not None else ""
     return (
         f"{head}{': ' + '; '.join(said) if said else ''}.{peer_words(row)}{mfu_words(row)}{basis_words(row)}{why}"
         f"{busy(row)}"
@@ -370,7 +375,7 @@ def memory(row):
     return f"{m:.2f}x the {what}, not settled ({low:.2f}x to {high:.2f}x)"
 
 
-def reasons(row, base, named=()):
+def reasons(row, base, named=(), joined=()):
     """Why, from the fields: the data wait and the compute per step, then what else the row shows; what a cause
     named (named: bench/stages/causes.py's keys) is said there, not here."""
     said = []
@@ -418,30 +423,29 @@ def reasons(row, base, named=()):
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
     if payback_words(row):
         said.append(payback_words(row))
-    if parity_words(row):
-        said.append(parity_words(row))
-    if largest_words(row):
-        said.append(largest_words(row))
+    said += [words for words in (joins.said(row) for joins in joined) if words]  # what the modes' tables add
     if number(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
         graphs, breaks = int(number(row, "compile_graphs")), int(number(row, "compile_graph_breaks"))
         said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
-    if learning_words(row, base):
-        said.append(learning_words(row, base))
+    if learning_words(row, base, joined):
+        said.append(learning_words(row, base, joined))
     return said
 
 
-def learning_words(row, base):
+def learning_words(row, base, joined=()):
     """'its final training loss is 1.84x the baseline's over 3 rounds at their seeds (1.52x to 2.23x), more than reruns
-    show: check that it learns alike (python -m bench --parity)' (bench/stages/summarize.py learning); with one round,
-    no interval: a validation accuracy ACCURACY_GAP or more from the baseline's is pointed to --parity, not judged;
-    '' elsewhere (a difference no larger than reruns show says nothing)."""
+    show: check that it learns alike (COMMAND)' (bench/stages/summarize.py learning); with one round,
+    no interval: a validation accuracy ACCURACY_GAP or more from the baseline's is pointed to the mode that compares
+    learning over seeds (joined: the modes' Joins, declared.pointed), not judged; '' elsewhere (a difference no larger
+    than reruns show says nothing)."""
+    command = pointed(joined, "learning")
     answer = row.get("learning_answer")
     if answer in ("worse", "better"):
         low, high = number(row, "loss_ratio_low"), number(row, "loss_ratio_high")
         return (
             f"its final training loss is {number(row, 'loss_ratio'):.2f}x the baseline's over"
             f" {plural(number(row, 'rounds_paired'), 'round')} at their seeds ({low:.2f}x to {high:.2f}x), beyond"
-            f" what reruns show: it learns {answer}; check that it learns alike (python -m bench --parity)"
+            f" what reruns show: it learns {answer}; check that it learns alike" + (f" ({command})" if command else "")
         )
     if pd.notna(number(row, "loss_ratio_low")) or base is None:
         return ""
@@ -449,48 +453,14 @@ def learning_words(row, base):
         if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
             return (
                 f"its validation accuracy, {row.val_acc:.3f} against the baseline's {base.val_acc:.3f}, is one run"
-                " each: no rerun says how far apart two runs end (python -m bench --parity compares learning over"
-                " seeds)"
+                " each: no rerun says how far apart two runs end"
+                + (f" ({command} compares learning over seeds)" if command else "")
             )
     return ""
 
 
 ANSWER_WORDS = {"faster": "faster", "slower": "slower", "same": "no measurable difference", "unsettled": "not settled"}
 SPEED_WORDS = {**ANSWER_WORDS, "same": "within the margin", "unsettled": "open"}  # a bench row's speed answer
-
-
-def largest_changes(row):
-    """Whether --max-batch's rounds give this row another answer at its largest batch than at the bench's batch."""
-    answer = row.get("largest_answer")
-    return isinstance(answer, str) and answer != "unsettled" and answer != row.get("speed_answer")
-
-
-def largest_words(row):
-    """'at its largest batch (1,024, 4.00x the baseline's) 1.21x the baseline's speed at the baseline's own largest
-    (95% interval 1.10x to 1.33x): faster (max_batch.md)' ('' without --max-batch's rounds)."""
-    answer = row.get("largest_answer")
-    if not isinstance(answer, str):
-        return ""
-    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
-    interval = f" (95% interval {low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
-    batch = f"{row['largest_batch']:,.0f}, {row['largest_batch_vs_baseline']:.2f}x the baseline's"
-    return (f"at its largest batch ({batch}) {row['largest_speedup']:.2f}x the baseline's speed at the baseline's own"
-            f" largest{interval}: {ANSWER_WORDS.get(answer, answer)} (max_batch.md)")  # fmt: skip
-
-
-def parity_words(row):
-    """'in --parity it learns worse from step 60 than the baseline over its seeds (parity.md)' ('' without one)."""
-    said = row.get("parity_verdict")
-    if not isinstance(said, str):
-        return ""
-    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
-    if said == "learns the same":
-        return "in --parity it learns the same as the baseline over its seeds (parity.md)"
-    if said == "not the same run":
-        return "in --parity it is not the same run as its twin at the same seed (parity.md)"
-    if said in ("learns worse", "learns better"):
-        return f"in --parity it {said}{step} than the baseline over its seeds (parity.md)"
-    return f"in --parity it {said} (parity.md)"
 
 
 def payback_steps(row):

@@ -541,39 +541,6 @@ def paybacks(summary):
             summary.loc[i, ["payback_answer", "payback_cold_steps", "payback_warm_steps"]] = payback(row, base.iloc[0])
 
 
-def with_parity(summary, parity):
-    """The training rows with the verdict of a --parity run (its parity.csv, read into a frame), by variant: the
-    technique is the same whatever the speed bench's model; parity None or empty changes nothing."""
-    if parity is None or parity.empty:
-        return summary
-    found = parity.set_index("variant")
-    train = summary["kind"] == "train"
-    summary.loc[train, "parity_verdict"] = summary.loc[train, "variant"].map(found["verdict"])
-    summary.loc[train, "parity_from_step"] = summary.loc[train, "variant"].map(found["from_step"])
-    return summary
-
-
-def with_largest(summary, table):
-    """The training rows with a --max-batch run's rounds at the largest batches (its max_batch.csv, read into a
-    frame), by workload, model and variant: each row's largest batch and its speed there against the baseline's at
-    the baseline's own largest batch (paired rounds), with its answer; table None or without rounds changes nothing."""
-    if table is None or table.empty or "speed_answer" not in table or table["speed_answer"].isna().all():
-        return summary
-    found = table.dropna(subset=["speed_answer"]).set_index(["workload", "model", "variant"])
-    train = summary.index[summary["kind"] == "train"]
-    keys = [(summary.at[i, "workload"], summary.at[i, "model"], summary.at[i, "variant"]) for i in train]
-    columns = dict(largest_batch="max_batch", largest_batch_vs_baseline="batch_vs_baseline",
-                   largest_speedup="speed_vs_baseline", largest_speedup_low="speed_low",
-                   largest_speedup_high="speed_high", largest_answer="speed_answer")  # fmt: skip
-    for mine, theirs in columns.items():
-        values = [found.at[key, theirs] if key in found.index else None for key in keys]
-        if mine != "largest_answer":
-            values = [math.nan if v is None else float(v) for v in values]
-        summary[mine] = pd.Series(dtype=object if mine == "largest_answer" else float)
-        summary.loc[train, mine] = values
-    return summary
-
-
 def in_order(summary, answers=False):
     """The summary's columns in the schema's order (summary.csv's), the ratios last; with answers, every other column
     after them (each row's answers and causes: what the words and the renderers read, not summary.csv)."""

@@ -114,7 +114,7 @@ def test_the_other_modes_pages_show_in_the_report_on_any_screen(width, tmp_path)
         driver.get((tmp_path / "report.html").as_uri())
         driver.find_element(By.CSS_SELECTOR, 'nav a[href="#modes"]').click()
         sections = driver.find_elements(By.CSS_SELECTOR, "section.mode")
-        assert [s.get_attribute("id") for s in sections] == ["mode-max-batch", "mode-parity", "mode-tune-loader"]
+        assert [s.get_attribute("id") for s in sections] == ["mode-parity", "mode-max-batch", "mode-tune-loader"]
         for section in sections:
             driver.execute_script("arguments[0].scrollIntoView()", section)
             table = section.find_element(By.CSS_SELECTOR, "table.mode")

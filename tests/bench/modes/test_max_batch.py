@@ -4,6 +4,7 @@ variant timed at its largest batch, memory.png."""
 import pandas as pd
 import pytest
 
+from bench import modes
 from bench.config import Config, Limits, Outputs
 from bench.modes import max_batch
 from bench.stages import execute, intervals
@@ -132,28 +133,35 @@ def test_memory_png_says_each_rows_largest_batch_from_the_same_workload_and_mode
     summary = summary.assign(nvml_peak_mib=None, peak_mem_allocated_mib=None, peak_mem_reserved_mib=None)
     table = pd.DataFrame(dict(variant=["baseline", "checkpoint"], max_batch=[176, 308], batch_vs_baseline=[1, 1.75]))
     (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))
-    assert max_batch.joins(summary, tmp_path) is summary and "goes on without --max-batch's" in capsys.readouterr().err
+    assert (
+        max_batch.numbers(summary, tmp_path) is summary and "goes on without --max-batch's" in capsys.readouterr().err
+    )
     one = summary[summary["workload"] == "small"]  # one workload and model: the older table's, read by its version
-    assert [plots.largest_found(row) for _, row in max_batch.joins(one, tmp_path).iterrows()] == [
-        (176, 1.0),
-        (308, 1.75),
-        None,
+    assert [max_batch.mark(row) for _, row in max_batch.numbers(one, tmp_path).iterrows()] == [
+        "largest batch 176 (1.00x)",
+        "largest batch 308 (1.75x)",
+        "",
     ]
     assert capsys.readouterr().err == ""
-    assert max_batch.joins(summary, tmp_path / "missing") is summary
+    assert max_batch.numbers(summary, tmp_path / "missing") is summary
     table = table.assign(workload="small", model="resnet18")
     (tmp_path / "max_batch.csv").write_text(table.to_csv(index=False))
-    joined = max_batch.joins(summary, tmp_path)
-    assert [plots.largest_found(row) for _, row in joined.iterrows()] == [(176, 1.0), (308, 1.75), None, None]
+    joined = max_batch.numbers(summary, tmp_path)
+    assert [max_batch.mark(row) for _, row in joined.iterrows()] == [
+        "largest batch 176 (1.00x)",
+        "largest batch 308 (1.75x)",
+        "",
+        "",
+    ]
     drawn = []
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
-    plots.plot_memory(joined, tmp_path / "memory.png", {"small": "small", "big": "big"})
+    plots.plot_memory(joined, tmp_path / "memory.png", {"small": "small", "big": "big"}, (max_batch.JOINS,))
     small, big = drawn[0].axes
     assert [t.get_text() for t in small.texts] == [" largest batch 176 (1.00x)", " largest batch 308 (1.75x)"]
     assert "largest batch: --max-batch" in small.get_xlabel() and not big.texts  # another model: none
     drawn.clear()
-    plots.plot_memory(summary, tmp_path / "memory.png", {"small": "small", "big": "big"})
-    assert not any(ax.texts for ax in drawn[0].axes)
+    plots.plot_memory(summary, tmp_path / "memory.png", {"small": "small", "big": "big"}, (max_batch.JOINS,))
+    assert not any(ax.texts for ax in drawn[0].axes) and "largest batch" not in drawn[0].axes[0].get_xlabel()
 
 
 @pytest.mark.parametrize(
@@ -273,10 +281,10 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
     assert summary.loc["checkpoint", "largest_answer"] == "faster" and summary.loc["checkpoint", "largest_batch"] == 576
     assert "at its largest batch (576, 2.29x the baseline's) 1.30x the baseline's speed at the baseline's own largest" \
         " (95% interval 1.20x to 1.40x): faster (max_batch.md)" in summary.loc["checkpoint", "verdict"]  # fmt: skip
-    said = dict(answer.items(summary.reset_index()))
+    said = dict(answer.items(summary.reset_index(), modes.joined()))
     assert said["Trades speed for memory"].startswith("checkpoint 0.70x (1.30x at its largest batch: faster)")
     assert said["Pays"].startswith("amp 1.50x,")  # faster at both batches: nothing added
-    cells = dict(markdown.train_columns(summary.reset_index()))
+    cells = dict(markdown.train_columns(summary.reset_index(), modes.joined()))
     assert cells["at its largest batch (--max-batch)"](summary.loc["checkpoint"]) == (
         "1.30x (1.20x to 1.40x), faster, at 2.29x the batch"
     )

@@ -16,7 +16,7 @@ from bench import BenchError, cli, modes
 from bench.config import read
 from bench.modes import Registration, speed
 from bench.outputs import render
-from bench.outputs.declared import Bars, Bullets, Figure, Rows, Shows
+from bench.outputs.declared import Bars, Bullets, Figure, Joins, Rows, Shows
 from bench.stages import record
 
 
@@ -75,12 +75,31 @@ def count_images(config):
     render.write(COUNT_SHOWS, out, table, f"Images per class: {config.work.data}")
 
 
-def count_joins(summary, out):
+def count_numbers(summary, out):
     """What the made-up mode's table adds to a bench's summary in the same folder: the images it counted."""
     if not (Path(out) / "count_images.csv").exists():
         return summary
     counted = sum(int(line.split(",")[1]) for line in (Path(out) / "count_images.csv").read_text().splitlines()[1:])
     return summary.assign(images_counted=counted)
+
+
+def counted(row):
+    """'1,234 images' where the row has the count, else ''."""
+    return f"{row['images_counted']:,.0f} images" if pd.notna(row.get("images_counted")) else ""
+
+
+COUNT_JOINS = Joins(
+    count_numbers,
+    column=("images (--count-images)", counted),  # a column of the bench's training table
+    said=lambda row: counted(row) and f"--count-images counted {counted(row)}",  # words in its verdict
+    aside=lambda row: counted(row) and f" (of {counted(row)})",  # beside its speed-up in the answer first
+    apart=(
+        ("Faster, but counted", lambda row: row["variant"] == "amp" and bool(counted(row))),
+    ),  # a group ahead of what pays
+    on_data=lambda row: counted(row) and f"The count says {counted(row)}",  # to a row that waits for its data
+    mark=counted,  # beside its memory bars
+    marked="images: --count-images",  # and on that plot's axis
+)
 
 
 COUNT = Registration(
@@ -92,7 +111,7 @@ COUNT = Registration(
     own=read(CountFlags),
     outputs=("count_images.csv", "count_images.md", "count_images.png"),
     only=("count_glob",),  # --count-glob with another mode is refused by the rule made once from this
-    joins=count_joins,  # a bench's summary in the same folder takes what its table adds
+    joins=COUNT_JOINS,  # what its table adds to a bench's summary in the same folder: numbers, words, marks
     shows=COUNT_SHOWS,  # its page and plot: written by bench/outputs/, in a README block and in report.html
 )
 
@@ -142,6 +161,7 @@ def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_and_the_re
     runs = runs_of({"baseline": STEADY})
     assert set(speed.summary_of(runs, out)["images_counted"]) == {images}
     assert "images_counted" not in speed.summary_of(runs, tmp_path) and "images_counted" not in speed.summary_of(runs)
+    assert modes.joined()[-1] is COUNT_JOINS
     assert modes.shown()["count-images"] is COUNT_SHOWS
     (tmp_path / "docs").mkdir()
     page = tmp_path / "docs" / "page.md"
@@ -159,6 +179,42 @@ def test_a_registered_modes_table_joins_the_benchs_summary_and_a_page_and_the_re
     assert f"<p>{images} images in " in section and "<th>class</th><th>images</th>" in section
     assert "<li>class " in section and section.count('src="data:image/png;base64,') == 1
     assert '<a href="#modes">' in html
+
+
+def test_what_a_registered_modes_table_adds_the_benchs_outputs_say_by_its_declaration_alone(
+    counting, tiny_data, tmp_path, monkeypatch
+):
+    """Its Joins alone (bench/outputs/ names no mode): its column in the training table, its words in a row's verdict
+    and beside its speed-up in the answer first, its group ahead of what pays, what a row waiting for its data is
+    told, its mark beside a row's memory bars and its note on that plot's axis; a folder without its table: none."""
+    from bench.outputs import answer, markdown, plots
+    from helpers import STEADY, runs_of, scaled
+
+    out = tmp_path / "out"
+    cli.main(["--count-images", "--data", str(tiny_data), "--out", str(out)])
+    words = f"{len(sorted(Path(tiny_data).glob('*/*/*.*'))):,} images"
+    runs = runs_of({"baseline": STEADY, "amp": scaled(1.5), "dp": scaled(1.0, data_wait_frac=0.4)})
+    summary = speed.summary_of(runs, out)
+    train = summary[summary["kind"] == "train"]
+    text = markdown.markdown(summary, {"small": "small"}, "now", joined=modes.joined())
+    assert "| images (--count-images) |" in text and f"| {words} |" in text
+    verdicts = summary.set_index("variant")["verdict"]
+    assert f"--count-images counted {words}" in verdicts["amp"] and f"The count says {words}." in verdicts["dp"]
+    said = dict(answer.items(train, modes.joined()))
+    assert list(said)[0] == "Faster, but counted" and said["Faster, but counted"].startswith(f"amp 1.50x (of {words})")
+    assert f": --count-images counted {words}" in said["Faster, but counted"] and "amp" not in said.get("Pays", "")
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
+    plots.plot_memory(summary, tmp_path / "memory.png", {"small": "small"}, modes.joined())
+    (axis,) = drawn[0].axes
+    assert [t.get_text() for t in axis.texts] == [f" {words}"] * 3 and axis.get_xlabel().endswith(
+        "; images: --count-images"
+    )
+    alone = speed.summary_of(runs, tmp_path)  # no table of it here: nothing of it anywhere
+    assert "images (--count-images)" not in markdown.markdown(alone, {"small": "small"}, "now", joined=modes.joined())
+    assert "--count-images" not in " ".join(alone["verdict"].dropna()) and "Faster, but counted" not in dict(
+        answer.items(alone[alone["kind"] == "train"], modes.joined())
+    )
 
 
 def test_a_registered_modes_flags_are_the_benchs(counting, tmp_path, capsys):
@@ -226,10 +282,22 @@ def test_a_flag_goes_with_the_modes_that_declare_it_and_a_wrong_declaration_is_c
 
 def test_the_benchs_own_modes_in_their_order_and_the_default_is_the_bench():
     own = list(modes.registered())
-    assert own == ["resume", "summarize", "check", "readme", "max_batch", "to_accuracy", "parity", "scaling",
+    assert own == ["resume", "summarize", "check", "readme", "parity", "max_batch", "to_accuracy", "scaling",
                    "tune_loader", "bench", "save_baseline"]  # fmt: skip
     assert [m.name for m in modes.registered().values() if m.asked is None] == ["bench"]
     assert modes.registered()["bench"] is speed.MODE and cli.parse_args([]).mode == "bench"
     assert not modes.registered()["readme"].locked  # it writes README.md and the saved folders, not --out
     executed = {m.executes.name for m in modes.registered().values() if m.executes is not None}
     assert executed == {"bench", "check", "max_batch", "to_accuracy", "parity", "scaling", "tune_loader"}
+
+
+def test_the_outputs_name_no_mode():
+    """bench/outputs/ renders what the modes declare (their Shows, their Joins) and names none of them: no mode's flag,
+    module or registered name (where it is no plain word) in its code or its docstrings, so a mode's words can only
+    come from its own module."""
+    names = {f"--{name.replace('_', '-')}" for name in modes.registered() if name != "bench"}
+    names |= {f"modes.{name}" for name in modes.registered()} | {n for n in modes.registered() if "_" in n}
+    names |= {"parity", "largest"}  # two modes' words that once lived here
+    for path in sorted((Path(modes.__file__).parent.parent / "outputs").glob("*.py")):
+        text = path.read_text()
+        assert not [n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)], path.name

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bench.modes import parity
+from bench import modes
+from bench.modes import parity, speed
 from helpers import run
 
 STEPS = [10, 20, 30, 40, 50, 60, 70, 80]
@@ -145,3 +146,31 @@ def test_an_explicit_zero_is_the_number_given_not_the_default(tmp_path):
     result = run("-m", "bench", "--parity", "--steps", 1, "--warmup-steps", 0, "--dry-run", "--out", tmp_path / "o")
     assert result.returncode == 0, result.stderr
     assert all("--warmup-steps 0" in line for line in result.stdout.splitlines()[1:] if line.startswith("  "))
+
+
+def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp_path, capsys):
+    """A --parity run in the results folder: its verdicts join the speed bench's rows by variant; a row that is
+    faster but learns worse is listed first, apart from those that pay; the verdict and the table say it too."""
+    from bench.outputs import answer, markdown
+    from helpers import STEADY, runs_of
+
+    fast = [(rate * 1.5, {}) for rate, _ in STEADY]
+    runs = runs_of({"baseline": STEADY, "amp": fast, "compile": fast})
+    (tmp_path / "parity.csv").write_text("variant,verdict,from_step\namp,learns worse,60\ncompile,learns the same,\n")
+    summary = speed.summary_of(runs, tmp_path).set_index("variant")
+    assert summary.loc["amp", "parity_verdict"] == "learns worse" and summary.loc["amp", "parity_from_step"] == 60
+    assert "in --parity it learns worse from step 60 than the baseline over its seeds" in summary.loc["amp", "verdict"]
+    assert "in --parity it learns the same as the baseline" in summary.loc["compile", "verdict"]
+    said = answer.items(summary.reset_index(), modes.joined())
+    assert [label for label, _ in said][:2] == ["Faster, but learns worse", "Pays"]
+    assert said[0][1].startswith("amp 1.50x") and "compile" in said[1][1] and "amp" not in said[1][1]
+    assert parity.cell(summary.loc["amp"]) == "worse from step 60"
+    assert parity.cell(summary.loc["compile"]) == "the same" and parity.cell(summary.loc["baseline"]) == ""
+    cells = dict(markdown.train_columns(summary.reset_index(), modes.joined()))
+    assert cells["learns (--parity)"] is parity.cell and "learns (--parity)" not in dict(
+        markdown.train_columns(summary.reset_index())
+    )
+    (tmp_path / "parity.csv").write_text("not,a,parity table\n1,2,3\n")
+    again = speed.summary_of(runs, tmp_path)
+    assert "parity_verdict" not in again and "goes on without --parity's verdicts" in capsys.readouterr().err
+    assert "parity_verdict" not in speed.summary_of(runs, tmp_path / "none") and not capsys.readouterr().err

@@ -18,7 +18,7 @@ def test_save_baseline_keeps_a_modes_tables_beside_the_saved_bench(tmp_path):
         (out / name).write_text(f"new {name}\n")
     result = run("-m", "bench", "--out", out, "--save-baseline", "cpu-x", "--baseline-dir", saved)
     assert result.returncode == 0, result.stderr
-    modes = ("max_batch", "to_accuracy", "parity", "scaling", "tune_loader")  # in the registry's order
+    modes = ("parity", "max_batch", "to_accuracy", "scaling", "tune_loader")  # in the registry's order
     assert f"saved {', '.join(f'{out}/{mode}.*' for mode in modes)} as {folder}" in result.stdout
     for name in mode_outputs():
         assert (folder / name).read_text() == f"new {name}\n"

@@ -1,6 +1,7 @@
 """bench/outputs/answer.py: the answer first, from made-up runs with known verdicts through the same summarize() the
 bench uses."""
 
+from bench import modes
 from bench.modes import speed
 from bench.observe import machine
 from bench.outputs import answer, diffs, markdown, verdicts
@@ -135,41 +136,15 @@ def test_a_title_names_the_cpu_class_and_bf16_so_two_classes_never_share_one():
     assert machine.where(dict(avx2, cpu_isa=None)).endswith("CPU features unknown")
 
 
-def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp_path, capsys):
-    """A --parity run in the results folder: its verdicts join the speed bench's rows by variant; a row that is
-    faster but learns worse is listed first, apart from those that pay; the verdict and the table say it too."""
-    from bench.outputs import answer, markdown
-    from helpers import STEADY, runs_of
-
-    fast = [(rate * 1.5, {}) for rate, _ in STEADY]
-    runs = runs_of({"baseline": STEADY, "amp": fast, "compile": fast})
-    (tmp_path / "parity.csv").write_text("variant,verdict,from_step\namp,learns worse,60\ncompile,learns the same,\n")
-    summary = speed.summary_of(runs, tmp_path).set_index("variant")
-    assert summary.loc["amp", "parity_verdict"] == "learns worse" and summary.loc["amp", "parity_from_step"] == 60
-    assert "in --parity it learns worse from step 60 than the baseline over its seeds" in summary.loc["amp", "verdict"]
-    assert "in --parity it learns the same as the baseline" in summary.loc["compile", "verdict"]
-    said = answer.items(summary.reset_index())
-    assert [label for label, _ in said][:2] == ["Faster, but learns worse", "Pays"]
-    assert said[0][1].startswith("amp 1.50x") and "compile" in said[1][1] and "amp" not in said[1][1]
-    assert markdown.parity_cell(summary.loc["amp"]) == "worse from step 60"
-    assert (
-        markdown.parity_cell(summary.loc["compile"]) == "the same"
-        and markdown.parity_cell(summary.loc["baseline"]) == ""
-    )
-    (tmp_path / "parity.csv").write_text("not,a,parity table\n1,2,3\n")
-    again = speed.summary_of(runs, tmp_path)
-    assert "parity_verdict" not in again and "goes on without --parity's verdicts" in capsys.readouterr().err
-    assert "parity_verdict" not in speed.summary_of(runs, tmp_path / "none") and not capsys.readouterr().err
-
-
 def test_the_bench_answer_names_a_data_bound_row_and_points_to_the_sweep():
     from helpers import STEADY, runs_of
 
     bound = [(rate, {"data_wait_frac": 0.35}) for rate, _ in STEADY]
     summary = speed.summary_of(runs_of({"baseline": bound, "amp": [(r * 1.5, {"data_wait_frac": 0.02}) for r, _ in
                                                                STEADY]}))  # fmt: skip
-    said = dict(answer.items(summary))
+    said = dict(answer.items(summary, modes.joined()))  # the mode that points to the loader's settings: named
     assert said["Data-bound"].startswith("baseline waits for data 35% of its window: the loader, not the technique,")
     assert "python -m bench --tune-loader finds the loader's settings for this machine" in said["Data-bound"]
+    assert dict(answer.items(summary))["Data-bound"].endswith("sets the pace")  # no mode points there: no pointer
     calm = speed.summary_of(runs_of({"baseline": STEADY, "amp": [(r * 1.5, {}) for r, _ in STEADY]}))
     assert "Data-bound" not in dict(answer.items(calm))

@@ -150,6 +150,6 @@ def test_a_block_of_a_mode_that_shows_no_table_is_one_error(tmp_path):
     """The modes' tables a block may show are the registrations' (shows): a block naming another is refused, naming
     the ones there are."""
     with pytest.raises(
-        BenchError, match=r"show a counting result of .*: no mode shows one \(its flags: max-batch, to-accuracy"
+        BenchError, match=r"show a counting result of .*: no mode shows one \(its flags: parity, max-batch, to-accuracy"
     ):
         readme.block(tmp_path, "x", mode="counting", shown=modes.shown())
