@@ -34,7 +34,7 @@ SETUP := $(VENV)/.installed
 OLDEST_SETUP := $(OLDEST_DIR)/.installed
 endif
 
-.PHONY: bench compare check tune-loader baseline plot train data diff test test-fast lint format clean browser slurm
+.PHONY: bench compare check tune-loader baseline plot train data diff test test-fast mutate lint format clean browser slurm
 
 # the main job: every variant on the same work; tables and plots in results/ (ARGS="..." for python -m bench)
 # WORKLOAD=small|imagenet|all (generated in data/ when missing), or DATA=folder of your own
@@ -147,6 +147,15 @@ test: $(SETUP) lint browser slurm $(OLDEST_SETUP)
 test-fast: $(SETUP) lint browser
 	@$(if $(CPU),echo "make test-fast: as a CPU of class $(CPU_CLASS) would run it (CPUINFO_FLAGS=$$CPUINFO_FLAGS)";) \
 	$(call PASS,fast$(if $(CPU),-as-$(CPU_CLASS)),$(SPREAD),$(XDIST) -m "not slow" --durations=25 tests)
+
+# mutation testing of the rules an answer depends on, each module against its own tests (tools/mutate.py; the scores
+# and what survives: docs/tests.md): mutmut, pinned here and installed on first use (only this target needs it, and
+# .ci/run does not run it); ARGS="--module epochs" for one module
+MUTMUT := 3.8.1
+mutate: $(SETUP)
+	@$(PY) -c "import importlib.metadata as m; assert m.version('mutmut') == '$(MUTMUT)'" 2>/dev/null || \
+	  $(PY) -m pip install -q mutmut==$(MUTMUT)
+	$(PY) tools/mutate.py $(ARGS)
 
 lint: $(SETUP)
 	$(PY) -m ruff format --check .

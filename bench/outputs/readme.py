@@ -6,9 +6,9 @@ A result block is the text between `<!-- results: FOLDER -->` (or `<!-- results:
 examples/...) that holds its runs.csv. rewrite() summarizes each folder's runs again by the bench's current rules
 (its summary.csv, summary.md, plots and report.html are rewritten) and puts in the block either its summary.md,
 headings one level down, with two of its plots, or (headline) the table's main columns, the settled count and links
-to the rest. `<!-- results: FOLDER MODE -->` (MODE a mode's flag without its dashes) shows the table that
-mode wrote there, kept when the folder was saved, with its plot: the page and plot its registration says it shows (shown:
-{MODE: its Shows, bench/outputs/declared.py}, from bench/modes/__init__.py shown()). The block
+to the rest. `<!-- results: FOLDER MODE -->` (MODE a mode's flag without its dashes) shows the table that mode wrote
+there, kept when the folder was saved, with its plot: the page and plot its registration says it shows (shown: {MODE:
+its Shows, bench/outputs/declared.py}, from bench/modes/__init__.py shown()). The block
 between `<!-- lines -->` and `<!-- /lines -->` is bench/outputs/diffs.py's count of each technique's lines, and the
 rows between `<!-- scripts -->` and `<!-- /scripts -->` each technique's script, from the catalogue.
 tests/bench/outputs/test_readme.py checks that every page holds what rewrite() writes, so a finding in a block is

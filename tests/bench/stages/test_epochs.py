@@ -142,3 +142,79 @@ def test_a_tiny_folder_of_ones_own_holds_starts_at_its_own_rate_and_says_so(phot
     window = works["custom"].window()
     assert window.epoch == 1 and window.starts == 25 and window.allowed == 25 and not window.over
     assert window.real == "its own data" and "25 epoch starts in a window of 25" in window.words()
+
+
+def test_an_epoch_of_no_images_or_no_batch_is_not_known_and_holds_no_start():
+    """epoch_steps: None where the images or the batch are not known (0, None), at least 1 step where both are;
+    starts: none where the epoch is not known or the window is empty (steps at warmup or before)."""
+    assert epochs.epoch_steps(0, 256) is None and epochs.epoch_steps(1000, 0) is None
+    assert epochs.epoch_steps(None, None) is None and epochs.epoch_steps(10, 256) == 1
+    assert epochs.starts(0, 10, None) == 0 and epochs.starts(0, 10, 0) == 0
+    assert epochs.starts(10, 10, 5) == 0 and epochs.starts(10, 9, 5) == 0 and epochs.starts(9, 11, 5) == 1
+
+
+def test_a_window_of_unknown_data_says_so_and_is_never_over():
+    window = epochs.window(20, 144, None, 256, None)
+    assert (window.epoch, window.real, window.real_epoch, window.starts, window.allowed) == (
+        None,
+        "not known",
+        None,
+        0,
+        math.inf,
+    )
+    assert window.words() == "steps 21 to 144: the data's epoch is not known" and not window.over
+
+
+def test_the_plans_line_says_where_the_window_lies_in_words_exactly():
+    """Window.words, each case whole: inside an epoch (no start, one start, starts), cut, over with the rate and why,
+    and over where the real set's epoch is not known."""
+    inside = epochs.window(20, 100, 256 * 500, 256, IMAGENET)
+    assert inside.words() == (
+        "steps 21 to 100 of epochs of 500 steps: no epoch start in a window of 80, as training on it would hold"
+        " (ImageNet-1k's epoch is 5,004 steps at this batch)"
+    )
+    own = epochs.Real("its own data", 256 * 10)
+    assert epochs.window(5, 15, 256 * 10, 256, own).words() == (
+        "steps 6 to 15 of epochs of 10 steps: 1 epoch start in a window of 10, as training on it would hold (its own"
+        " data's epoch is 10 steps at this batch)"
+    )
+    assert "2 epoch starts in a window of 20," in epochs.window(5, 25, 256 * 10, 256, own).words()
+    cut = epochs.fit(20, 144, 20_000, 256, IMAGENET)
+    assert cut.words() == (
+        "steps 21 to 78 of epochs of 78 steps (cut from 144 to end inside the first epoch): no epoch start in a window"
+        " of 58, as training on it would hold (ImageNet-1k's epoch is 5,004 steps at this batch)"
+    )
+    given = epochs.fit(20, 300, 40_000, 256, IMAGENET, given=True)
+    assert given.words() == (
+        "steps 21 to 300 of epochs of 156 steps: 1 epoch start in a window of 280, 18 times as often as training on"
+        " it would (ImageNet-1k's epoch is 5,004 steps at this batch; the steps were given (--steps)): those rows are"
+        " read at their steady steps, and their summary says so"
+    )
+    short = epochs.fit(20, 144, 30 * 256, 256, IMAGENET)
+    assert short.words().startswith("steps 21 to 144 of epochs of 30 steps: 4 epoch starts in a window of 124, 161")
+    assert f"(ImageNet-1k's epoch is 5,004 steps at this batch; an epoch holds fewer than {epochs.MIN_TIMED} timed" in (
+        short.words()
+    )
+    unknown = epochs.Window(0, 10, 5, "not known", None, 2, 1)
+    assert unknown.over and unknown.words() == (
+        "steps 1 to 10 of epochs of 5 steps: 2 epoch starts in a window of 10 (not known; an epoch holds fewer than"
+        f" {epochs.MIN_TIMED} timed steps): those rows are read at their steady steps, and their summary says so"
+    )
+
+
+@pytest.mark.parametrize("real_epoch,said", [(29, ""), (30, ", 2 times as often as training on it would")])
+def test_a_window_over_its_share_says_how_much_more_often_from_1_5_times(real_epoch, said):
+    """The rate is said from 1.5 times the real set's (a window of 20 holding one start: 30 steps an epoch gives
+    1.5, 29 gives 1.45, not said)."""
+    window = epochs.Window(0, 20, 20, "X", real_epoch, 1, 0)
+    assert window.over and f"in a window of 20{said} (X's epoch" in window.words()
+
+
+@pytest.mark.parametrize("epoch,warmup,cut", [(40, 20, True), (39, 20, False), (40, 1, True), (40, 0, False)])
+def test_a_window_is_cut_where_its_epoch_holds_warmup_and_min_timed_steps_and_a_warmup(epoch, warmup, cut):
+    """fit cuts the steps to the epoch's end where the epoch holds the warm-up and MIN_TIMED (20) timed steps, each a
+    step either side, and the warm-up is a step at least (a window from step 1 holds no start of the first epoch);
+    the cut window keeps the real set and the asked steps."""
+    window = epochs.fit(warmup, 144, epoch * 256, 256, IMAGENET)
+    assert (window.steps == epoch, window.cut_from) == ((True, 144) if cut else (False, None))
+    assert window.real == "ImageNet-1k" and window.real_epoch == 5004 and window.given is False

@@ -105,3 +105,91 @@ BOUND = 5 * 0.01 / 0.6745  # DISTURBED (5) robust sds: 0.0741
 )
 def test_a_baseline_run_is_disturbed_just_beyond_five_robust_sds_of_its_usual_draws(draw, usual, said):
     assert intervals.off_its_neighbours(draw, usual) is said
+
+
+def test_a_narrower_interval_scales_its_half_width_by_the_two_t_quantiles_on_the_log_scale():
+    """narrower: the CONFIDENCE interval low..high at df degrees read at another confidence: its centre kept (log
+    scale), its half-width times t(0.5 + c/2, df) / t(0.975, df); the point where low == high; NaN without an
+    interval, a low at or below 0, or no degrees of freedom."""
+    from scipy import stats
+
+    scale = stats.t.ppf(0.95, 4) / stats.t.ppf(0.975, 4)
+    low, high = intervals.narrower(1.0, 1.44, 4, 0.90)
+    assert (low, high) == pytest.approx((1.2 * math.exp(-math.log(1.2) * scale), 1.2 * math.exp(math.log(1.2) * scale)))
+    assert intervals.narrower(1.0, 1.44, 4, intervals.CONFIDENCE) == pytest.approx((1.0, 1.44))
+    assert intervals.narrower(1.1, 1.1, 0, 0.9) == (1.1, 1.1)
+    for nothing in [(math.nan, 1.2, 4), (0.9, math.nan, 4), (0.0, 1.2, 4), (-0.5, 1.2, 4), (0.9, 1.2, 0),
+                    (0.9, 1.2, math.nan)]:  # fmt: skip
+        assert all(math.isnan(x) for x in intervals.narrower(*nothing, 0.9)), nothing
+    assert not math.isnan(intervals.narrower(HAIR, 1.2, HAIR, 0.9)[0])  # just inside each edge: an interval
+
+
+def test_the_half_width_is_a_share_of_the_estimate_on_the_log_scale():
+    assert intervals.half_width(1.0, 0.8, 1.25) == pytest.approx(0.25)
+    assert intervals.half_width(HAIR, 0.8, 1.25) == pytest.approx(0.25)
+    for nothing in [(1.0, math.nan, 1.2), (1.0, 0.9, math.nan), (0.0, 0.9, 1.2), (-1.0, 0.9, 1.2)]:
+        assert math.isnan(intervals.half_width(*nothing)), nothing
+
+
+def test_busy_runs_and_the_rounds_they_disturb():
+    """is_busy reads the runner's flag as written back (True, 'True', 'true'; anything else not busy; no column:
+    none); busy_rounds: a row's rounds where it or the reference ran busy, only rounds the row ran."""
+    flags = pd.DataFrame(dict(busy=[True, "True", "true", False, "False", None]))
+    assert list(intervals.is_busy(flags)) == [True, True, True, False, False, False]
+    bare = pd.DataFrame(dict(x=[1, 2]), index=[5, 7])
+    assert list(intervals.is_busy(bare)) == [False, False] and list(intervals.is_busy(bare).index) == [5, 7]
+    runs = pd.DataFrame(
+        [dict(variant="baseline", repeat=r, busy=r == 2) for r in (1, 2, 3)]
+        + [dict(variant="amp", repeat=r, busy=r == 3) for r in (1, 2, 3)]
+        + [dict(variant="fused", repeat=1, busy=False), dict(variant="fused", repeat=4, busy=False)]
+    )
+    assert intervals.busy_rounds(runs, "baseline") == dict(baseline=[2], amp=[2, 3], fused=[])
+
+
+def test_a_run_is_read_only_where_it_trained_the_references_steps_in_its_round():
+    """at_reference_steps: a run whose --steps differ from the reference's in its round is left out (its loss is of
+    another schedule); a round with no reference run keeps its runs; no commands: every run."""
+    runs = pd.DataFrame(
+        [
+            dict(variant="baseline", repeat=1, command="python train.py --steps 100"),
+            dict(variant="amp", repeat=1, command="python train_amp.py --steps 100"),
+            dict(variant="baseline", repeat=2, command="python train.py --steps 100"),
+            dict(variant="amp", repeat=2, command="python train_amp.py --steps 50"),
+            dict(variant="compile", repeat=2, command="python train_compile.py"),
+            dict(variant="amp", repeat=3, command="python train_amp.py --steps 70"),
+        ]
+    )
+    kept = intervals.at_reference_steps(runs, "baseline")
+    assert list(kept.index) == [0, 1, 2, 5]
+    assert intervals.at_reference_steps(runs.drop(columns="command"), "baseline") is not None
+    assert len(intervals.at_reference_steps(runs.drop(columns="command"), "baseline")) == 6
+    assert len(intervals.at_reference_steps(runs.assign(command=None), "baseline")) == 6
+
+
+def test_a_runs_time_is_its_start_and_half_its_wall_time_else_its_place():
+    runs = pd.DataFrame(
+        dict(time_utc=["1970-01-01T00:00:10", None, "1970-01-01T00:01:00"], wall_s=[4.0, 2.0, None]), index=[3, 4, 5]
+    )
+    assert list(intervals.run_times(runs)) == [12.0, 1.0, 60.0]
+    assert list(intervals.run_times(runs.drop(columns="wall_s"))) == [10.0, 1.0, 60.0]
+    assert list(intervals.run_times(runs.drop(columns="time_utc"))) == [0.0, 1.0, 2.0]
+    assert list(intervals.run_times(runs.assign(time_utc=None))) == [0.0, 1.0, 2.0]
+
+
+def test_a_pairing_reads_each_rows_last_run_of_a_round_with_a_reference_run_and_leaves_out_empty_rates():
+    """paired: a rate of 0 or none is no run; a run tried again counts by its last; a round without a reference run
+    gives no ratio; the reference's own are 1.0 a round, in the rounds' order."""
+    rows = pd.DataFrame(
+        [
+            dict(variant="baseline", repeat=2, samples_per_s=100.0),
+            dict(variant="amp", repeat=2, samples_per_s=120.0),
+            dict(variant="amp", repeat=2, samples_per_s=150.0),
+            dict(variant="baseline", repeat=1, samples_per_s=100.0),
+            dict(variant="amp", repeat=1, samples_per_s=0.0),
+            dict(variant="fused", repeat=1, samples_per_s=None),
+            dict(variant="amp", repeat=3, samples_per_s=90.0),
+            dict(variant="baseline", repeat=3, samples_per_s=0.0),
+        ]
+    )
+    ratios = intervals.paired(rows, "samples_per_s", "baseline")
+    assert ratios == dict(baseline=[1.0, 1.0], amp=[pytest.approx(1.5)])

@@ -102,3 +102,85 @@ def test_resume_of_a_plan_whose_run_is_a_shell_command_ends_in_one_line_and_runs
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "starts '/bin/sh', not Python: --resume runs the bench's own commands alone" in result.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_plan_saved_is_read_back_as_it_was(tmp_path):
+    """save() writes every part a resume reads (bench_id, machine_class, works, runs, mode, options, config) as JSON
+    indented by one, a line at its end; load() gives the same plan back, the works typed and the runs equal."""
+    runs = bench_runs(tmp_path)[:2]
+    works = dict(small=planned.Work(model="resnet18", batch_size=96, steps=10, warmup_steps=2, data="data/small"))
+    path = tmp_path / "plan.json"
+    planfile.save(path, "b1", "cpu-x", runs, works, mode="max_batch", options=dict(k=1), config=dict(c=2))
+    text = path.read_text()
+    assert text.startswith('{\n "bench_id": "b1",\n "machine_class": "cpu-x",\n "works": {') and text.endswith("}\n")
+    plan, again = planfile.load(path)
+    assert set(plan) == {"bench_id", "machine_class", "works", "runs", "mode", "options", "config"}
+    assert (plan["bench_id"], plan["machine_class"], plan["mode"], plan["options"], plan["config"]) == (
+        "b1",
+        "cpu-x",
+        "max_batch",
+        dict(k=1),
+        dict(c=2),
+    )
+    assert plan["works"] == works and again == runs
+    planfile.save(path, "b2", "cpu-x", runs, works)  # the defaults: the bench, no options, no configuration
+    plan, _ = planfile.load(path)
+    assert (plan["mode"], plan["options"], plan["config"]) == ("bench", {}, None)
+
+
+def test_a_damaged_plan_is_one_error_naming_it_and_what_broke(tmp_path):
+    """load(): not JSON, not a plan, a run of fields no Run has: a BenchError naming the file, the error's type and its
+    first 80 characters, and what --summarize still does."""
+    path = tmp_path / "plan.json"
+    path.write_text("[]")
+    tail = (
+        ": --resume cannot finish that bench; --summarize still reads its finished rows, and a new bench starts afresh"
+    )
+    with pytest.raises(BenchError) as said:
+        planfile.load(path)
+    assert str(said.value) == f"{path} is damaged (TypeError: list indices must be integers or slices, not str){tail}"
+    long = "a_field_no_run_has_" * 6
+    path.write_text(json.dumps(dict(bench_id="b", machine_class="m", works={}, runs=[{long: 1}])))
+    with pytest.raises(BenchError) as said:
+        planfile.load(path)
+    error = f"Run.__init__() got an unexpected keyword argument '{long}'"[:80]
+    assert str(said.value) == f"{path} is damaged (TypeError: {error}){tail}"
+
+
+def test_an_older_runs_flags_come_from_its_command_only_where_the_plan_lacks_them():
+    """saved_run: a plan's own batch_size and model are kept whatever the command says; a command without
+    --batch-size or --model leaves them as they were."""
+    old = dict(name="r", variant="amp", kind="train", repeat=1, processes=1)
+    kept = planfile.saved_run(dict(old, batch_size=64, model="mine", cmd=["python", "train.py", "--batch-size", "96",
+                                                                           "--model", "resnet18"]))  # fmt: skip
+    assert (kept.batch_size, kept.model) == (64, "mine")
+    bare = planfile.saved_run(dict(old, cmd=["python", "train.py"]))
+    assert (bare.batch_size, bare.model, bare.script) == (0, "", ["python", "train.py"])
+
+
+def test_a_script_is_found_after_torchruns_own_flags_or_first():
+    launcher = planfile.TORCHRUN[:-1]
+    assert planfile.script_at([*launcher, "2", "train_ddp.py"]) == len(launcher) + 1
+    assert planfile.script_at(launcher) == 0 and planfile.script_at([*launcher, "two", "x.py"]) == 0
+    assert planfile.script_at(["train.py", "--steps", "10", "--batch-size", "64"]) == 0  # a number where N would be
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (dict(script=[]), "plan.json's run 'amp-1' starts '', not Python:"),
+        (dict(script=["/" + "p" * 80]), f"starts '/{'p' * 59}', not Python"),
+        (dict(script=["python", "x" * 80]), f"runs '{'x' * 60}', not one of"),
+        (dict(env={"B_VAR": "1", "A_VAR": "2"}), "sets A_VAR, B_VAR, not a variable"),
+        (dict(env={"V" * 70: "1"}), f"sets {'V' * 60}, not a variable"),
+        (dict(env={"TORCHINDUCTOR_CACHE_DIR": "/" + "c" * 80}), f"compile cache in '/{'c' * 59}', outside"),
+        (dict(name="n" * 50, script=["sh"]), f"plan.json's run '{'n' * 40}' starts 'sh'"),
+    ],
+)  # fmt: skip
+def test_a_refused_run_is_named_in_a_line_of_bounded_length(change, said, tmp_path):
+    """Each part of the refusal quoted from the file is cut (a name at 40 characters, the rest at 60), so a plan.json
+    cannot fill the line; the variables are named in order."""
+    one = dataclasses.replace(bench_runs(tmp_path)[0], **{"name": "amp-1", **change})
+    with pytest.raises(BenchError) as refused:
+        planfile.trusted([one], tmp_path)
+    assert said in str(refused.value) and str(refused.value).endswith("--resume runs the bench's own commands alone")
