@@ -24,8 +24,9 @@ and those below it (tests/test_layout.py):
                             launch.py     one run: its process tree with a time limit, its log and its metrics
                                           (slurm.py: the DDP rows across nodes)
                             record.py     runs.csv, a whole row at a time (baseline.py: the saved results compared)
-                            summarize.py  the paired statistics and each row's answers, a row per variant (numbers
-                                          only); causes.py why a row is not faster; profiles.py its operators
+                            intervals.py  the statistics of paired rounds; rules.py the rules of each row's answers
+                            summarize.py  a row per variant, read through both (numbers and answers only);
+                                          causes.py why a row is not faster; profiles.py its operators
     observe/              what a run is watched with: machine.py (what this machine is, its class), nvml.py,
                           sample.py (the tree's memory, the machine's load), energy.py
     catalogue.py          every row the bench can run, one line each: what the plan, the diffs, the check, the

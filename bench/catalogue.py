@@ -90,7 +90,7 @@ ROWS = [
         slower=(("gpu", 1.6), ("gpu-vit", 6.5), ("cpu", 1.3)),
         says="+ activation checkpointing (`torch.utils.checkpoint`, non-reentrant) over the model's main stages"),
     # the baseline's script again, as a row (an A/A test): no effect by construction, so its answer proves the rule on
-    # this machine, within the margin or open, never faster or slower (summarize.self_check). A CPU's default: its
+    # this machine, within the margin or open, never faster or slower (rules.self_check). A CPU's default: its
     # noise is what the rule must survive; a GPU bench names it (--variants)
     Row("baseline-again", "train.py", on_gpu=False),
     Row("dp", "train_dp.py", base="train.py", lesson=1, workloads="cnn", several_gpus=True, on_cpu=False,
@@ -153,7 +153,7 @@ DEFAULT_LOADER = "torchvision"  # the --loader of train*.py's own DataLoader (lo
 ALONE = {(row.measures or DEFAULT_LOADER): row.name for row in loaders().values()}
 PEERS = {r.name: r.peer for r in ROWS if r.peer}  # a row answered against another row as well as the baseline
 DEFAULT = tuple(row.name for row in training().values() if row.by_default)  # the rows of a bench of every row
-SELF = "baseline-again"  # the baseline against itself: its answer checks the rule (bench/stages/summarize.py)
+SELF = "baseline-again"  # the baseline against itself: its answer checks the rule (bench/stages/rules.py)
 MULTI_GPU = {r.name for r in ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
 DISTRIBUTED = {r.name for r in ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
 COMPILED = {r.name for r in ROWS if r.compiles}  # one compile cache per variant and bench

@@ -64,7 +64,7 @@ class Limits:
     budget: float | str | None = None
     chunk: float | None = None
     timeout: int | None = None
-    margin: float | None = None  # the speed answers' margin (None: bench/stages/summarize.py MARGIN)
+    margin: float | None = None  # the speed answers' margin (None: bench/stages/rules.py MARGIN)
 
 
 @dataclass(frozen=True)

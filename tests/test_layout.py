@@ -98,7 +98,7 @@ def stage_names(path):
 
 def test_the_outputs_read_the_statistics_answers_and_never_work_them_out():
     """One way down: the stages hand each row's numbers, answers and causes to bench/outputs/ as the summary's fields
-    (summarize.answered, causes.with_causes); the words take at most the stages' constants (their thresholds, the
+    (rules.answered, causes.with_causes); the words take at most the stages' constants (their thresholds, the
     causes' names), and no renderer imports a stage at all: a renderer that called a statistic row by row would have
     to import it."""
     outputs = {m: p for m, p in MODULES.items() if m.startswith("bench.outputs.")}

@@ -2,11 +2,11 @@
 
 mutmut (pinned in the Makefile, installed by the target on first use) changes each comparison, constant and operator
 of a module in turn and runs the tests that reach the changed function; a mutant no test notices survives. The
-modules are the statistics of paired rounds (bench/stages/intervals.py), the rows' answers and the planner's stop
-rule (bench/stages/summarize.py: needs_rounds, GIVE_UP), the epoch-start count (bench/stages/epochs.py) and the
-resume rule (bench/stages/planfile.py: which runs a plan.json may name). Each is mutated in a copy of the tracked
-tree (results/mutate/MODULE), so the checkout is never touched; the share killed per module and every survivor are
-printed, and written to results/mutate/scores.csv and survivors.txt. docs/tests.md says what the survivors are.
+modules are the statistics of paired rounds (bench/stages/intervals.py), the rules of the rows' answers and the
+planner's stop rule (bench/stages/rules.py: needs_rounds, GIVE_UP), the epoch-start count (bench/stages/epochs.py)
+and the resume rule (bench/stages/planfile.py: which runs a plan.json may name). Each is mutated in a copy of the
+tracked tree (results/mutate/MODULE), so the checkout is never touched; the share killed per module and every
+survivor are printed, and written to results/mutate/scores.csv and survivors.txt. docs/tests.md says what survives.
 
     python tools/mutate.py                      every module
     python tools/mutate.py --module epochs      one (its file's stem)
@@ -28,7 +28,7 @@ MUTMUT = str(Path(sys.executable).parent / "mutmut")
 # module -> its mirrored tests (tests/ mirrors bench/): the tests mutmut may run against its mutants
 MODULES = {
     "bench/stages/intervals.py": ["tests/bench/stages/test_intervals.py"],
-    "bench/stages/summarize.py": ["tests/bench/stages/test_summarize.py"],
+    "bench/stages/rules.py": ["tests/bench/stages/test_rules.py"],
     "bench/stages/epochs.py": ["tests/bench/stages/test_epochs.py"],
     "bench/stages/planfile.py": ["tests/bench/stages/test_planfile.py"],
 }
@@ -60,16 +60,20 @@ def config(module, tests, where):
     (where / "setup.cfg").write_text("\n".join(lines) + "\n")
 
 
-def results(where):
-    """[(mutant, status)] of the last mutmut run in where (mutmut results --all)."""
-    shown = subprocess.run([MUTMUT, "results", "--all", "true"], cwd=where, text=True,
-                           capture_output=True)  # fmt: skip
+def statuses(text):
+    """[(mutant, status)] from `mutmut results --all true`'s lines ('    NAME: STATUS'), other lines left out."""
     found = []
-    for line in shown.stdout.splitlines():
+    for line in text.splitlines():
         name, _, status = line.strip().rpartition(": ")
         if name and status in KILLED:
             found.append((name, status))
     return found
+
+
+def results(where):
+    """[(mutant, status)] of the last mutmut run in where."""
+    shown = subprocess.run([MUTMUT, "results", "--all", "true"], cwd=where, text=True, capture_output=True)
+    return statuses(shown.stdout)
 
 
 def mutate(module, tests, out):

@@ -19,7 +19,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package, beside tools/
 from bench.catalogue import SELF  # noqa: E402
-from bench.stages import record, summarize  # noqa: E402
+from bench.stages import record, rules, summarize  # noqa: E402
 
 
 def finished_by(runs):
@@ -29,7 +29,7 @@ def finished_by(runs):
     return (end - start.min()).dt.total_seconds() / 60
 
 
-def settled_at(runs, minutes, margin=summarize.MARGIN):
+def settled_at(runs, minutes, margin=rules.MARGIN):
     """(rows decided, rows compared, the baseline against itself's answer or None) from the runs finished by
     `minutes`."""
     done = runs[finished_by(runs) <= minutes]
@@ -54,7 +54,7 @@ def main(argv=None):
     p.add_argument("runs", help="a bench's runs.csv")
     p.add_argument("--minutes", type=float, default=None, help="the count at this many minutes alone")
     p.add_argument("--bench", default=None, help="the bench id (default: the last in the file)")
-    p.add_argument("--margin", type=float, default=summarize.MARGIN, help="the margin the answers are read against")
+    p.add_argument("--margin", type=float, default=rules.MARGIN, help="the margin the answers are read against")
     args = p.parse_args(argv)
     runs = record.read_runs(args.runs)
     runs = runs[runs["bench_id"] == (args.bench or runs["bench_id"].iloc[-1])]

@@ -42,7 +42,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
-from bench.stages import calibrate, cost, execute, intervals, plan, summarize
+from bench.stages import calibrate, cost, execute, intervals, plan, rules
 from bench.stages.record import read_runs
 
 PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's state exists from the first)
@@ -439,7 +439,7 @@ def finish(rows, unrun=(), rounds=()):
             estimate, low, high = intervals.interval(ratios)
             at = table["variant"] == variant
             table.loc[at, ["speed_vs_baseline", "speed_low", "speed_high"]] = [estimate, low, high]
-            table.loc[at, "speed_answer"] = summarize.classify(low, high)
+            table.loc[at, "speed_answer"] = rules.classify(low, high)
     return table
 
 

@@ -30,7 +30,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bullets, Figure, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, present
-from bench.stages import build, calibrate, cost, execute, intervals, plan, slurm, summarize
+from bench.stages import build, calibrate, cost, execute, intervals, plan, rules, slurm
 
 ROUNDS = 3  # --repeats auto: rounds of every count
 COLUMNS = [
@@ -182,7 +182,7 @@ def table_of(rows, mode):
         if len(common):
             estimate, low, high = intervals.interval(list(mine[common] / one[common]))
             row.update(speedup=estimate, speedup_low=low, speedup_high=high, efficiency=estimate * smallest / n)
-            row["answer"] = "reference" if n == smallest else summarize.classify(low, high)
+            row["answer"] = "reference" if n == smallest else rules.classify(low, high)
         table.append(row)
     return pd.DataFrame(table).reindex(columns=COLUMNS)
 

@@ -36,6 +36,7 @@ from bench.stages import (
     planned,
     profiles,
     record,
+    rules,
     slurm,
     summarize,
 )
@@ -56,25 +57,25 @@ def title(summary, machine, workload=None):
 
 
 def margin(config):
-    """The margin a bench's speed answers are read against: --margin, else bench/stages/summarize.py MARGIN."""
-    return summarize.MARGIN if config.limits.margin is None else config.limits.margin
+    """The margin a bench's speed answers are read against: --margin, else bench/stages/rules.py MARGIN."""
+    return rules.MARGIN if config.limits.margin is None else config.limits.margin
 
 
-def summary_of(runs, out=None, profiled=None, margin=summarize.MARGIN):
+def summary_of(runs, out=None, profiled=None, margin=rules.MARGIN):
     """The summary every output is drawn from, down one way: the statistics of the runs (bench/stages/summarize.py),
     with what each mode's table in the results folder out adds (a registration's joins, their numbers: --parity's
     verdicts, --max-batch's speeds at the largest batches, --tune-loader's answer; none without out); each row's
-    answers (summarize.answered) and causes (bench/stages/causes.py, with the operators of a bench with --profile:
+    answers (rules.answered) and causes (bench/stages/causes.py, with the operators of a bench with --profile:
     profiled, from bench/stages/profiles.py); then the words (bench/outputs/verdicts.py), a verdict for every row, what
     the modes' tables add said in it. summary.csv holds its columns in_order."""
     numbers = summarize.summarize(runs, margin)
     for joins in joined():
         numbers = joins.numbers(numbers, out) if out is not None else numbers
-    answers = causes.with_causes(summarize.answered(causes.with_profiles(numbers, profiled)))
+    answers = causes.with_causes(rules.answered(causes.with_profiles(numbers, profiled)))
     return summarize.in_order(verdicts.with_verdicts(answers, joined()), answers=True)
 
 
-def write_outputs(out, bench_id, machine, margin=summarize.MARGIN):
+def write_outputs(out, bench_id, machine, margin=rules.MARGIN):
     """summary.csv, summary.md and both plots from the rows of bench_id, its speed answers against margin; return the
     summary. A run tried again (--resume) counts by its last row."""
     runs = record.read_runs(out / "runs.csv")
@@ -162,25 +163,25 @@ def print_plan(runs, works, gpu_count):
 FEWEST_TIMED = 5  # the fewest steps a later round's run of a slow row times (Bench.sized)
 
 
-def next_round(out, bench_id, works, context, repeat, margin=summarize.MARGIN):
+def next_round(out, bench_id, works, context, repeat, margin=rules.MARGIN):
     """--repeats auto: (the runs of round `repeat`, None, what the round holds and why), or (None, why no round is
-    added, ""). A round holds the reference rows and every row that needs one (summarize.needs_rounds: its interval
+    added, ""). A round holds the reference rows and every row that needs one (rules.needs_rounds: its interval
     still too wide to decide with, and not beyond what the bench's rounds could settle): the statistics alone decide
     (bench/stages/summarize.py), not the words drawn from them."""
-    if repeat > summarize.MAX_ROUNDS:
-        return None, f"{summarize.MAX_ROUNDS} rounds is the most --repeats auto runs", ""
+    if repeat > rules.MAX_ROUNDS:
+        return None, f"{rules.MAX_ROUNDS} rounds is the most --repeats auto runs", ""
     rows = record.read_runs(out / "runs.csv")
     summary = summarize.summarize(rows[rows["bench_id"] == bench_id].drop_duplicates("run", keep="last"), margin)
     asked = summary[summary["speed_answer"].notna() & (summary["runs_ok"] > 0)]
-    needs = {r.variant: summarize.needs_rounds(r._asdict()) for r in asked.itertuples(index=False)}
+    needs = {r.variant: rules.needs_rounds(r._asdict()) for r in asked.itertuples(index=False)}
     open_rows = [row for _, row in asked.iterrows() if needs[row.variant][0]]
     techniques = [r.variant for r in asked.itertuples(index=False) if technique_row(r._asdict())]
     decided = f"{sum(needs[v][1] == 'decided' for v in techniques)} of {len(techniques)} technique rows decided"
     if not open_rows:
         return None, (f"{decided} (faster, slower or within +-{margin:.0%}), the rest as narrow as"
-                      f" +-{summarize.PRECISION:.0%} or beyond {summarize.MAX_ROUNDS} rounds at this"
+                      f" +-{rules.PRECISION:.0%} or beyond {rules.MAX_ROUNDS} rounds at this"
                       " noise"), ""  # fmt: skip
-    left = {row.variant: summarize.rounds_to_settle(row) - summarize.num(row, "rounds_paired") for row in open_rows}
+    left = {row.variant: rules.rounds_to_settle(row) - rules.num(row, "rounds_paired") for row in open_rows}
     open_rows.sort(key=lambda row: -math.inf if math.isnan(left[row.variant]) else -left[row.variant])  # most first
     wide = {row.variant for row in open_rows}
     context = planned.Context.saved(context)  # as plan.json keeps it
@@ -255,7 +256,7 @@ class Bench(execute.Mode):
         warmup_steady_steps in its workload; 2 at least, a compiled first step and the FLOP count), its timed steps
         the same: the plan's warm-up where an earlier run did not say, never more than it. Every row of a workload
         cuts alike, so that they train the same steps, and their learning-rate schedules and last losses stay
-        comparable (bench/stages/summarize.py learning). Its command in runs.csv says which."""
+        comparable (bench/stages/rules.py learning). Its command in runs.csv says which."""
         if run.kind != "train" or run.repeat == 1 or "--warmup-steps" not in run.flags:
             return run
         needed = [n for (workload, _), needs in self.known_needs().items() if workload == run.workload for n in needs]

@@ -40,12 +40,12 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.stages import build, calibrate, cost, execute, intervals, plan, planfile, planned, summarize
+from bench.stages import build, calibrate, cost, execute, intervals, plan, planfile, planned, rules
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
 ROUNDS = 3  # the paired rounds of training with --repeats auto
 NEAR_CEILING = 0.95  # a baseline at this share of its ceiling or more has little to win from its loader
-WAIT_LITTLE = summarize.WAIT_LITTLE  # ... nor one that waits for data less than this share of its window
+WAIT_LITTLE = rules.WAIT_LITTLE  # ... nor one that waits for data less than this share of its window
 TRAIN = "-train-r"  # a training run is named SETTING-train-rROUND
 COLUMNS = ["phase", "loader", "setting", "flags", "samples_per_s", "runs", "speedup", "speedup_low",
            "speedup_high", "answer", "data_wait_frac", "cpu_loader_cores", "cpu_model_cores", "ceiling_pct",
@@ -153,7 +153,7 @@ def training_rows(records, names, reference):
             row[column] = group[column].median() if column in group and group[column].notna().any() else math.nan
         if setting != reference:
             estimate, low, high = intervals.interval(ratios.get(setting, []))
-            row.update(speedup=estimate, speedup_low=low, speedup_high=high, answer=summarize.classify(low, high))
+            row.update(speedup=estimate, speedup_low=low, speedup_high=high, answer=rules.classify(low, high))
         pct, low, high = intervals.interval(ceiling.get(setting, []))
         row.update(ceiling_pct=100 * pct, ceiling_low_pct=100 * low, ceiling_high_pct=100 * high)
         rows.append(row)

@@ -1,7 +1,7 @@
 """The answer first: what to adopt on this machine for this model, from the settled verdicts alone.
 
 Every row a bench compares with the baseline lands in one group, by its speed answer and its memory answer
-(bench/stages/summarize.py's intervals; nothing here reads a point estimate as a finding):
+(bench/stages/rules.py's answers; nothing here reads a point estimate as a finding):
 
 - a joined mode's groups first (a Joins' apart: bench/outputs/declared.py): faster, where a mode's table in the same
   results folder says the speed-up is not worth having, or not the run it claims to speed up;
@@ -35,7 +35,7 @@ from bench.catalogue import SELF
 from bench.outputs import declared, diffs, verdicts
 from bench.outputs.verdicts import number, plural
 from bench.stages.causes import NAMES
-from bench.stages.summarize import WAIT_BOUND
+from bench.stages.rules import WAIT_BOUND
 
 ROUNDS_AT_MOST = (
     50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise
@@ -112,7 +112,7 @@ def why_it_costs(row):
 
 def unsettled_item(row):
     """'compile 1.06x +-20%: about 27 rounds at this noise would settle it (--repeats 27)' (a row with an interval)."""
-    needed = number(row, "rounds_to_settle")  # bench/stages/summarize.py
+    needed = number(row, "rounds_to_settle")  # bench/stages/rules.py
     if needed > ROUNDS_AT_MOST:
         more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
         more += " would narrow it"
@@ -258,7 +258,7 @@ def self_items(train):
 
 def learns_otherwise(train, joined=()):
     """(row, words) for each row whose final loss differs from the baseline's beyond what reruns show (its
-    learning_answer: bench/stages/summarize.py learning), and the mode that compares learning over seeds (joined:
+    learning_answer: bench/stages/rules.py learning), and the mode that compares learning over seeds (joined:
     the modes' Joins, declared.pointed)."""
     command = declared.pointed(joined, "learning")
     then = f"; {command} compares learning over seeds" if command else ""

@@ -1,5 +1,5 @@
 """The words of a bench: each row's verdict and the summary's notes, from the numbers, the answers and the causes
-the stages put in the summary (bench/stages/summarize.py, its ROW_ANSWERS; bench/stages/causes.py), never written by
+the stages put in the summary (bench/stages/rules.py, its ROW_ANSWERS; bench/stages/causes.py), never written by
 hand and never worked out here: every number in a verdict is a field of the summary, so it matches the table. The
 renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and these
 words, and the cells' rules (fmt, present) are here once for all of them.
@@ -17,7 +17,7 @@ import pandas as pd
 from bench.catalogue import SELF
 from bench.outputs.declared import pointed
 from bench.stages.causes import UNSHOWN
-from bench.stages.summarize import (
+from bench.stages.rules import (
     ACCURACY_GAP,
     CORES_CHANGE,
     DECIDING,
@@ -31,7 +31,7 @@ from bench.stages.summarize import (
 
 def number(row, name):
     """A number of the summary's row as the words and the cells read it: NaN where it has none (None, NaN: a rule
-    just does not fire, a cell is empty). The statistics read theirs alike (bench/stages/summarize.py num)."""
+    just does not fire, a cell is empty). The statistics read theirs alike (bench/stages/rules.py num)."""
     value = row.get(name)
     return math.nan if value is None or pd.isna(value) else float(value)
 
@@ -434,7 +434,7 @@ def reasons(row, base, named=(), joined=()):
 
 def learning_words(row, base, joined=()):
     """'its final training loss is 1.84x the baseline's over 3 rounds at their seeds (1.52x to 2.23x), more than reruns
-    show: check that it learns alike (COMMAND)' (bench/stages/summarize.py learning); with one round,
+    show: check that it learns alike (COMMAND)' (bench/stages/rules.py learning); with one round,
     no interval: a validation accuracy ACCURACY_GAP or more from the baseline's is pointed to the mode that compares
     learning over seeds (joined: the modes' Joins, declared.pointed), not judged; '' elsewhere (a difference no larger
     than reruns show says nothing)."""

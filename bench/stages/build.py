@@ -11,7 +11,7 @@ from pathlib import Path
 from bench import catalogue
 from bench.catalogue import LOADERS, MULTI_GPU, TRAIN, command, compiled, distributed, family
 from bench.data import DATA_OF
-from bench.stages import epochs, slurm, summarize
+from bench.stages import epochs, rules, slurm
 from bench.stages.cost import COST_S, run_s, saved_run_s, window_s
 from bench.stages.planned import Run
 
@@ -126,7 +126,7 @@ def threads(cores, processes):
 
 def first_rounds(repeats):
     """The rounds planned before the bench starts: --repeats N, or with auto the rounds before the first look."""
-    return summarize.MIN_ROUNDS if repeats == "auto" else repeats
+    return rules.MIN_ROUNDS if repeats == "auto" else repeats
 
 
 # a CPU's round runs the baseline first, then again after every this many other rows, and last; a GPU's once, first:
@@ -161,7 +161,7 @@ def round_runs(repeat, works, context, saved=None):
     or Ctrl-C has run the rows a user needs first). Every row of round r trains at
     seed --seed + r - 1: the rows of a round start alike (a paired comparison), and the rounds differ as reruns at
     other seeds do, so that the spread of the final losses over the rounds is what the learning check reads a
-    difference against (bench/stages/summarize.py learning), where rounds at one seed would replay the same numbers
+    difference against (bench/stages/rules.py learning), where rounds at one seed would replay the same numbers
     on a deterministic machine and show no spread at all.
 
     Which rounds evaluate: the first round of every row evaluates the workload's fixed sample, the same for every

@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from bench import catalogue
-from bench.stages.summarize import (
+from bench.stages.rules import (
     STALL,
     WAIT_BOUND,
     WAIT_LITTLE,

@@ -7,7 +7,7 @@ bench/stages/cost.py's; the runs are bench/stages/build.py's.
 from dataclasses import dataclass
 
 from bench.catalogue import compiled
-from bench.stages import summarize
+from bench.stages import rules
 from bench.stages.cost import COST_S, FIRST_WARM_COMPILE_S, WARMUP_STEADY, WINDOW_MIN_S, WINDOW_S, first_step_s, run_s
 from bench.stages.planned import Run
 
@@ -165,7 +165,7 @@ def print_estimate(fit, runs):
     if fit.auto:
         rounds += (
             f", then more for the rows still open (neither faster, slower nor within the margin), while the"
-            f" budget allows ({summarize.MAX_ROUNDS} rounds at most)"
+            f" budget allows ({rules.MAX_ROUNDS} rounds at most)"
         )
     longest = max(fit.round_s, default=0) / 60
     inside = sum(r.window_estimate_s for r in runs) / max(1e-9, sum(r.estimate_s for r in runs))

@@ -23,7 +23,7 @@ import psutil
 from bench import BenchError, schema
 from bench.observe.machine import ROOT
 from bench.observe.sample import Sampler
-from bench.stages import slurm, summarize
+from bench.stages import rules, slurm
 from bench.stages.cost import STEADY
 
 
@@ -173,7 +173,7 @@ def launch(run, log_dir, timeout, stop, tensorboard=False, memory_limit_mib=None
             row["exit_s"] = max(0.0, ended - metrics["written_unix_s"])
         if run.kind == "train":  # the warm-up its steps needed (the next bench's plan may cut it to that)
             median = metrics.get("step_time_median_ms")
-            row["warmup_steady_steps"] = summarize.steady_after(metrics.get("warmup_step_ms"), median, STEADY)
+            row["warmup_steady_steps"] = rules.steady_after(metrics.get("warmup_step_ms"), median, STEADY)
         if metrics.get("step_time_median_ms") and metrics.get("global_batch_size"):  # the rate without the stalls
             row["median_step_samples_per_s"] = 1e3 * metrics["global_batch_size"] / metrics["step_time_median_ms"]
     row.update(status="failed" if error else "ok", error=error)

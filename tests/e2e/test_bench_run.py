@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from bench import cli, modes
-from bench.stages import planfile, record, summarize
+from bench.stages import planfile, record, rules
 from bench.stages.planned import Run, Work
 from helpers import (
     EXAMPLE,
@@ -87,7 +87,7 @@ def test_tiny_bench_writes_every_table_and_plot(tiny_bench):
     high = [rate[f"dp-{r}"] / min(rate[f"baseline-{r}"], rate[f"baseline-{r}.2"]) for r in (1, 2)]
     speedup = by_variant.loc["dp", "speedup"]
     assert math.sqrt(low[0] * low[1]) - 1e-9 <= speedup <= math.sqrt(high[0] * high[1]) + 1e-9
-    assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in summarize.ANSWERS
+    assert by_variant.loc["dp", "rounds_paired"] == 2 and by_variant.loc["dp", "speed_answer"] in rules.ANSWERS
     assert by_variant.loc["baseline", "runs_ok"] == 4  # two a round: first and beside dp
     for plot in "throughput.png", "memory.png", "tradeoff.png", "time.png", "curves.png":
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.modes import max_batch, parity, scaling
-from bench.stages import summarize
+from bench.stages import rules
 from helpers import ROOT, TINY_MODEL, run, train
 
 LIMIT_MIB = 4500  # torch takes about 4 GB of address space here: batches of a few hundred 32 px images fit
@@ -144,7 +144,7 @@ def test_the_sweep_on_tiny_data_ends_with_the_settings_to_use(tiny_data, tmp_pat
     loaders, trained = table[table["phase"] == "loader"], table[table["phase"] == "train"]
     assert sorted(loaders["setting"]) == ["w0", "w1-p2", "w1-p4"] and (loaders["samples_per_s"] > 0).all()
     assert sorted(trained["setting"]) == ["own", "w0", "w1-p4"] and (trained["runs"] == 2).all()
-    assert trained.set_index("setting").loc["w0", "answer"] in summarize.ANSWERS
+    assert trained.set_index("setting").loc["w0", "answer"] in rules.ANSWERS
     text = (out / "tune_loader.md").read_text()
     assert "**The answer**: " in text and "`--workers 1 --prefetch-factor 4`" in text
     last = result.stdout.strip().splitlines()[-1]

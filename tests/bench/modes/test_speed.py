@@ -9,7 +9,7 @@ import pytest
 
 from bench.config import Config, Outputs
 from bench.modes import speed
-from bench.stages import build, execute, planned, summarize
+from bench.stages import build, execute, planned, rules
 from helpers import dry_run, fast_first, run
 
 
@@ -72,7 +72,7 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     monkeypatch.setattr(build, "round_runs", round_runs)
     variants = list(effects)
     first = planned.Context(variants=variants)
-    runs = [run for r in range(1, summarize.MIN_ROUNDS + 1) for run in round_runs(r, None, first)]
+    runs = [run for r in range(1, rules.MIN_ROUNDS + 1) for run in round_runs(r, None, first)]
     asked = Config(outputs=Outputs(out=tmp_path, baseline_dir=tmp_path / "baseline"))
     works = dict(small=planned.Work(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
@@ -121,16 +121,16 @@ def test_auto_rounds_go_on_for_the_wide_rows_only_and_stop_when_every_interval_i
     effects = dict(baseline=1.0, steady=0.3, noisy=1.3)
     launched, why = auto_bench(tmp_path, monkeypatch, effects, dict(baseline=0.01, steady=0.005, noisy=0.04))
     counts = {v: sum(name.startswith(v + "-") for name in launched) for v in effects}
-    assert counts["steady"] == summarize.MIN_ROUNDS  # narrow after the first rounds: not run again
-    assert counts["noisy"] > summarize.MIN_ROUNDS and counts["baseline"] == counts["noisy"]  # its pair, every round
+    assert counts["steady"] == rules.MIN_ROUNDS  # narrow after the first rounds: not run again
+    assert counts["noisy"] > rules.MIN_ROUNDS and counts["baseline"] == counts["noisy"]  # its pair, every round
     assert "2 of 2 technique rows decided (faster, slower or within +-10%)" in why
     noisy = pd.read_csv(tmp_path / "summary.csv").set_index("variant").loc["noisy"]
-    assert noisy.speed_answer == "faster" and summarize.needs_rounds(noisy.to_dict()) == (False, "decided")
+    assert noisy.speed_answer == "faster" and rules.needs_rounds(noisy.to_dict()) == (False, "decided")
     assert "Rounds stopped: 2 of 2 technique rows decided" in (tmp_path / "summary.md").read_text()
 
 
 def test_auto_rounds_stop_at_the_budget_and_the_summary_says_why(tmp_path, monkeypatch):
-    monkeypatch.setattr(summarize, "MAX_ROUNDS", 50)  # the row stays open: about 10 more rounds would settle it
+    monkeypatch.setattr(rules, "MAX_ROUNDS", 50)  # the row stays open: about 10 more rounds would settle it
     effects = dict(baseline=1.0, noisy=1.1)
     launched, why = auto_bench(tmp_path, monkeypatch, effects, dict(baseline=0.06, noisy=0.06), budget_s=85)
     assert len(launched) == 8  # 4 rounds of 2 runs, 10 s each: a fifth would end past 85 s
@@ -140,7 +140,7 @@ def test_auto_rounds_stop_at_the_budget_and_the_summary_says_why(tmp_path, monke
 
 
 def test_auto_rounds_stop_at_the_most_rounds(tmp_path, monkeypatch):
-    monkeypatch.setattr(summarize, "MAX_ROUNDS", 3)
+    monkeypatch.setattr(rules, "MAX_ROUNDS", 3)
     effects = dict(baseline=1.0, noisy=1.0)
     launched, why = auto_bench(tmp_path, monkeypatch, effects, dict(baseline=0.3, noisy=0.3))
     assert len(launched) == 2 * 3 and "3 rounds is the most" in why
@@ -153,7 +153,7 @@ def test_a_row_below_the_machines_noise_gets_no_more_rounds_and_the_open_ones_do
     noise = dict(baseline=0.01, hopeless=0.3, open=0.04)
     launched, why = auto_bench(tmp_path, monkeypatch, effects, noise)
     counts = {v: sum(name.startswith(v + "-") for name in launched) for v in effects}
-    assert counts["hopeless"] == summarize.GIVE_UP and counts["open"] > summarize.GIVE_UP, counts
+    assert counts["hopeless"] == rules.GIVE_UP and counts["open"] > rules.GIVE_UP, counts
     said = capsys.readouterr().out
     assert "no more rounds for hopeless (below the noise)" in said and "round 5, 2 runs, after " in said
 

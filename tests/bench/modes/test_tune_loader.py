@@ -4,12 +4,12 @@ with the bench's own settings."""
 import pytest
 
 from bench.modes import tune_loader
-from bench.stages import summarize
+from bench.stages import rules
 from helpers import fast_first, run
 
 
 def row(flags, speedup=None, low=None, high=None, wait=0.3, ceiling=60.0, ceiling_low=55.0):
-    answer_ = summarize.classify(low, high) if low is not None else None
+    answer_ = rules.classify(low, high) if low is not None else None
     return dict(flags=flags, speedup=speedup, speedup_low=low, speedup_high=high, answer=answer_,
                 data_wait_frac=wait, ceiling_pct=ceiling, ceiling_low_pct=ceiling_low)  # fmt: skip
 

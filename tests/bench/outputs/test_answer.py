@@ -5,7 +5,7 @@ from bench import modes
 from bench.modes import speed
 from bench.observe import machine
 from bench.outputs import answer, diffs, markdown, verdicts
-from bench.stages import summarize
+from bench.stages import rules
 from helpers import STEADY, runs_of, scaled, told
 
 
@@ -38,7 +38,7 @@ def test_emulated_bf16_is_a_cost_not_a_trade_and_says_why():
 def test_a_row_not_settled_is_told_how_many_rounds_would_settle_it():
     wobbly = [(110.0, {}), (96.0, {}), (104.0, {})]  # about 1.03x, +-7%
     said, summary = told({"baseline": STEADY, "compile": wobbly})
-    rounds = summarize.rounds_to_settle(summary.loc["compile"].rename("compile").to_frame().T.iloc[0])
+    rounds = rules.rounds_to_settle(summary.loc["compile"].rename("compile").to_frame().T.iloc[0])
     assert (
         summary.loc["compile", "speed_answer"] == "unsettled" and summary.loc["compile", "rounds_to_settle"] == rounds
     )

@@ -7,7 +7,7 @@ import pytest
 from bench.modes import speed
 from bench.outputs import answer, markdown
 from bench.outputs import verdicts as words
-from bench.stages import intervals, summarize
+from bench.stages import intervals, rules, summarize
 from helpers import (
     STEADY,
     runs_of,
@@ -56,7 +56,7 @@ def test_a_slower_amp_row_names_emulated_bf16():
     amp = dict(base, variant="amp", rate_median=20.0, speedup=0.2, speedup_low=0.18, speedup_high=0.22, rounds_paired=3)
     amp["speed_answer"] = "slower"
     amp.update(amp_dtype="bf16", bf16_native=False, device="cpu")
-    rows = summarize.answered(pd.DataFrame([base, amp, dict(amp, variant="native", bf16_native=True)]))
+    rows = rules.answered(pd.DataFrame([base, amp, dict(amp, variant="native", bf16_native=True)]))
     line = words.verdict(rows.iloc[1], rows.iloc[0])  # the words read the row's answers (bf16_emulated)
     assert "0.20x slower" in line and "bf16 is emulated on this CPU (no AVX-512-BF16 or AMX)" in line
     assert "emulated" not in words.verdict(rows.iloc[2], rows.iloc[0])
@@ -84,7 +84,7 @@ def test_a_clear_gain_is_said_with_its_interval_and_the_compute_per_step():
         intervals.interval([200 / 100, 210 / 102, 190 / 98])
     )
     low, high = summary.loc["amp", "deciding_low"], summary.loc["amp", "deciding_high"]  # the one that decides
-    assert summarize.deciding_interval(summary.loc["amp"]) == pytest.approx((low, high))
+    assert rules.deciding_interval(summary.loc["amp"]) == pytest.approx((low, high))
     assert said["amp"].startswith(
         f"amp: 2.00x faster (98% interval {low:.2f}x to {high:.2f}x over 3 paired rounds, wholly above 1)"
     )
@@ -301,7 +301,7 @@ def test_steps_that_stall_are_said_with_their_p90_against_their_median():
     steps are not mentioned; a row that also waits for data is told apart."""
     gpu = dict(device="cuda", starved_frac=0.04, step_time_median_ms=100.0)
     steady = [(rate, dict(gpu, step_time_p90_ms=105.0)) for rate, _ in STEADY]
-    stall = summarize.STALL
+    stall = rules.STALL
     said, summary = verdicts({
         "baseline": steady,
         "all": [(150.0, dict(gpu, step_time_median_ms=60.0, step_time_p90_ms=p90)) for p90 in (102.0, 120.0, 110.0)],

@@ -88,7 +88,7 @@ def test_dp_is_left_out_of_a_cpu_bench_by_default_but_runs_where_asked_or_on_a_g
 
 def test_every_row_of_a_round_trains_at_the_rounds_seed(described, tmp_path):
     """Round r at --seed + r - 1, every row of it alike: the rows of a round are paired, the rounds differ as reruns
-    at other seeds do (the learning check's spread: bench/stages/summarize.py learning)."""
+    at other seeds do (the learning check's spread: bench/stages/rules.py learning)."""
     config = cli.parse_args(["--dry-run", "--out", str(tmp_path), "--repeats", "3", "--budget", "none", "--seed", "7"])
     runs, _, _ = plan.make_plan(config, 0, 2)
     seeds = {}
