@@ -163,6 +163,7 @@ def test_a_window_of_unknown_data_says_so_and_is_never_over():
         math.inf,
     )
     assert window.words() == "steps 21 to 144: the data's epoch is not known" and not window.over
+    assert window.given is False and window.cut_from is None  # the bench chose the steps unless told
 
 
 def test_the_plans_line_says_where_the_window_lies_in_words_exactly():

@@ -193,3 +193,88 @@ def test_a_pairing_reads_each_rows_last_run_of_a_round_with_a_reference_run_and_
     )
     ratios = intervals.paired(rows, "samples_per_s", "baseline")
     assert ratios == dict(baseline=[1.0, 1.0], amp=[pytest.approx(1.5)])
+
+
+def test_the_interval_is_scipys_t_interval_on_the_log_ratios():
+    ratios = [1.1, 1.2, 1.15, 1.05]
+    estimate, low, high = intervals.interval(ratios)
+    logs = [math.log(r) for r in ratios]
+    mean = sum(logs) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
+    t = 3.182446305284263  # Student's t, 3 degrees of freedom, 97.5th percentile
+    assert estimate == pytest.approx(math.exp(mean))
+    assert (low, high) == pytest.approx((math.exp(mean - t * sd / 2), math.exp(mean + t * sd / 2)))
+    assert intervals.interval([1.2, 1.2, 1.2]) == (pytest.approx(1.2), pytest.approx(1.2), pytest.approx(1.2))
+    one = intervals.interval([1.2])  # one ratio: its estimate, no interval; none positive and finite: nothing
+    assert one[0] == pytest.approx(1.2) and math.isnan(one[1]) and math.isnan(one[2])
+    assert all(math.isnan(x) for x in intervals.interval([0.0, -1.0, math.inf, math.nan]))
+
+
+def test_only_positive_finite_ratios_are_read_and_one_ratio_has_no_degrees_of_freedom():
+    assert list(intervals.log_ratios([0.0, -1.0, math.inf, math.nan, 2.0])) == [math.log(2.0)]
+    assert intervals.degrees([1.2]) == 0 and intervals.degrees([1.2, 1.3]) == 1
+
+
+@pytest.mark.parametrize("df, pools", [(1.0, True), (0.0, False)])
+def test_the_machines_noise_pools_from_a_degree_of_freedom_of_its_own(df, pools):
+    logs = intervals.log_ratios([1.10, 1.12])
+    found = intervals.pooled(logs, intervals.Noise(0.05**2, df))
+    assert (found is not None) == pools and (not pools or found.df == df + 1)
+    assert intervals.pooled(intervals.log_ratios([1.1]), intervals.Noise(0.05**2, 4.0)) is None
+
+
+def test_a_row_no_noisier_than_a_silent_machine_pools_and_a_spread_row_does_not():
+    """A machine of no measured variance: a row with no spread pools (0 / 0 is no evidence of more noise), a row
+    with any spread keeps its own."""
+    assert intervals.pooled(intervals.log_ratios([1.1, 1.1]), intervals.Noise(0.0, 4.0)) is not None
+    assert intervals.pooled(intervals.log_ratios([1.1, 1.2]), intervals.Noise(0.0, 4.0)) is None
+
+
+def test_a_narrower_interval_keeps_an_off_centre_intervals_centre():
+    from scipy import stats
+
+    scale = stats.t.ppf(0.95, 3) / stats.t.ppf(0.975, 3)
+    centre, half = (math.log(0.9) + math.log(1.21)) / 2, (math.log(1.21) - math.log(0.9)) / 2
+    expected = (math.exp(centre - half * scale), math.exp(centre + half * scale))
+    assert intervals.narrower(0.9, 1.21, 3, 0.9) == pytest.approx(expected)
+
+
+def test_a_pairing_reads_rates_below_one_and_rounds_after_one_without_a_reference():
+    rows = pd.DataFrame(
+        [
+            dict(variant="amp", repeat=0, samples_per_s=0.9),
+            dict(variant="baseline", repeat=1, samples_per_s=0.5),
+            dict(variant="amp", repeat=1, samples_per_s=0.75),
+        ]
+    )
+    assert intervals.paired(rows, "samples_per_s", "baseline") == dict(amp=[pytest.approx(1.5)], baseline=[1.0])
+
+
+def test_the_reference_at_a_time_is_its_run_there_between_two_and_the_nearest_outside_them():
+    values = pd.Series([100.0, 200.0, 400.0], index=[7, 8, 9])
+    times = pd.Series([0.0, 10.0, 20.0], index=[7, 8, 9])
+    assert intervals.at_time(values, times, 10.0) == pytest.approx(200.0)  # at a run's own time: that run
+    assert intervals.at_time(values, times, 15.0) == pytest.approx(math.sqrt(200.0 * 400.0))  # log scale
+    assert intervals.at_time(values, times, -5.0) == 100.0 and intervals.at_time(values, times, 25.0) == 400.0
+    assert intervals.at_time(values.iloc[1:], times.iloc[1:], 0.0) == 200.0
+
+
+def test_the_machines_noise_reads_rates_below_one_and_leaves_out_runs_of_no_rate():
+    """The same baselines as above at 1/200 of their rates (0.5 and 0.55 samples/s), a run of rate 0 and one of none
+    between them: the same noise."""
+    runs = [("baseline", 100.0, 0), ("x", 150.0, 10), ("baseline", 110.0, 20), ("baseline", 0.0, 30),
+            ("baseline", 100.0, 40), ("baseline", None, 45), ("y", 90.0, 50), ("baseline", 110.0, 60)]  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            dict(variant=v, repeat=1, samples_per_s=None if rate is None else rate / 200, wall_s=0.0,
+                 time_utc=f"2026-11-29T00:00:{t:02d}")
+            for v, rate, t in runs
+        ]
+    )  # fmt: skip
+    found = intervals.noise(rows, "samples_per_s", "baseline")
+    assert found.variance == pytest.approx(math.log(1.1) ** 2) and found.df == 1.0
+
+
+def test_a_time_that_is_not_one_is_read_as_the_runs_place():
+    runs = pd.DataFrame(dict(time_utc=["not a time", "1970-01-01T00:00:10"]))
+    assert list(intervals.run_times(runs)) == [0.0, 10.0]

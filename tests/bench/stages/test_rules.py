@@ -15,19 +15,6 @@ from bench.stages import intervals, rules
 HAIR = 1e-4  # a ratio this far either side of an edge
 
 
-def test_the_interval_is_scipys_t_interval_on_the_log_ratios():
-    ratios = [1.1, 1.2, 1.15, 1.05]
-    estimate, low, high = intervals.interval(ratios)
-    logs = [math.log(r) for r in ratios]
-    mean = sum(logs) / 4
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
-    t = 3.182446305284263  # Student's t, 3 degrees of freedom, 97.5th percentile
-    assert estimate == pytest.approx(math.exp(mean))
-    assert (low, high) == pytest.approx((math.exp(mean - t * sd / 2), math.exp(mean + t * sd / 2)))
-    assert rules.classify(low, high) == "faster" and rules.classify(0.99, 1.02) == "same"
-    assert rules.classify(0.5, 0.9) == "slower" and rules.classify(0.9, 1.1) == "unsettled"
-
-
 def test_an_interval_is_precise_within_5_percent_or_a_quarter_of_a_large_effect():
     assert rules.precise(1.0, 0.96, 1.04) and not rules.precise(1.0, 0.9, 1.1)
     assert rules.precise(0.2, 0.16, 0.25) and not rules.precise(0.2, 0.1, 0.4)  # log: +-0.22 against 1.61 / 4
@@ -340,3 +327,217 @@ def test_an_interval_is_precise_within_five_percent_or_a_quarter_of_the_effect(e
 )
 def test_a_row_stalls_where_its_90th_percentile_step_is_a_quarter_over_its_median_or_more(p90, said):
     assert rules.stalls(dict(step_time_p90_ms=p90, step_time_median_ms=100.0)) == said
+
+
+def row(**fields):
+    """A summary's row of made-up fields, as the rules read one (a pandas Series)."""
+    return pd.Series(fields, dtype=object)
+
+
+def test_a_rows_numbers_are_read_as_floats_and_nan_where_none():
+    assert rules.num(row(a=3, b="2.5"), "a") == 3.0 and rules.num(row(b="2.5"), "b") == 2.5
+    assert all(math.isnan(rules.num(row(a=None, b=float("nan")), name)) for name in ("a", "b", "missing"))
+
+
+def test_torch_is_blind_to_dalis_batches_on_a_gpu_alone():
+    assert rules.torch_blind(row(loader="dali", device="cuda"))
+    assert not rules.torch_blind(row(loader="dali", device="cpu"))
+    assert not rules.torch_blind(row(loader="torchvision", device="cuda")) and not rules.torch_blind(row())
+
+
+@pytest.mark.parametrize(
+    "low, high, standing",
+    [(100 + HAIR, 120, "above"), (100, 120, "at"), (90, 100, "at"), (90, 100 - HAIR, "below"), (None, None, "one")],
+)
+def test_a_row_stands_above_its_ceiling_only_where_its_interval_is_wholly_above_100pc(low, high, standing):
+    found = rules.against_ceiling(row(ceiling_pct=101.0, ceiling_low_pct=low, ceiling_high_pct=high))
+    assert found[0] == standing and found[1] == 101.0
+    assert found[2:] == ((low, high) if low is not None else found[2:]) and (low is not None or math.isnan(found[2]))
+
+
+def test_a_row_without_a_ceiling_has_no_standing():
+    standing, pct, low, high = rules.against_ceiling(row(ceiling_low_pct=90.0, ceiling_high_pct=110.0))
+    assert standing is None and math.isnan(pct) and (low, high) == (90.0, 110.0)
+
+
+def test_bf16_is_emulated_where_the_device_says_it_is_not_native():
+    for native in (False, "False", "false"):
+        assert rules.emulated_bf16(row(amp_dtype="bf16", bf16_native=native))
+    assert not rules.emulated_bf16(row(amp_dtype="bf16", bf16_native=True))
+    assert not rules.emulated_bf16(row(amp_dtype="bf16")) and not rules.emulated_bf16(row(amp_dtype="fp16"))
+    assert not rules.emulated_bf16(row(amp_dtype="fp16", bf16_native=False))
+
+
+def test_a_step_is_the_global_batch_at_the_measured_rate_and_compute_is_it_less_the_wait():
+    """step_ms: 1,000 x global batch / rate (NaN without a positive rate); compute_ms: the step less its share waiting
+    (the whole step where the wait is not known); the wait a GPU's own (starved) where it has one, else the host's."""
+    assert rules.step_ms(row(global_batch_size=256, rate_median=512.0)) == 500.0
+    for rate in (0.0, -1.0, None):
+        assert math.isnan(rules.step_ms(row(global_batch_size=256, rate_median=rate)))
+    gpu = row(
+        global_batch_size=256, rate_median=512.0, device="cuda", starved_steady_frac=0.2, data_wait_steady_frac=0.5
+    )
+    assert rules.waited(gpu) == 0.2 and rules.compute_ms(gpu) == pytest.approx(400.0)
+    assert rules.waited(row(device="cuda", data_wait_steady_frac=0.5)) == 0.5
+    cpu = row(
+        global_batch_size=256, rate_median=512.0, device="cpu", starved_steady_frac=0.2, data_wait_steady_frac=0.5
+    )
+    assert rules.waited(cpu) == 0.5 and rules.compute_ms(cpu) == pytest.approx(250.0)
+    assert rules.compute_ms(row(global_batch_size=256, rate_median=512.0, device="cpu")) == 500.0
+
+
+@pytest.mark.parametrize(
+    "warmup, median, needed",
+    [
+        ([300, 110, 105, 500], 100, 2),  # 110 is 1.1x the median: steady after the first; the last step left out
+        ([300, 110 + HAIR, 105, 500], 100, 3),  # a hair over 1.1x: steady only after the second
+        ([105, 100, 90, 500], 100, 1),  # steady from the first
+        ([300, 200, 500], 100, None),  # none before the last steady
+        ([], 100, None),
+        ([300, 100], 0, None),
+        ([300, 100], -5, None),
+        ([300, 100], None, None),
+    ],
+)
+def test_a_runs_warmup_needed_the_steps_before_it_held_within_1_1x_of_its_median(warmup, median, needed):
+    assert rules.steady_after(warmup, median) == needed
+
+
+def test_degrees_of_freedom_are_the_intervals_else_its_rounds_less_one():
+    assert rules.degrees_of(row(speedup_df=7.5, rounds_paired=3)) == 7.5
+    assert rules.degrees_of(row(rounds_paired=3)) == 2
+
+
+def test_a_ratios_answer_is_the_narrow_rules_and_memorys_is_said_in_its_words():
+    assert rules.ratio_answer(row(x_low=1.05, x_high=1.2), "x") == "faster"
+    assert rules.ratio_answer(row(x_low=1.05, x_high=1.2), "x", memory=True) == "more"
+    assert rules.ratio_answer(row(x_low=0.8, x_high=0.9), "x", memory=True) == "less"
+    assert rules.ratio_answer(row(x_low=0.99, x_high=1.01), "x", memory=True) == "same"
+    assert rules.ratio_answer(row(x_low=0.9, x_high=1.1), "x") == "unsettled"
+    assert rules.ratio_answer(row(x_high=1.1), "x") is None and rules.ratio_answer(row(), "x", memory=True) is None
+
+
+def test_the_margins_and_the_deciding_intervals_are_the_speed_ups_read_at_90_and_98pc():
+    one = row(speedup_low=1.0, speedup_high=1.44, speedup_df=4.0)
+    assert rules.within_interval(one) == intervals.narrower(1.0, 1.44, 4.0, rules.EQUIVALENCE)
+    assert rules.deciding_interval(one) == intervals.narrower(1.0, 1.44, 4.0, rules.DECIDING)
+    older = row(speedup_low=1.0, speedup_high=1.44, rounds_paired=5)  # a summary from before speedup_df
+    assert rules.within_interval(older) == intervals.narrower(1.0, 1.44, 4, rules.EQUIVALENCE)
+    low, high = rules.deciding_interval(one)
+    assert low < 1.0 and high > 1.44  # 98% is wider than 95%, 90% narrower
+    assert all(math.isnan(x) for x in rules.within_interval(row(rounds_paired=1)))
+
+
+@pytest.mark.parametrize(
+    "variant, answer, said",
+    [
+        (catalogue.SELF, "faster", "fails"),
+        (catalogue.SELF, "slower", "fails"),
+        (catalogue.SELF, "same", "holds"),
+        (catalogue.SELF, "unsettled", "holds"),
+        (catalogue.SELF, None, None),
+        ("amp", "faster", None),
+    ],
+)
+def test_the_baseline_against_itself_fails_the_rule_only_where_faster_or_slower(variant, answer, said):
+    assert rules.self_check(row(variant=variant, speed_answer=answer)) == said
+
+
+def test_rounds_to_settle_need_an_interval_and_two_rounds():
+    assert math.isnan(rules.rounds_to_settle(row(speedup=1.1, speedup_high=1.2, rounds_paired=3)))
+    assert math.isnan(rules.rounds_to_settle(row(speedup=1.1, speedup_low=1.0, speedup_high=1.2, rounds_paired=1)))
+    assert rules.rounds_to_settle(row(speedup=1.1, speedup_low=1.1, speedup_high=1.1, rounds_paired=3)) == math.inf
+    assert rules.rounds_to_settle(row(speedup=1.1, speedup_low=1.0, speedup_high=1.2, rounds_paired=2)) >= 2
+
+
+def test_each_rows_answers_are_fields_of_their_declared_types_on_a_copy():
+    """answered: every ROW_ANSWERS column, floats as floats (NaN where none), booleans as booleans, the rest objects;
+    the summary given is left as it was."""
+    summary = pd.DataFrame(
+        [
+            dict(variant="amp", global_batch_size=256, rate_median=512.0, device="cuda", loader="dali",
+                 amp_dtype="bf16", bf16_native=False, speedup=1.2, speedup_low=1.1, speedup_high=1.3,
+                 rounds_paired=3, speed_answer="faster"),
+            dict(variant=catalogue.SELF, global_batch_size=256, rate_median=None, device="cpu", loader="torchvision",
+                 speed_answer="same"),
+        ]
+    )  # fmt: skip
+    summary.index = [5, 9]  # a summary's rows keep their labels
+    before = summary.copy()
+    found = rules.answered(summary)
+    pd.testing.assert_frame_equal(summary, before)
+    assert [a.column for a in rules.ROW_ANSWERS] == list(found.columns[len(summary.columns) :])
+    assert found["step_ms"].dtype == float and found.at[5, "step_ms"] == 500.0 and math.isnan(found.at[9, "step_ms"])
+    assert list(found["torch_blind"]) == [True, False] and list(found["bf16_emulated"]) == [True, False]
+    assert found["torch_blind"].dtype == object and type(found.at[9, "torch_blind"]) is bool
+    assert list(found["self_check"]) == [None, "holds"] and found["within_low"].dtype == float
+    assert found.at[5, "ceiling_standing"] is None and math.isnan(found.at[5, "stall_p90_ms"])
+
+
+def test_an_open_row_stops_where_its_interval_is_precise_whatever_its_interval_alone_would_decide():
+    """needs_rounds reads the row's own answer (a busy round may keep a decided interval open): an open row whose
+    interval is within +-5% gets no more rounds ("precise"), one of no answer yet is decided by its interval."""
+    narrow = row(speedup=1.55, speedup_low=1.5, speedup_high=1.6, rounds_paired=5, speedup_df=20.0)
+    assert rules.needs_rounds(row(**narrow, speed_answer="unsettled")) == (False, "precise")
+    assert rules.needs_rounds(narrow) == (False, "decided")
+    assert rules.needs_rounds(row(speedup=1.0, speedup_low=0.97, speedup_high=1.03, rounds_paired=3,
+                                  speed_answer="unsettled")) == (False, "precise")  # fmt: skip
+
+
+@pytest.mark.parametrize("df, said", [(2.0, (False, "below the noise")), (2.0 - HAIR, (True, "open"))])
+def test_a_row_is_given_up_below_the_noise_only_from_two_degrees_of_freedom(df, said):
+    wide = row(speedup=1.0, speedup_low=0.5, speedup_high=2.0, rounds_paired=rules.GIVE_UP, speedup_df=df,
+               speed_answer="unsettled")  # fmt: skip
+    assert rules.needs_rounds(wide) == said
+
+
+def test_the_narrow_rule_at_its_exact_edges():
+    """classify: an interval touching 1.00x from above or below is open, not faster or slower; a missing end is
+    open whatever the other says; inside_margin holds its edges themselves."""
+    assert rules.classify(1.0, 1.2) == "unsettled" and rules.classify(0.8, 1.0) == "unsettled"
+    assert rules.classify(math.nan, 0.5) == "unsettled" and rules.classify(1.5, math.nan) == "unsettled"
+    assert rules.inside_margin(1 / (1 + 0.1), 1.0, 0.1) and rules.inside_margin(1.0, 1 + 0.1, 0.1)
+
+
+def test_a_warmup_step_of_exactly_the_steady_bound_counts_as_steady():
+    assert rules.steady_after([300, 150, 105, 500], 100, steady=1.5) == 2
+    assert rules.steady_after([300, 1, 500], 1, steady=1.5) == 2  # a median of a millisecond is read too
+
+
+def test_a_large_effects_interval_is_precise_within_a_quarter_of_it_and_needs_no_more_rounds():
+    """0.2x with an interval of +-17%: wider than +-5%, within a quarter of its distance from 1.00x (log scale)."""
+    slow = row(speedup=0.2, speedup_low=0.17, speedup_high=0.235, rounds_paired=3, speed_answer="unsettled")
+    assert rules.needs_rounds(slow) == (False, "precise")
+
+
+def test_the_rounds_to_settle_are_the_fewest_that_decide_up_to_most():
+    """rounds_to_settle(row, most): n where n rounds would decide the row and n - 1 would not, so asked for at most n
+    it says n and at most n - 1 it says none (inf); past 100 rounds it steps by a tenth."""
+    open_row = row(speedup=1.05, speedup_low=0.95, speedup_high=1.16, rounds_paired=3)
+    n = rules.rounds_to_settle(open_row)
+    assert 3 < n < 100 and rules.rounds_to_settle(open_row, most=n) == n
+    assert rules.rounds_to_settle(open_row, most=n - 1) == math.inf
+    slow = row(speedup=1.01, speedup_low=0.7, speedup_high=1.49, rounds_paired=3, margin=0.02)
+    far = rules.rounds_to_settle(slow)
+    assert far > 100 and rules.rounds_to_settle(slow, most=far) == far and rules.rounds_to_settle(slow, far - 1) > far
+    steps = [100]
+    while steps[-1] < far:
+        steps.append(int(steps[-1] * 1.1))
+    assert far == steps[-1]  # 100, 110, 121, 133, ...
+
+
+def test_steps_and_stalls_under_a_millisecond_or_a_sample_a_second_are_read_as_any_other():
+    """A rate under one sample a second and steps under a millisecond are numbers like any other; a median of 0 ms
+    (no step recorded) says nothing of stalls."""
+    assert rules.step_ms(row(global_batch_size=1, rate_median=0.5)) == 2000.0
+    assert rules.stalls(row(step_time_p90_ms=1.0, step_time_median_ms=0.5)) == (1.0, 0.5)
+    assert rules.stalls(row(step_time_p90_ms=1.0, step_time_median_ms=0.0)) is None
+    assert rules.steady_after([300, 300, 100, 100, 500], 100) == 3  # two slow steps, then steady
+
+
+@pytest.mark.parametrize("high, rounds, said", [(1.29, 10, (True, "open")), (1.30, 11, (False, "below the noise"))])
+def test_a_row_is_given_up_only_where_more_than_max_rounds_would_decide_it(high, rounds, said):
+    """needs_rounds at MAX_ROUNDS (10) rounds to settle and one more: a row 10 rounds would decide keeps its rounds."""
+    wide = row(speedup=1.0, speedup_low=1 / high, speedup_high=high, rounds_paired=4, speedup_df=3.0,
+               speed_answer="unsettled")  # fmt: skip
+    assert rules.MAX_ROUNDS == 10 and rules.rounds_to_settle(wide) == rounds and rules.needs_rounds(wide) == said
