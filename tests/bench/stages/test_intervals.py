@@ -278,3 +278,38 @@ def test_the_machines_noise_reads_rates_below_one_and_leaves_out_runs_of_no_rate
 def test_a_time_that_is_not_one_is_read_as_the_runs_place():
     runs = pd.DataFrame(dict(time_utc=["not a time", "1970-01-01T00:00:10"]))
     assert list(intervals.run_times(runs)) == [0.0, 10.0]
+
+
+def spiked(place, shuffle=False):
+    """Baseline runs of one round, a second apart, whose draws (each run against the two beside it, log scale, in
+    hundredths) are eight usual ones, 1, 1, 1, 1, 3, 3, 3, 3 (a median of 2: the bound 5 x 2 / 0.6745 = 14.8), and a
+    spike of 18 at draw `place` with its two neighbours at -9 each (read against it); rows in time order, or shuffled
+    so that their labels' order is not time's. Returns (runs, the spike's label)."""
+    usual = [1, -1, 3, -3, 1, -1, 3, -3]
+    draws = usual[:place - 1] + [-9, 18, -9] + usual[place - 1:]  # fmt: skip
+    x = [0.0, 0.0]
+    for d in draws:  # d = x[i] - (x[i-1] + x[i+1]) / 2
+        x.append(2 * x[-1] - x[-2] - 2 * d)
+    x = x[:len(draws) + 2]  # fmt: skip
+    rows = pd.DataFrame(
+        [dict(variant="baseline", repeat=1, samples_per_s=100 * math.exp(v / 100),
+              time_utc=f"2026-11-29T00:00:{t:02d}", wall_s=0.0) for t, v in enumerate(x)]
+    )  # fmt: skip
+    spike = place + 1  # the run of draw `place` (draws start at the second run)
+    if shuffle:  # labels 0, 5, 10, 2, 7, ...: in their order, no run is beside the one it is beside in time
+        labels = [(5 * t) % len(rows) for t in range(len(rows))]
+        rows, spike = rows.set_axis(labels), labels[spike]
+    return rows, spike
+
+
+@pytest.mark.parametrize("place", [1, 5])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_spike_is_read_against_the_usual_draws_that_share_no_run_with_it(place, shuffle):
+    """The spike and its two neighbours (in time, whatever the rows' order) are left out of what is usual: eight
+    usual draws remain, their median 2, and 18 lies beyond 5 robust sds; with the neighbours read as usual the median
+    would be 3 and the bound 22, and with one more left out too few (7) would remain to say what is usual."""
+    rows, spike = spiked(place, shuffle)
+    when = intervals.run_times(rows)
+    found = intervals.draws(rows, "samples_per_s", "baseline", when)
+    assert sorted(round(abs(d) * 100) for d in found.values()) == [1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 18]
+    assert spike in intervals.disturbed(rows, "samples_per_s", "baseline", when)

@@ -541,3 +541,20 @@ def test_a_row_is_given_up_only_where_more_than_max_rounds_would_decide_it(high,
     wide = row(speedup=1.0, speedup_low=1 / high, speedup_high=high, rounds_paired=4, speedup_df=3.0,
                speed_answer="unsettled")  # fmt: skip
     assert rules.MAX_ROUNDS == 10 and rules.rounds_to_settle(wide) == rounds and rules.needs_rounds(wide) == said
+
+
+def test_the_rounds_to_settle_count_the_machines_degrees_of_freedom_in_every_t():
+    """A row of 3 rounds whose interval pooled the machine's noise at 4 degrees of freedom (speedup_df 6): its spread
+    is read back with t at 6, and n rounds would decide it where t(0.99, 4 + n - 1) x sd / sqrt(n) < its effect (the
+    docstring's rule, worked out here from the spread the row was made with)."""
+    from scipy import stats
+
+    sd, rounds, machine, estimate = 0.1, 3, 4, 1.08
+    half = stats.t.ppf(0.975, machine + rounds - 1) * sd / math.sqrt(rounds)
+    made = row(speedup=estimate, speedup_low=estimate * math.exp(-half), speedup_high=estimate * math.exp(half),
+               rounds_paired=rounds, speedup_df=float(machine + rounds - 1), margin=0.01)  # fmt: skip
+    effect = math.log(estimate)
+    n = rounds
+    while not stats.t.ppf(0.5 + rules.DECIDING / 2, machine + n - 1) * sd / math.sqrt(n) < effect:
+        n += 1
+    assert rules.rounds_to_settle(made) == n
