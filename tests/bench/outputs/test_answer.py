@@ -1,6 +1,9 @@
 """bench/outputs/answer.py: the answer first, from made-up runs with known verdicts through the same summarize() the
 bench uses."""
 
+import pandas as pd
+import pytest
+
 from bench import modes
 from bench.modes import speed
 from bench.observe import machine
@@ -148,3 +151,19 @@ def test_the_bench_answer_names_a_data_bound_row_and_points_to_the_sweep():
     assert dict(answer.items(summary))["Data-bound"].endswith("sets the pace")  # no mode points there: no pointer
     calm = speed.summary_of(runs_of({"baseline": STEADY, "amp": [(r * 1.5, {}) for r, _ in STEADY]}))
     assert "Data-bound" not in dict(answer.items(calm))
+
+
+@pytest.mark.parametrize("wait, bound", [(0.2, True), (0.2 - 1e-4, False)])
+def test_a_row_is_data_bound_from_a_fifth_of_its_window_waiting(wait, bound):
+    """WAIT_BOUND (0.2): a real row waiting for its data that share of its window or more is data-bound in the answer;
+    a ceiling (synthetic data) or a failed row never is."""
+    train = pd.DataFrame(
+        dict(variant=["baseline", "amp", "amp-synthetic"], dataset=["small", "small", "synthetic"], runs_ok=[3, 0, 3],
+             wait_share=[wait, 0.9, 0.9], ceiling_pct=[50.0, None, None])
+    )  # fmt: skip
+    found = dict(answer.data_bound_items(train))
+    assert ("Data-bound" in found) == bound and rules.WAIT_BOUND == 0.2
+    if bound:
+        assert found["Data-bound"].startswith(
+            f"baseline waits for data {wait:.0%} of its window, at 50% of its ceiling"
+        )

@@ -319,3 +319,50 @@ def test_steps_that_stall_are_said_with_their_p90_against_their_median():
     gpu_base = dict(gpu, step_time_p90_ms=200.0)
     said, _ = verdicts({"baseline": [(rate, gpu_base) for rate, _ in STEADY]})
     assert "its steps stall: the slowest tenth take 200 ms" in said["baseline"]  # the reference's own, too
+
+
+@pytest.mark.parametrize("gap, said", [(0.1 + 1e-4, True), (0.1 - 1e-4, False)])
+def test_one_runs_accuracy_a_tenth_from_the_baselines_is_pointed_to_a_comparison_over_seeds(gap, said):
+    """ACCURACY_GAP (0.1): with no interval on the loss, a validation accuracy that far from the baseline's, either
+    way, is said as one run each (and where to compare learning); a hair nearer is not said."""
+    base = pd.Series(dict(val_acc=0.5), dtype=object)
+    for val_acc in (0.5 + gap, 0.5 - gap):
+        row = pd.Series(dict(val_acc=val_acc), dtype=object)
+        assert bool(words.learning_words(row, base)) == said
+        assert ("is one run each" in words.learning_words(row, base)) == said
+    assert words.ACCURACY_GAP == 0.1
+
+
+def waiting(wait, **fields):
+    """A row's fields as the data-wait words read them."""
+    return pd.Series(dict(wait_share=wait, compute_ms=10.0, **fields), dtype=object)
+
+
+@pytest.mark.parametrize("moved, said", [(0.05 - 1e-4, "stayed at"), (0.05 + 1e-4, "rose from")])
+def test_a_data_wait_that_moved_less_than_five_points_stayed(moved, said):
+    """WAIT_CHANGE (0.05, absolute): the wait moved by less than that stayed; by more, it rose (or fell)."""
+    line = "; ".join(words.reasons(waiting(0.1 + moved), waiting(0.1)))
+    assert said in line and words.WAIT_CHANGE == 0.05
+
+
+@pytest.mark.parametrize("wait, said", [(0.2, True), (0.2 - 1e-4, False)])
+def test_a_wait_high_for_both_a_fifth_or_more_says_the_pipeline_sets_the_pace(wait, said):
+    """WAIT_BOUND (0.2): the row and the baseline both waiting that share or more, and the row not faster."""
+    line = "; ".join(words.reasons(waiting(wait), waiting(wait)))
+    assert ("the input pipeline, not compute, sets the pace" in line) == said
+
+
+@pytest.mark.parametrize("wait, said", [(0.05 - 1e-4, True), (0.05, False)])
+def test_a_new_loader_had_little_to_win_where_the_baseline_waited_under_five_percent(wait, said):
+    """WAIT_LITTLE (0.05): a row of another loader, not faster, where the baseline waited less than that."""
+    line = "; ".join(words.reasons(waiting(0.01, loader="dali"), waiting(wait, loader="torchvision")))
+    assert ("a faster loader had little to win" in line) == said
+
+
+@pytest.mark.parametrize("moved, said", [(0.1 + 1e-4, True), (0.1 - 1e-4, False)])
+def test_the_cores_a_cpu_loader_took_are_said_from_a_tenth_of_a_core_moved(moved, said):
+    """CORES_CHANGE (0.1): on a CPU, the loader's cores moved by that or more (the same loader) are said."""
+    cores = dict(device="cpu", cpu_model_cores=1.5, loader="torchvision")
+    row = pd.Series(dict(cores, cpu_loader_cores=0.4 + moved), dtype=object)
+    base = pd.Series(dict(cores, cpu_loader_cores=0.4), dtype=object)
+    assert (words.cores_words(row, base) is not None) == said

@@ -2,8 +2,10 @@
 writes (bench/outputs/verdicts.py), so the cause in summary.csv, the verdict's words and the answer are checked at
 once."""
 
+import pandas as pd
 import pytest
 
+from bench import catalogue
 from bench.modes import speed
 from bench.outputs import answer
 from bench.stages import causes
@@ -274,3 +276,90 @@ def test_stalls_are_a_cause_only_at_1_25x_the_median_and_a_quarter_more_than_the
     row = dict(step_time_p90_ms=p90, step_time_median_ms=100.0)
     base = dict(step_time_p90_ms=base_p90, step_time_median_ms=100.0)
     assert (causes.stalls(row, base, None) is not None) is caused
+
+
+EDGE = 1e-4  # a share this far either side of a cause's threshold
+
+
+def stepping(**fields):
+    """A row of 100 ms steps (batch 100 at 1,000 samples/s) on a CPU, and its made-up measurements."""
+    return pd.Series({"global_batch_size": 100, "rate_median": 1000.0, "device": "cpu", **fields}, dtype=object)
+
+
+@pytest.mark.parametrize("over, caused", [(EDGE, True), (0.0, True), (-EDGE, False)])
+def test_a_tenth_of_the_step_is_where_collectives_conversions_and_kernels_become_the_cause(over, caused):
+    """SHARE (0.1): 10 ms of a 100 ms step spent (collectives) or added over the baseline's (conversions, kernels) is
+    the cause; a hair less is not."""
+    ms = 100 * (causes.SHARE + over)
+    base = stepping(convert_ms=5.0, kernels_ms=5.0)
+    assert (causes.collectives(stepping(collective_ms=ms), base, None) is not None) == caused
+    assert (
+        causes.collectives(stepping(collective_ms=50.0, exposed_collective_ms=ms), base, None) is not None
+    ) == caused
+    assert (causes.conversions(stepping(convert_ms=5.0 + ms), base, None) is not None) == caused
+    assert (causes.kernels(stepping(kernels_ms=5.0 + ms), base, None) is not None) == caused
+
+
+@pytest.mark.parametrize("over, caused", [(EDGE, True), (0.0, True), (-EDGE, False)])
+def test_a_fifth_of_the_window_waiting_is_where_the_data_becomes_the_cause(over, caused):
+    """WAIT_BOUND (0.2) of the window waiting, with the compute per step no larger than the baseline's: data."""
+    wait = causes.WAIT_BOUND + over
+    row = stepping(data_wait_steady_frac=wait)
+    base = pd.Series(dict(global_batch_size=100, rate_median=1000 / (1 - wait), device="cpu"), dtype=object)
+    rows = pd.DataFrame(dict(variant=["baseline"], rate_median=[1000.0]))
+    assert (causes.data(row, base, rows) is not None) == caused
+
+
+@pytest.mark.parametrize("over, caused", [(EDGE, True), (0.0, True), (-EDGE, False)])
+def test_nine_tenths_of_the_loaders_rate_alone_is_where_the_loader_holds_a_row(over, caused):
+    """LOADER_NEAR (0.9): a row training at 90% of its loader's rate alone (its loader row), or more, is held by it."""
+    alone = catalogue.ALONE[catalogue.DEFAULT_LOADER]
+    rows = pd.DataFrame(dict(kind=["loader"], variant=[alone], rate_median=[1000.0]))
+    row = stepping(loader=catalogue.DEFAULT_LOADER, rate_median=1000 * (causes.LOADER_NEAR + over))
+    assert (causes.loader_limit(row, None, rows) is not None) == caused
+
+
+@pytest.mark.parametrize("over, caused", [(EDGE, True), (-EDGE, False)])
+def test_a_tenth_more_flops_a_step_than_the_baselines_is_recomputation(over, caused):
+    """RECOMPUTE (1.1): the row's FLOPs a step that many times the baseline's, or more."""
+    row, base = stepping(flop_per_step=1e9 * (causes.RECOMPUTE + over)), stepping(flop_per_step=1e9)
+    assert (causes.recompute(row, base, None) is not None) == caused
+
+
+@pytest.mark.parametrize("over, caused", [(-EDGE, True), (EDGE, False)])
+def test_a_gpu_whose_kernels_fill_under_seven_tenths_of_its_step_idles_between_them(over, caused):
+    """HOST_BUSY (0.7) of the 100 ms step beyond its data wait (a fifth: 80 ms): kernels under 56 ms leave it idle."""
+    row = stepping(device="cuda", starved_steady_frac=0.2, gpu_busy_ms=80 * (causes.HOST_BUSY + over))
+    assert (causes.host(row, stepping(), None) is not None) == caused
+
+
+@pytest.mark.parametrize("over, caused", [(EDGE, True), (-EDGE, False)])
+def test_the_time_between_operators_grown_by_a_tenth_of_the_step_is_the_host(over, caused):
+    base = stepping(between_ops_ms=5.0)
+    row = stepping(gpu_busy_ms=100.0, between_ops_ms=5.0 + 100 * (causes.SHARE + over))
+    assert (causes.host(row, base, None) is not None) == caused
+
+
+@pytest.mark.parametrize("over, caused", [(EDGE, True), (-EDGE, False)])
+def test_a_wait_twice_the_computes_growth_or_more_is_why_a_row_waits(over, caused):
+    """WAIT_OVER_GROWTH (2): a wait per step (a quarter of 100 ms) that many times the compute's growth or more."""
+    wait = 0.25
+    grown = 100 * wait / (causes.WAIT_OVER_GROWTH + over)  # the row's compute per step over the baseline's
+    row = stepping(data_wait_steady_frac=wait)
+    base = pd.Series(dict(global_batch_size=100, rate_median=1000 / (75 - grown) * 100, device="cpu"), dtype=object)
+    rows = pd.DataFrame(dict(variant=["baseline"], rate_median=[1000.0]))
+    assert (causes.data(row, base, rows) is not None) == caused
+
+
+@pytest.mark.parametrize("over, caused", [(EDGE, True), (-EDGE, False)])
+def test_a_row_of_its_precision_in_channels_last_a_fifth_faster_says_the_layout_costs(over, caused):
+    """LAYOUT_GAIN (1.2): a mixed-precision NCHW row against the fastest of its precision in channels_last, not
+    compiled and on as many processes, that many times as fast or more."""
+    rows = pd.DataFrame(
+        dict(variant=["amp", "amp_cl", "amp_cl_compiled"], kind="train", dataset="small", runs_ok=3, amp_dtype="bf16",
+             memory_format=["contiguous", "channels_last", "channels_last"], compile_mode=[None, None, "default"],
+             world_size=1, rate_median=[100.0, 100 * (causes.LAYOUT_GAIN + over), 500.0])
+    )  # fmt: skip
+    row = rows.iloc[0]
+    found = causes.layout(row, None, rows)
+    assert (found is not None) == caused and (not caused or found["other"] == "amp_cl")
