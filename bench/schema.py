@@ -9,18 +9,27 @@ field table all come from this table: a new field is one line here (and the code
     python -m bench.schema          # the field table of docs/runs.md, as markdown
 
 Who writes it: `train` (every train*.py), `loader` (loader*.py --bench), `script` (both), `runner`
-(the bench, per run), `machine` (the bench, per machine), `summary` (summary.csv, per variant).
+(the bench, per run), `machine` (the bench, per machine), `summary` (summary.csv, per variant), `words`
+(each summary row's answers, worked out once for the words and the renderers: in the summary they read, not in
+summary.csv).
 Summary: `median` over the ok runs, `first` (the same in every run), `-` not summarized.
 Flags: `required` (a positive finite number in every ok run; `required=train`: in every ok training
 run), `least=N` (where there, a number N or more: runs.csv is refused naming the row where it is not),
 `workload` (part of "the same work" when a bench is compared with a saved baseline), `ratio`
 (the summary adds <stem>_vs_baseline), `only=SCRIPT[+SCRIPT]` (written by those scripts alone), `json` (in the
-run's metrics file alone, logs/<bench>/<run>.json: not a column of runs.csv).
+run's metrics file alone, logs/<bench>/<run>.json: not a column of runs.csv), `kept` (a run's field the summary's
+row keeps too, in memory: the last failed run's error).
+
+Row: a summary row as a record, its fields (ROW_FIELDS) named here once: the statistics, the causes, the verdicts
+and the answers read a row by attribute (row.speed_answer), so that a misspelt field fails where it is read, never as
+a silent NaN.
 
 VERSION counts changes of name or meaning. A file of an older version is read by renaming its
 columns (RENAMED); runs.csv is upgraded in place, its old form kept beside it.
 """
 
+import dataclasses
+import functools
 import re
 from typing import NamedTuple
 
@@ -37,7 +46,7 @@ workload                -     runner  -       workload   small, imagenet (genera
 repeat                  -     runner  -       least=1    1, 2, ...: the repeats are interleaved
 status                  -     runner  -       -          ok or failed
 returncode              -     runner  -       -          the run's exit code
-error                   -     runner  -       -          why it failed: the script's error line, or `timed out ...`
+error                   -     runner  -       kept       why it failed: the script's error line, or `timed out ...`
 wall_s                  s     runner  median  least=0    the whole process: start-up, warm-up and evaluation included
 runner_cpu_s            s     runner  median  -          CPU the runner spent on the run (launching, sampling)
 other_s                 s     runner  median  -          wall_s less setup, warm-up, window and evaluation: starting the
@@ -369,6 +378,30 @@ cause                   -     summary -       -          a row not faster (or fa
                                                            stalls), or none shown; empty for a row not asked
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
                                                            (bench/stages/summarize.py)
+step_ms                 ms    words   -       -          ms a step at the measured rate (bench/stages/rules.py
+                                                           ROW_ANSWERS: each row's answers, worked out once for the
+                                                           words and the renderers; not in summary.csv, nor any below)
+compute_ms              ms    words   -       -          the step less its data wait
+wait_share              -     words   -       -          the share of the window waiting for data (a GPU's: the
+                                                           device's own starved share)
+stall_p90_ms            ms    words   -       -          where its steps stall: the p90 step ...
+stall_median_ms         ms    words   -       -          ... and the median step
+ceiling_standing        -     words   -       -          against its ceiling: below, at, above, or one (one round)
+torch_blind             -     words   -       -          torch's memory counters do not see its batches (DALI on a GPU)
+bf16_emulated           -     words   -       -          bf16 autocast on a device that only emulates bf16
+peer_speed_answer       -     words   -       -          speedup_vs_peer's answer: faster, slower, same or unsettled
+peer_memory_answer      -     words   -       -          memory_vs_peer's answer: more, less, same or unsettled
+rounds_to_settle        -     words   -       -          paired rounds at this noise that would decide it (inf: none)
+within_low              x     words   -       -          the speed-up's 90% interval, read against the margin, starts
+                                                           here
+within_high             x     words   -       -          ... and ends here
+deciding_low            x     words   -       -          the interval that calls it faster or slower starts here
+deciding_high           x     words   -       -          ... and ends here
+self_check              -     words   -       -          the baseline against itself (catalogue.SELF): holds (within
+                                                           the margin, or open) or fails (faster or slower)
+causes_found            -     words   -       -          every cause rule that passed, with its numbers
+                                                           (bench/stages/causes.py); empty for a row not asked
+causes_unshown          -     words   -       -          where none passed: the flags that would show a cause
 """
 
 
@@ -404,13 +437,86 @@ def parse(table):
 
 FIELDS = parse(TABLE)
 BY_NAME = {f.name: f for f in FIELDS}
-RUN_COLUMNS = [f.name for f in FIELDS if f.source != "summary" and "json" not in f.flags]
+RUN_COLUMNS = [f.name for f in FIELDS if f.source not in ("summary", "words") and "json" not in f.flags]
 SUMMARY_COLUMNS = ["workload", "kind", "variant"] + [f.name for f in FIELDS if f.source == "summary" or f.summary]
 JSON_ONLY = {f.name for f in FIELDS if "json" in f.flags}
 WORKLOAD = [f.name for f in FIELDS if "workload" in f.flags]
 MEDIANS = [f.name for f in FIELDS if f.summary == "median"]
 FIRSTS = [f.name for f in FIELDS if f.summary == "first"]
 RATIOS = {f.name: re.sub("_mib$", "", f.name) + "_vs_baseline" for f in FIELDS if "ratio" in f.flags}
+# a summary row's fields: summary.csv's columns, the fields of a run it keeps, the ratios, each row's answers
+ROW_FIELDS = (
+    SUMMARY_COLUMNS
+    + [f.name for f in FIELDS if "kept" in f.flags]
+    + list(RATIOS.values())
+    + [f.name for f in FIELDS if f.source == "words"]
+)
+
+
+def _row_of(values):
+    """The Row of a summary's row (a pandas Series, a dict or a Row): None for a field it does not hold; a column that
+    is no field of the schema (one a mode's Joins declares: bench/outputs/declared.py) is kept and read alike."""
+    if isinstance(values, Row):
+        return values
+    values = dict(values.items())
+    extra = {name: values.pop(name) for name in set(values) - _ROW_SET}
+    return Row(**values, _extra=extra)
+
+
+def _read_extra(row, name):
+    extra = object.__getattribute__(row, "_extra")
+    if name in extra:
+        return extra[name]
+    raise AttributeError(f"{name!r} is no field of the summary's row (bench/schema.py ROW_FIELDS, or a mode's Joins)")
+
+
+def num(value):
+    """A row's field as a number, NaN where it has none (None, NaN, pandas' NA: NaN compares False and prints as nan,
+    so a rule just does not fire and a cell is empty)."""
+    import pandas as pd  # here: the schema's table is read where pandas is not installed (python -m bench.schema)
+
+    return float("nan") if value is None or pd.isna(value) else float(value)
+
+
+def rows_of(frame):
+    """The summary frame's rows as Rows, in its order."""
+    return [_row_of(row) for _, row in frame.iterrows()]
+
+
+def reads_row(function):
+    """function(row, ...) handed its row as a Row, whatever it was given (a Series, a dict, a Row)."""
+
+    @functools.wraps(function)
+    def read(row, *args, **kwargs):
+        return function(_row_of(row), *args, **kwargs)
+
+    return read
+
+
+def reads_rows(function):
+    """function(row, base, ...) handed both as Rows (a base of None stays None): a row and the row it is read
+    against."""
+
+    @functools.wraps(function)
+    def read(row, base, *args, **kwargs):
+        return function(_row_of(row), None if base is None else _row_of(base), *args, **kwargs)
+
+    return read
+
+
+_ROW_SET = set(ROW_FIELDS)
+Row = dataclasses.make_dataclass(
+    "Row",
+    [(name, object, dataclasses.field(default=None)) for name in ROW_FIELDS]
+    + [("_extra", dict, dataclasses.field(default_factory=dict, repr=False))],
+    frozen=True,
+    slots=True,
+    namespace={
+        "of": staticmethod(_row_of),
+        "__getattr__": _read_extra,
+        "__doc__": "One summary row: Row.of(series), read by attribute.",
+    },
+)
 
 
 def out_of_range(frame):

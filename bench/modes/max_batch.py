@@ -42,6 +42,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
+from bench.schema import reads_row
 from bench.stages import calibrate, cost, execute, intervals, plan, rules
 from bench.stages.record import read_runs
 
@@ -598,35 +599,39 @@ def numbers(summary, out):
     return summary
 
 
+@reads_row
 def cell(row):
     """'1.21x (1.10x to 1.33x), faster, at 4.00x the batch' ('' for a row --max-batch did not time)."""
-    answer = row.get("largest_answer")
+    answer = row.largest_answer
     if not isinstance(answer, str):
         return ""
-    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
+    low, high = row.largest_speedup_low, row.largest_speedup_high
     interval = f" ({low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
-    return f"{row['largest_speedup']:.2f}x{interval}, {answer}, at {row['largest_batch_vs_baseline']:.2f}x the batch"
+    return f"{row.largest_speedup:.2f}x{interval}, {answer}, at {row.largest_batch_vs_baseline:.2f}x the batch"
 
 
+@reads_row
 def words(row):
     """'at its largest batch (1,024, 4.00x the baseline's) 1.21x the baseline's speed at the baseline's own largest
     (95% interval 1.10x to 1.33x): faster (max_batch.md)' ('' without --max-batch's rounds)."""
-    answer = row.get("largest_answer")
+    answer = row.largest_answer
     if not isinstance(answer, str):
         return ""
-    low, high = row.get("largest_speedup_low"), row.get("largest_speedup_high")
+    low, high = row.largest_speedup_low, row.largest_speedup_high
     interval = f" (95% interval {low:.2f}x to {high:.2f}x)" if present(low) and present(high) else ""
-    batch = f"{row['largest_batch']:,.0f}, {row['largest_batch_vs_baseline']:.2f}x the baseline's"
-    return (f"at its largest batch ({batch}) {row['largest_speedup']:.2f}x the baseline's speed at the baseline's own"
+    batch = f"{row.largest_batch:,.0f}, {row.largest_batch_vs_baseline:.2f}x the baseline's"
+    return (f"at its largest batch ({batch}) {row.largest_speedup:.2f}x the baseline's speed at the baseline's own"
             f" largest{interval}: {ANSWER_WORDS.get(answer, answer)} (max_batch.md)")  # fmt: skip
 
 
+@reads_row
 def changes(row):
     """Whether --max-batch's rounds give this row another answer at its largest batch than at the bench's batch."""
-    answer = row.get("largest_answer")
-    return isinstance(answer, str) and answer != "unsettled" and answer != row.get("speed_answer")
+    answer = row.largest_answer
+    return isinstance(answer, str) and answer != "unsettled" and answer != row.speed_answer
 
 
+@reads_row
 def aside(row):
     """' (1.21x at its largest batch: faster)' where its answer there is another than at the bench's batch, else ''."""
     return (
@@ -636,9 +641,10 @@ def aside(row):
     )
 
 
+@reads_row
 def mark(row):
     """'largest batch 1,024 (4.00x)' beside a row's memory bars where the search found its largest batch, else ''."""
-    batch, times = row.get("largest_batch_found"), row.get("largest_batch_found_x")
+    batch, times = row.largest_batch_found, row.largest_batch_found_x
     if batch is None or pd.isna(batch):
         return ""
     return f"largest batch {batch:,.0f}" + (f" ({times:.2f}x)" if pd.notna(times) else "")
@@ -647,7 +653,8 @@ def mark(row):
 # a bench's summary in the same folder: each row's speed at its largest batch in its column and its words, said in
 # the answer first where it answers otherwise there, and the largest batch found beside its memory bars
 JOINS = Joins(numbers, column=("at its largest batch (--max-batch)", cell), said=words, aside=aside, mark=mark,
-              marked="largest batch: --max-batch, x the baseline's")  # fmt: skip
+              marked="largest batch: --max-batch, x the baseline's",
+              fields=("largest_batch_found", "largest_batch_found_x"))  # fmt: skip
 
 
 PROBE_S = dict(cpu=15, gpu=25)  # --max-batch: a probe (CPU: measured here, 9-15 s), a compile apart

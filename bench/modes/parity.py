@@ -41,6 +41,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Band, Bullets, Figure, Joins, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
+from bench.schema import reads_row
 from bench.stages import build, cost, execute, intervals, planned, prepare
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
@@ -413,21 +414,23 @@ def numbers(summary, out):
     return summary if table is None else with_parity(summary.copy(), table)
 
 
+@reads_row
 def cell(row):
     """'the same', 'worse from step 60', 'diverged' ('' for a row --parity did not run)."""
-    said = row.get("parity_verdict")
+    said = row.parity_verdict
     if not isinstance(said, str):
         return ""
-    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
+    step = f" from step {row.parity_from_step:.0f}" if pd.notna(row.parity_from_step) else ""
     return said.removeprefix("learns ") + (step if said in ("learns worse", "learns better") else "")
 
 
+@reads_row
 def words(row):
     """'in --parity it learns worse from step 60 than the baseline over its seeds (parity.md)' ('' without one)."""
-    said = row.get("parity_verdict")
+    said = row.parity_verdict
     if not isinstance(said, str):
         return ""
-    step = f" from step {row.get('parity_from_step'):.0f}" if pd.notna(row.get("parity_from_step")) else ""
+    step = f" from step {row.parity_from_step:.0f}" if pd.notna(row.parity_from_step) else ""
     if said == "learns the same":
         return "in --parity it learns the same as the baseline over its seeds (parity.md)"
     if said == "not the same run":
@@ -444,8 +447,8 @@ JOINS = Joins(
     numbers,
     column=("learns (--parity)", cell),
     said=words,
-    apart=(("Faster, but learns worse", lambda row: row.get("parity_verdict") in ("learns worse", "diverged")),
-           ("Faster, but not the same run", lambda row: row.get("parity_verdict") == "not the same run")),
+    apart=(("Faster, but learns worse", lambda row: row.parity_verdict in ("learns worse", "diverged")),
+           ("Faster, but not the same run", lambda row: row.parity_verdict == "not the same run")),
     points=(("learning", "python -m bench --parity"),),  # where a bench's rows end apart: compare them over seeds
 )  # fmt: skip
 

@@ -71,6 +71,7 @@ def summary_of(runs, out=None, profiled=None, margin=rules.MARGIN):
     numbers = summarize.summarize(runs, margin)
     for joins in joined():
         numbers = joins.numbers(numbers, out) if out is not None else numbers
+        numbers = numbers.assign(**{field: None for field in joins.fields if field not in numbers})
     answers = causes.with_causes(rules.answered(causes.with_profiles(numbers, profiled)))
     return summarize.in_order(verdicts.with_verdicts(answers, joined()), answers=True)
 
@@ -181,7 +182,7 @@ def next_round(out, bench_id, works, context, repeat, margin=rules.MARGIN):
         return None, (f"{decided} (faster, slower or within +-{margin:.0%}), the rest as narrow as"
                       f" +-{rules.PRECISION:.0%} or beyond {rules.MAX_ROUNDS} rounds at this"
                       " noise"), ""  # fmt: skip
-    left = {row.variant: rules.rounds_to_settle(row) - rules.num(row, "rounds_paired") for row in open_rows}
+    left = {row.variant: rules.rounds_to_settle(row) - schema.num(row.rounds_paired) for row in open_rows}
     open_rows.sort(key=lambda row: -math.inf if math.isnan(left[row.variant]) else -left[row.variant])  # most first
     wide = {row.variant for row in open_rows}
     context = planned.Context.saved(context)  # as plan.json keeps it

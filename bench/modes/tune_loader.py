@@ -40,6 +40,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
+from bench.schema import reads_row
 from bench.stages import build, calibrate, cost, execute, intervals, plan, planfile, planned, rules
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
@@ -433,16 +434,17 @@ def numbers(summary, out):
     return summary.assign(loader_sweep=recommend(own, [row for row in trained if row is not own])[1])
 
 
+@reads_row
 def on_data(row):
     """ "The loader's sweep in this folder (--tune-loader) says: ..." to a row waiting for its data, '' without one."""
-    tuned = row.get("loader_sweep")
+    tuned = row.loader_sweep
     return (
         f"The loader's sweep in this folder (--tune-loader) says: {tuned}" if isinstance(tuned, str) and tuned else ""
     )
 
 
 # a bench's summary in the same folder: the sweep's answer, to a row it helps; a data-bound row is sent here
-JOINS = Joins(numbers, on_data=on_data, points=(("loader", "python -m bench --tune-loader"),))
+JOINS = Joins(numbers, on_data=on_data, fields=("loader_sweep",), points=(("loader", "python -m bench --tune-loader"),))
 
 
 MODE = Registration("tune_loader", run, asked=lambda flags: flags.tune_loader, add_flags=add_flags,

@@ -33,7 +33,8 @@ import pandas as pd
 from bench import catalogue
 from bench.catalogue import SELF
 from bench.outputs import declared, diffs, verdicts
-from bench.outputs.verdicts import number, plural
+from bench.outputs.verdicts import plural
+from bench.schema import Row, num, reads_row, rows_of
 from bench.stages.causes import NAMES
 from bench.stages.rules import WAIT_BOUND
 
@@ -42,18 +43,19 @@ ROUNDS_AT_MOST = (
 )
 
 
+@reads_row
 def group(row, joined=()):
     """A joined mode's group (the label of an apart of joined that holds this faster row), pays, trades, costs, same,
     unsettled, n/a, eager or failed: what the row's answers say to do."""
-    if not row.get("runs_ok") or row.get("runs_diverged"):
+    if not row.runs_ok or row.runs_diverged:
         return "failed"
-    if row.get("rate_basis") == "unknown":
+    if row.rate_basis == "unknown":
         return "unknown"
     if verdicts.not_applied(row):
         return "n/a"
     if verdicts.ran_eager(row):
         return "eager"
-    speed, memory = row.get("speed_answer"), row.get("memory_answer")
+    speed, memory = row.speed_answer, row.memory_answer
     if speed == "faster":
         apart = [label for joins in joined for label, holds in joins.apart if holds(row)]
         if apart:
@@ -80,70 +82,75 @@ def cost(variant):
     return f", {plural(diffs.cost(name), 'line')}" if name in diffs.TECHNIQUES else ""
 
 
+@reads_row
 def memory_words(row):
-    m = number(row, "memory_vs_baseline")
+    m = num(row.memory_vs_baseline)
     if math.isnan(m):
         return ""
-    answer = row.get("memory_answer")
+    answer = row.memory_answer
     said = {"more": "more", "less": "less", "same": "unchanged"}.get(answer, "not settled")
     return f", {m:.2f}x the memory ({said})"
 
 
+@reads_row
 def item(row, why="", joined=()):
     """'amp 0.19x, 0.94x the memory (less), 17 lines: bf16 is emulated on this device'; a compiled row that pays:
     'compile 1.31x, ..., 6 lines, its compile paid back after 900 steps from a cold cache and 40 from a warm one';
     what the joined modes say right after the speed-up (a Joins' aside)."""
-    paid = verdicts.payback_steps(row) if row.get("payback_answer") == "pays back" else ""
+    paid = verdicts.payback_steps(row) if row.payback_answer == "pays back" else ""
     paid = f", its compile paid back after {paid}" if paid else ""
     aside = "".join(joins.aside(row) for joins in joined)
     return f"{row.variant} {row.speedup:.2f}x{aside}{memory_words(row)}{cost(row.variant)}{paid}{why}"
 
 
+@reads_row
 def why_it_costs(row):
     """The measured reason a row is slower, where its fields say one."""
-    if row.get("bf16_emulated") is True:
+    if row.bf16_emulated is True:
         return ": bf16 is emulated on this device"
-    if number(row, "world_size") > 1 and row.get("device") == "cpu":
+    if num(row.world_size) > 1 and row.device == "cpu":
         return f": {row.world_size:.0f} processes share the same cores"
-    if row.variant in catalogue.MULTI_GPU and row.get("device") == "cuda" and number(row, "world_size") < 2:
+    if row.variant in catalogue.MULTI_GPU and row.device == "cuda" and num(row.world_size) < 2:
         return ": one GPU, so only its overhead shows"
     return ""
 
 
+@reads_row
 def unsettled_item(row):
     """'compile 1.06x +-20%: about 27 rounds at this noise would settle it (--repeats 27)' (a row with an interval)."""
-    needed = number(row, "rounds_to_settle")  # bench/stages/rules.py
+    needed = num(row.rounds_to_settle)  # bench/stages/rules.py
     if needed > ROUNDS_AT_MOST:
         more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
         more += " would narrow it"
     else:
         more = f"about {needed:.0f} rounds at this noise would decide it (--repeats {needed:.0f})"
-    return f"{row.variant} {row.speedup:.2f}x +-{number(row, 'speedup_precision_pct'):.0f}%: {more}"
+    return f"{row.variant} {row.speedup:.2f}x +-{num(row.speedup_precision_pct):.0f}%: {more}"
 
 
 def above_ceiling(train):
     """(row, words) for each real row whose interval against its ceiling lies wholly above 100%."""
     flagged = []
-    for _, row in train[train["dataset"] != "synthetic"].iterrows():
-        if row.get("ceiling_standing") == "above":
-            ceiling = train[train["variant"] == row.get("ceiling")]
+    for row in rows_of(train[train["dataset"] != "synthetic"]):
+        if row.ceiling_standing == "above":
+            ceiling = train[train["variant"] == row.ceiling]
             flagged.append((row, above_why(row, ceiling.iloc[0] if not ceiling.empty else None)))
     return flagged
 
 
+@reads_row
 def above_why(row, ceiling):
     """Why a row may outrun its ceiling, from what was measured."""
     said = (
-        f"{row.variant} runs above its ceiling ({number(row, 'ceiling_low_pct'):.0f}% to"
-        f" {number(row, 'ceiling_high_pct'):.0f}% of {row.get('ceiling')}, by the paired rounds): the ceiling is not a"
+        f"{row.variant} runs above its ceiling ({num(row.ceiling_low_pct):.0f}% to"
+        f" {num(row.ceiling_high_pct):.0f}% of {row.ceiling}, by the paired rounds): the ceiling is not a"
         " limit here, as a row cannot outrun training with no loading unless the two differ in more than loading"
     )
-    if ceiling is not None and row.get("device") == "cpu":
-        mine, its = number(row, "cpu_model_cores"), number(ceiling, "cpu_model_cores")
+    if ceiling is not None and row.device == "cpu":
+        mine, its = num(row.cpu_model_cores), num(ceiling.cpu_model_cores)
         if not (math.isnan(mine) or math.isnan(its)):
             return (
                 f"{said}; on this CPU the model's process used {mine:.2f} cores against the ceiling's {its:.2f}"
-                f" (its loader: {number(row, 'cpu_loader_cores'):.2f}): how the cores were shared differs"
+                f" (its loader: {num(row.cpu_loader_cores):.2f}): how the cores were shared differs"
             )
         return f"{said}; on a CPU the likely reason is how the cores were shared (not measured in these runs)"
     return f"{said}; the likely reason is noise between processes or a difference in set-up (not measured)"
@@ -159,14 +166,14 @@ def parts_of(variant):
 
 def slower_than_parts(train):
     """(combination row, words) where a combination's interval lies wholly below one of its parts'."""
-    flagged, rows = [], {row.variant: row for _, row in compared(train).iterrows()}
+    flagged, rows = [], {row.variant: row for row in rows_of(compared(train))}
     for variant, row in rows.items():
         parts = [rows[p] for p in parts_of(variant) if p in rows]
-        beaten = [p for p in parts if number(row, "speedup_high") < number(p, "speedup_low")]
+        beaten = [p for p in parts if num(row.speedup_high) < num(p.speedup_low)]
         if not beaten:
             continue
         best = max(beaten, key=lambda p: p.speedup)
-        slow = [p for p in parts if p.get("speed_answer") == "slower"]
+        slow = [p for p in parts if p.speed_answer == "slower"]
         reason = (
             f": it holds {', '.join(f'{p.variant} ({p.speedup:.2f}x on its own{why_it_costs(p)})' for p in slow)}"
             if slow
@@ -188,7 +195,7 @@ def items(train, joined=()):
     if rows.empty:
         return []
     groups = {}
-    for _, row in rows.iterrows():
+    for row in rows_of(rows):
         groups.setdefault(group(row, joined), []).append(row)
     pays = sorted(groups.get("pays", []), key=lambda r: -r.speedup)
     said = []
@@ -207,8 +214,8 @@ def items(train, joined=()):
         same = "; ".join(item(r, joined=joined) for r in groups["same"])
         said.append((f"Within the margin ({margin})", f"{same} (not worth adopting for speed here)"))
     if groups.get("unsettled"):
-        once = [r for r in groups["unsettled"] if pd.isna(number(r, "rounds_to_settle"))]  # one round: no interval
-        items = [unsettled_item(r) for r in groups["unsettled"] if pd.notna(number(r, "rounds_to_settle"))]
+        once = [r for r in groups["unsettled"] if pd.isna(num(r.rounds_to_settle))]  # one round: no interval
+        items = [unsettled_item(r) for r in groups["unsettled"] if pd.notna(num(r.rounds_to_settle))]
         if once:
             items.append(f"{', '.join(f'{r.variant} {r.speedup:.2f}x' for r in once)}: one paired round, no interval"
                          f" yet{unsteady_words(once)}; run more rounds (--repeats)")  # fmt: skip
@@ -231,8 +238,8 @@ def items(train, joined=()):
         said.append(
             (
                 "Best measured",
-                f"{best.variant}, {best.speedup:.2f}x ({number(best, 'speedup_low'):.2f}x to"
-                f" {number(best, 'speedup_high'):.2f}x){memory_words(best)}",
+                f"{best.variant}, {best.speedup:.2f}x ({num(best.speedup_low):.2f}x to"
+                f" {num(best.speedup_high):.2f}x){memory_words(best)}",
             )
         )
     said += self_items(train) + why_items(train) + limit_items(train) + data_bound_items(train, joined)
@@ -249,7 +256,7 @@ def self_items(train):
         return []
     row = rows.iloc[0]
     answer = verdicts.SPEED_WORDS.get(row.speed_answer, row.speed_answer)
-    if row.get("self_check") == "fails":
+    if row.self_check == "fails":
         return [("The rule FAILS here", f"the baseline against itself came out {answer} ({row.speedup:.2f}x): the"
                  " intervals are narrower than this machine's noise; read every answer above with care")]  # fmt: skip
     return [("The rule holds", f"the baseline against itself is {answer} ({row.speedup:.2f}x), never faster or"
@@ -263,10 +270,10 @@ def learns_otherwise(train, joined=()):
     command = declared.pointed(joined, "learning")
     then = f"; {command} compares learning over seeds" if command else ""
     return [
-        (row, f"{row.variant} ends at {number(row, 'loss_ratio'):.2f}x the baseline's training loss"
-              f" ({number(row, 'loss_ratio_low'):.2f}x to {number(row, 'loss_ratio_high'):.2f}x over its rounds, each"
+        (row, f"{row.variant} ends at {num(row.loss_ratio):.2f}x the baseline's training loss"
+              f" ({num(row.loss_ratio_low):.2f}x to {num(row.loss_ratio_high):.2f}x over its rounds, each"
               f" at its seed): it learns {row.learning_answer}{then}")
-        for _, row in compared(train).iterrows() if row.get("learning_answer") in ("worse", "better")
+        for row in rows_of(compared(train)) if row.learning_answer in ("worse", "better")
     ]  # fmt: skip
 
 
@@ -290,8 +297,8 @@ def why_items(train):
     if "cause" not in train:
         return []
     asked = train[train["cause"].notna()]
-    named = [f"{row.variant}: {NAMES[row.cause]}" for _, row in asked.iterrows() if row.cause in NAMES]
-    unshown = [row.variant for _, row in asked.iterrows() if row.cause not in NAMES]
+    named = [f"{row.variant}: {NAMES[row.cause]}" for row in rows_of(asked) if row.cause in NAMES]
+    unshown = [row.variant for row in rows_of(asked) if row.cause not in NAMES]
     if unshown:
         named.append(f"{', '.join(unshown)}: not shown by what was measured (each verdict says what would show it)")
     return [("Why not faster", "; ".join(named))] if named else []
@@ -301,14 +308,14 @@ def data_bound_items(train, joined=()):
     """The real rows that wait for their data WAIT_BOUND of their window or more: data-bound, with their distance
     from the ceiling, and where to find the loader's settings (joined: the modes' Joins, declared.pointed)."""
     rows = train[(train["dataset"] != "synthetic") & (train["runs_ok"] > 0)]
-    bound = [row for _, row in rows.iterrows() if number(row, "wait_share") >= WAIT_BOUND]
+    bound = [row for row in rows_of(rows) if num(row.wait_share) >= WAIT_BOUND]
     if not bound:
         return []
     words = []
     for row in bound:
-        pct = number(row, "ceiling_pct")
+        pct = num(row.ceiling_pct)
         ceiling = f", at {pct:.0f}% of its ceiling" if pd.notna(pct) else ""
-        words.append(f"{row.variant} waits for data {number(row, 'wait_share'):.0%} of its window{ceiling}")
+        words.append(f"{row.variant} waits for data {num(row.wait_share):.0%} of its window{ceiling}")
     command = declared.pointed(joined, "loader")
     then = f"; {command} finds the loader's settings for this machine (docs/bench.md)" if command else ""
     return [("Data-bound", "; ".join(words) + f": the loader, not the technique, sets the pace{then}")]
@@ -316,39 +323,40 @@ def data_bound_items(train, joined=()):
 
 def unsteady_words(rows):
     """' (compile: its other 2 runs not measured steadily)' where rows have runs left out (runs_unsteady), or ''."""
-    said = [f"{r.variant}: its other {plural(number(r, 'runs_unsteady'), 'run')}" for r in rows
-            if number(r, "runs_unsteady") > 0]  # fmt: skip
+    said = [f"{r.variant}: its other {plural(num(r.runs_unsteady), 'run')}" for r in rows
+            if num(r.runs_unsteady) > 0]  # fmt: skip
     return f" ({'; '.join(said)} not measured steadily)" if said else ""
 
 
+@reads_row
 def unknown_item(row):
     """'all: its windows' epoch starts (41x ImageNet-1k's rate) are not separated in its records and its steps stalled:
     at least 1.45x (its window's rate)'."""
-    floor = number(row, "speedup_floor")
+    floor = num(row.speedup_floor)
     floor = f": at least {floor:.2f}x (its window's rate)" if pd.notna(floor) else ""
     return (
-        f"{row.variant}: its windows' epoch starts ({number(row, 'epoch_starts_over'):.0f}x"
-        f" {row.get('stands_for')}'s rate) are not separated in its records and its steps stalled{floor}"
+        f"{row.variant}: its windows' epoch starts ({num(row.epoch_starts_over):.0f}x"
+        f" {row.stands_for}'s rate) are not separated in its records and its steps stalled{floor}"
     )
 
 
 def epoch_items(train):
     """Where the rows were not read at their windows (bench/stages/summarize.py rate_of): how, and why."""
     rows = train[(train["dataset"] != "synthetic") & (train["runs_ok"] > 0)]
-    read = [row for _, row in rows.iterrows() if isinstance(row.get("rate_basis"), str) and row.rate_basis != "window"]
+    read = [row for row in rows_of(rows) if isinstance(row.rate_basis, str) and row.rate_basis != "window"]
     if not read:
         return []
-    over = max(number(row, "epoch_starts_over") for row in read)
+    over = max(num(row.epoch_starts_over) for row in read)
     bases = {}
     for row in read:
-        known = number(row, "runs_ok") - number(row, "runs_unsteady")
-        some = f" (in {plural(known, 'run')})" if number(row, "runs_unsteady") and row.rate_basis != "unknown" else ""
+        known = num(row.runs_ok) - num(row.runs_unsteady)
+        some = f" (in {plural(known, 'run')})" if num(row.runs_unsteady) and row.rate_basis != "unknown" else ""
         bases.setdefault(row.rate_basis, []).append(row.variant + some)
     how = "; ".join(f"{basis}: {', '.join(variants)}" for basis, variants in bases.items())
     return [
         (
             "Epoch starts",
-            f"up to {over:.0f}x {read[0].get('stands_for')}'s rate in the windows: rows read at their steady steps"
+            f"up to {over:.0f}x {read[0].stands_for}'s rate in the windows: rows read at their steady steps"
             f" ({how}), data waits between the starts",
         )
     ]
@@ -358,14 +366,14 @@ def limit_items(train):
     """The ceilings as limits: how fast the model trains with no loading, and how near the baseline comes."""
     said = []
     base = train[train["variant"] == "baseline"]
-    for _, ceiling in train[train["dataset"] == "synthetic"].iterrows():
+    for ceiling in rows_of(train[train["dataset"] == "synthetic"]):
         what = LIMITS.get(ceiling.variant, "in full precision")
         words = f"{ceiling.variant}: {ceiling.rate_median:,.1f} samples/s {what} with no loading at all"
-        if ceiling.variant == "synthetic" and not base.empty and pd.notna(base.iloc[0].get("ceiling_pct")):
+        if ceiling.variant == "synthetic" and not base.empty and pd.notna(Row.of(base.iloc[0]).ceiling_pct):
             words += verdicts.ceiling_words(base.iloc[0]).replace("; it", "; the baseline", 1)
         if ceiling.variant == "all-synthetic":  # how near the recipe's rows come to their own limit
-            near = [f"{row.variant} {number(row, 'ceiling_pct'):.0f}%" for _, row in train.iterrows()
-                    if row.get("ceiling") == "all-synthetic" and pd.notna(number(row, "ceiling_pct"))]  # fmt: skip
+            near = [f"{row.variant} {num(row.ceiling_pct):.0f}%" for row in rows_of(train)
+                    if row.ceiling == "all-synthetic" and pd.notna(num(row.ceiling_pct))]  # fmt: skip
             words += f"; the recipe's rows reach {', '.join(near)} of it" if near else ""
         said.append(("Limit", words))
     return said

@@ -138,6 +138,8 @@ class Joins:
     on_data: on_data(row): told to a row whose likeliest cause is its data (verdicts.py why_words)
     mark: mark(row): written beside a row's memory bars (plots.py plot_memory); marked: the memory plot's axis adds
         it where some row has a mark
+    fields: the columns numbers adds that are no field of bench/schema.py (kept in memory, not in summary.csv):
+        every row holds them (None where its table has none), read by attribute as the schema's (schema.Row)
     points: ((topic, command), ...): what the bench's words send a reader to this mode for, and how to ask it:
         "learning" (whether a technique learns alike over seeds), "loader" (the loader's settings for this machine);
         said whether or not its table is in the folder (pointed)
@@ -151,6 +153,7 @@ class Joins:
     on_data: Callable = nothing
     mark: Callable = nothing
     marked: str = ""
+    fields: tuple = ()
     points: tuple = ()
 
 

@@ -6,12 +6,13 @@ import pandas as pd
 from bench import catalogue
 from bench.catalogue import SELF
 from bench.outputs import answer, declared, verdicts
-from bench.outputs.verdicts import busy_note, diverged_note, fmt, number, settled_note
+from bench.outputs.verdicts import busy_note, diverged_note, fmt, settled_note
+from bench.schema import num, reads_row, rows_of
 
 
 def cells(frame, columns):
     """(headers, rows of cells) for frame's rows; columns: (header, function of a row giving the cell)."""
-    return [header for header, _ in columns], [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
+    return [header for header, _ in columns], [[cell(row) for _, cell in columns] for row in rows_of(frame)]
 
 
 def table(frame, columns):
@@ -21,84 +22,92 @@ def table(frame, columns):
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
+@reads_row
 def runs_cell(row):
     cell = f"{row.runs_ok}" + (f" ({row.runs_failed} failed)" if row.runs_failed else "")
-    cell += f", {row.runs_diverged} DIVERGED" if row.get("runs_diverged") else ""
-    return cell + (f", {row.runs_busy} busy" if row.get("runs_busy") else "")
+    cell += f", {row.runs_diverged} DIVERGED" if row.runs_diverged else ""
+    return cell + (f", {row.runs_busy} busy" if row.runs_busy else "")
 
 
+@reads_row
 def interval_cell(row):
     """The speed-up's 95% interval over the paired rounds."""
-    low, high = row.get("speedup_low"), row.get("speedup_high")
-    if row.get("speed_answer") is None or pd.isna(row.get("speed_answer")):
+    low, high = row.speedup_low, row.speedup_high
+    if row.speed_answer is None or pd.isna(row.speed_answer):
         return ""
     return "one round" if pd.isna(low) else f"{low:.2f}-{high:.2f}x"
 
 
+@reads_row
 def answer_cell(row):
-    if row.get("dataset") == "synthetic":  # a speed limit to read the real rows against, not an option
-        return "limit (no loading)" if row.get("kind") == "train" else ""
+    if row.dataset == "synthetic":  # a speed limit to read the real rows against, not an option
+        return "limit (no loading)" if row.kind == "train" else ""
     if verdicts.not_applied(row):
         return "does not apply here"
-    answer = row.get("speed_answer")
+    answer = row.speed_answer
     if answer is None or pd.isna(answer):
-        return "reference" if pd.notna(row.get("speedup")) and row.get("dataset") != "synthetic" else ""
-    if row.get("rate_basis") == "unknown":
+        return "reference" if pd.notna(row.speedup) and row.dataset != "synthetic" else ""
+    if row.rate_basis == "unknown":
         return "not measured steadily"
-    if row.get("variant") == SELF:  # the baseline against itself: the rule's check
-        return f"{'FAILS' if row.get('self_check') == 'fails' else 'holds'}: {verdicts.SPEED_WORDS[answer]}"
+    if row.variant == SELF:  # the baseline against itself: the rule's check
+        return f"{'FAILS' if row.self_check == 'fails' else 'holds'}: {verdicts.SPEED_WORDS[answer]}"
     margin = verdicts.margin_words(row)
     words = dict(same=f"within {margin}", unsettled=f"open ({verdicts.plural(row.rounds_paired, 'round')})")
     return words.get(answer, answer)
 
 
+@reads_row
 def ceiling_cell(row):
     """The row's rate against its ceiling's, paired by round: a share where its interval lies below 100%, 'at it'
     where the interval holds 100% (the two cannot be told apart), 'ABOVE' where it lies wholly above."""
-    standing = row.get("ceiling_standing")
-    pct, low, high = number(row, "ceiling_pct"), number(row, "ceiling_low_pct"), number(row, "ceiling_high_pct")
+    standing = row.ceiling_standing
+    pct, low, high = num(row.ceiling_pct), num(row.ceiling_low_pct), num(row.ceiling_high_pct)
     if not isinstance(standing, str):
         return ""
     words = {"one": f"{pct:.0f}% (one round)", "above": f"ABOVE it ({low:.0f}-{high:.0f}%)"}
     return words.get(standing, f"at it ({low:.0f}-{high:.0f}%)" if standing == "at" else f"{pct:.0f}%")
 
 
+@reads_row
 def memory_cell(row):
     """Memory against the baseline's: the one ratio of the table, the verdicts and the plots (bench/stages/summarize.py:
     paired by round, of the memory the verdict reads)."""
-    return fmt(row.get("memory_vs_baseline"), "{:.2f}x")
+    return fmt(row.memory_vs_baseline, "{:.2f}x")
 
 
+@reads_row
 def payback_cell(row):
     """'1,900 / 60' steps, 'never', 'not settled' (with the estimate's steps where above 1), or '' (not compiled)."""
-    answer = row.get("payback_answer")
+    answer = row.payback_answer
     if not isinstance(answer, str):
         return ""
-    cold, warm = (fmt(number(row, f"payback_{which}_steps"), "{:,.0f}") or "-" for which in ("cold", "warm"))
+    cold, warm = (fmt(num(getattr(row, f"payback_{which}_steps")), "{:,.0f}") or "-" for which in ("cold", "warm"))
     steps = "" if cold == warm == "-" else f"{cold} / {warm}"
     if answer == "pays back":
         return steps
     return answer if answer == "never" or not steps else f"{steps} (not settled)"
 
 
+@reads_row
 def compile_cell(row):
     """The first step's time, which compiles: on an empty cache, and the median over the repeats."""
-    if pd.isna(row.get("compile_s")):
+    if pd.isna(row.compile_s):
         return ""
-    return f"{fmt(row.get('compile_cold_s'), '{:.1f}') or '-'} / {row.compile_s:.1f}"
+    return f"{fmt(row.compile_cold_s, '{:.1f}') or '-'} / {row.compile_s:.1f}"
 
 
+@reads_row
 def label(row):
     """A variant's name, and what its row can and cannot show."""
-    if row.get("runs_diverged"):
+    if row.runs_diverged:
         return f"{row.variant} (DIVERGED)"
-    if row.get("dataset") == "synthetic":
+    if row.dataset == "synthetic":
         return f"{row.variant} (ceiling)"
-    if row.variant in catalogue.MULTI_GPU and row.get("device") == "cuda":
-        gpus = row.get("dp_devices") if row.variant == "dp" else row.get("world_size")
+    if row.variant in catalogue.MULTI_GPU and row.device == "cuda":
+        gpus = row.dp_devices if row.variant == "dp" else row.world_size
         if pd.notna(gpus) and gpus < 2:
             return f"{row.variant} (1 GPU: overhead only)"
-    if row.variant == "dp" and row.get("device") == "cpu":
+    if row.variant == "dp" and row.device == "cpu":
         return "dp (no GPU: a passthrough)"
     if verdicts.not_applied(row):
         return f"{row.variant} (does not apply here)"
@@ -140,12 +149,12 @@ def train_columns(train, joined=()):
     columns = [
         ("variant", label),
         ("samples/s (median)", rate_cell),
-        ("speed-up", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+        ("speed-up", lambda r: fmt(r.speedup, "{:.2f}x")),
         ("95% interval", interval_cell),
         ("answer", answer_cell),
         ("of ceiling", ceiling_cell),
-        ("data wait", lambda r: fmt(r.get("data_wait_steady_frac"), "{:.1%}")),
-        ("starved", lambda r: fmt(r.get("starved_steady_frac"), "{:.1%}")),
+        ("data wait", lambda r: fmt(r.data_wait_steady_frac, "{:.1%}")),
+        ("starved", lambda r: fmt(r.starved_steady_frac, "{:.1%}")),
         ("ms per step", step_cell),
         ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),
     ]
@@ -166,46 +175,49 @@ def train_columns(train, joined=()):
     if "compile_s" in train and train["compile_s"].notna().any():
         columns += [("compile s, cold / median", compile_cell), ("pays back after, steps cold / warm", payback_cell)]
     if "achieved_tflop_per_s" in train and train["achieved_tflop_per_s"].notna().any():
-        columns += [("GFLOP per step", lambda r: fmt(number(r, "flop_per_step") / 1e9, "{:,.1f}"))]
-        columns += [("TFLOP/s", lambda r: fmt(r.get("achieved_tflop_per_s"), "{:.3g}"))]
+        columns += [("GFLOP per step", lambda r: fmt(num(r.flop_per_step) / 1e9, "{:,.1f}"))]
+        columns += [("TFLOP/s", lambda r: fmt(r.achieved_tflop_per_s, "{:.3g}"))]
     if "mfu_pct" in train and train["mfu_pct"].notna().any():
-        columns += [("MFU", lambda r: fmt(r.get("mfu_pct"), "{:.1f}%"))]
+        columns += [("MFU", lambda r: fmt(r.mfu_pct, "{:.1f}%"))]
     if "energy_per_1k_samples_j" in train and train["energy_per_1k_samples_j"].notna().any():
-        columns += [("J per 1k samples", lambda r: fmt(number(r, "energy_per_1k_samples_j"), "{:,.1f}"))]
-        columns += [("energy vs baseline", lambda r: fmt(number(r, "energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"))]
-        columns += [("mean W", lambda r: fmt(number(r, "avg_power_w"), "{:,.0f}"))]
+        columns += [("J per 1k samples", lambda r: fmt(num(r.energy_per_1k_samples_j), "{:,.1f}"))]
+        columns += [("energy vs baseline", lambda r: fmt(num(r.energy_per_1k_samples_j_vs_baseline), "{:.2f}x"))]
+        columns += [("mean W", lambda r: fmt(num(r.avg_power_w), "{:,.0f}"))]
     for joins in joined:
-        if joins.column is not None and any(joins.column[1](row) for _, row in train.iterrows()):
+        if joins.column is not None and any(joins.column[1](row) for row in rows_of(train)):
             columns += [joins.column]
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
 
 
+@reads_row
 def rate_cell(row):
     """The row's median rate; where it is not its windows' (rate_basis), how it was read; where not known, its floor."""
-    basis = row.get("rate_basis")
+    basis = row.rate_basis
     if basis == "unknown":
-        return fmt(row.get("rate_floor"), "not known (at least {:,.1f})") or "not known"
+        return fmt(row.rate_floor, "not known (at least {:,.1f})") or "not known"
     cell = fmt(row.rate_median, "{:,.1f}")
-    if not cell or not isinstance(basis, str) or (basis == "window" and not number(row, "runs_unsteady")):
+    if not cell or not isinstance(basis, str) or (basis == "window" and not num(row.runs_unsteady)):
         return cell
-    unsteady, runs = number(row, "runs_unsteady"), number(row, "runs_ok")
+    unsteady, runs = num(row.runs_unsteady), num(row.runs_ok)
     some = f", {runs - unsteady:.0f} of {runs:.0f} runs" if unsteady > 0 else ""
     return f"{cell} ({basis}{some})"
 
 
+@reads_row
 def step_cell(row):
     """A step at the row's rate; where its steps stall (stall_p90_ms), its median and 90th percentile too."""
     cell, p90, median = (
-        fmt(number(row, "step_ms"), "{:.1f}"),
-        number(row, "stall_p90_ms"),
-        number(row, "stall_median_ms"),
+        fmt(num(row.step_ms), "{:.1f}"),
+        num(row.stall_p90_ms),
+        num(row.stall_median_ms),
     )
     return f"{cell} (median {median:,.0f}, p90 {p90:,.0f})" if cell and pd.notna(p90) else cell
 
 
+@reads_row
 def cores_cell(row):
     """On a CPU, the cores the training process and its loader used in the window (medians over the runs)."""
-    model, loader = row.get("cpu_model_cores"), row.get("cpu_loader_cores")
+    model, loader = row.cpu_model_cores, row.cpu_loader_cores
     return "" if pd.isna(model) or pd.isna(loader) else f"{model:.2f} / {loader:.2f}"
 
 
@@ -240,11 +252,7 @@ def energy_note(train):
 
 def blind_note(train):
     """The note under a training table whose torch memory figures leave DALI's batches out, or None."""
-    blind = [
-        row["variant"]
-        for _, row in train.iterrows()
-        if row.get("torch_blind") is True and pd.notna(row.get("peak_mem_allocated_mib"))
-    ]
+    blind = [row.variant for row in rows_of(train) if row.torch_blind is True and pd.notna(row.peak_mem_allocated_mib)]
     if not blind:
         return None
     return (
@@ -253,15 +261,16 @@ def blind_note(train):
     )
 
 
+@reads_row
 def torch_cell(row, value):
     """A torch memory figure; a DALI row's marked: it leaves out DALI's own memory (see the note under the table)."""
-    return fmt(value) + (" (not seen)" if row.get("torch_blind") is True and pd.notna(value) else "")
+    return fmt(value) + (" (not seen)" if row.torch_blind is True and pd.notna(value) else "")
 
 
 LOADER_COLUMNS = [
     ("loader", lambda r: r.variant),
     ("images/s (median)", lambda r: fmt(r.rate_median)),
-    ("vs loader.py", lambda r: fmt(r.get("speedup"), "{:.2f}x")),
+    ("vs loader.py", lambda r: fmt(r.speedup, "{:.2f}x")),
     ("95% interval", interval_cell),
     ("answer", answer_cell),
     ("epoch starts", lambda r: fmt(r.epoch_starts_timed, "{:.0f}")),

@@ -19,6 +19,7 @@ import pandas as pd
 from bench import kept_for_bench, run_metrics, write_whole
 from bench.outputs import declared
 from bench.outputs.markdown import label
+from bench.schema import rows_of
 
 
 @functools.cache
@@ -52,12 +53,10 @@ def plot_throughput(summary, path, headings):
         y = range(len(train))
         low, high = train["rate_median"] - train["rate_min"], train["rate_max"] - train["rate_median"]
         ax.barh(y, train["rate_median"], xerr=[low, high], capsize=4, color="tab:blue", alpha=0.8)
-        for i, (_, row) in enumerate(train.iterrows()):
-            label_text = f" {row.rate_median:,.1f}" + (
-                f"  ({row.speedup:.2f}x)" if pd.notna(row.get("speedup")) else ""
-            )
+        for i, row in enumerate(rows_of(train)):
+            label_text = f" {row.rate_median:,.1f}" + (f"  ({row.speedup:.2f}x)" if pd.notna(row.speedup) else "")
             ax.text(row.rate_max, i, label_text, va="center", fontsize=8)
-        ax.set_yticks(list(y), [label(row) for _, row in train.iterrows()], fontsize=8)
+        ax.set_yticks(list(y), [label(row) for row in rows_of(train)], fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel("samples/s (median of repeats; bars: min to max)")
         ax.set_xlim(0, train["rate_max"].max() * 1.35)
@@ -93,9 +92,9 @@ def plot_memory(summary, path, headings, joined=()):
             y = [i + k * height for i in range(len(rows))]
             ax.barh(y, rows[column].fillna(0), height=height, label=name)
         ticks = [i + height * (len(series) - 1) / 2 for i in range(len(rows))]
-        ax.set_yticks(ticks, [label(row) for _, row in rows.iterrows()], fontsize=8)
+        ax.set_yticks(ticks, [label(row) for row in rows_of(rows)], fontsize=8)
         ax.invert_yaxis()
-        marks = [[joins.mark(row) for joins in joined] for _, row in rows.iterrows()]
+        marks = [[joins.mark(row) for joins in joined] for row in rows_of(rows)]
         widest = rows[[c for c, _ in series]].max(axis=1).fillna(0)
         for tick, marked, end in zip(ticks, marks, widest):
             if any(marked):
@@ -120,7 +119,7 @@ def plot_tradeoff(summary, path, headings):
     for ax, rows, heading in parts:
         ax.axhline(1, color="grey", lw=0.8, ls=":")
         ax.axvline(1, color="grey", lw=0.8, ls=":")
-        for (_, row), color, marker in zip(rows.iterrows(), colors(), MARKERS):
+        for row, color, marker in zip(rows_of(rows), colors(), MARKERS):
             x, y = row.memory_vs_baseline, row.speedup
             xerr = [[x - row.memory_vs_baseline_low], [row.memory_vs_baseline_high - x]]
             yerr = [[y - row.speedup_low], [row.speedup_high - y]]
@@ -175,7 +174,7 @@ def plot_time(summary, path, headings):
             ax.barh([i + 0.3 for i in y], starved, height=0.2, color="tab:red", label="GPU starved for data")
         for i, (ms, wait) in enumerate(zip(step_ms, rows["data_wait_frac"].fillna(0))):
             ax.text(ms, i, f" {ms:.1f} ms, {wait:.0%} waiting", va="center", fontsize=7.5)
-        ax.set_yticks(y, [label(row) for _, row in rows.iterrows()], fontsize=8)
+        ax.set_yticks(y, [label(row) for row in rows_of(rows)], fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(0, step_ms.max() * 1.4)
         ax.set_xlabel("ms per step at the measured rate (global batch / samples per s)")

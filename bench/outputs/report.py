@@ -21,6 +21,7 @@ from bench.observe.machine import ROOT
 from bench.observe.machine import where as machine_where
 from bench.outputs import answer, diffs, markdown
 from bench.outputs.verdicts import present
+from bench.schema import rows_of
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 PLOTS = [
@@ -90,20 +91,20 @@ def technique_rows(summary, name, profiled):
     """What a technique measured: one row per bench row of it (each workload; amp also on synthetic data), with the
     operators whose time changed most against the baseline where the bench profiled both (--profile)."""
     rows = []
-    for _, r in summary.iterrows():
+    for r in rows_of(summary):
         if diffs.technique(r.variant) != name:
             continue
-        memory = r.get("memory_vs_baseline")
+        memory = r.memory_vs_baseline
         rows.append(
             dict(
                 row=f"{markdown.label(r)} on {r.workload}",
-                speedup=markdown.fmt(r.get("speedup"), "{:.2f}x"),
+                speedup=markdown.fmt(r.speedup, "{:.2f}x"),
                 interval=markdown.interval_cell(r),
                 answer=markdown.answer_cell(r),
-                answer_class=ANSWER_CLASS.get(r.get("speed_answer"), ""),
+                answer_class=ANSWER_CLASS.get(r.speed_answer, ""),
                 memory=markdown.fmt(memory, "{:.2f}x"),
-                energy=markdown.fmt(r.get("energy_per_1k_samples_j_vs_baseline"), "{:.2f}x"),
-                verdict=r.get("verdict") if present(r.get("verdict")) else "",
+                energy=markdown.fmt(r.energy_per_1k_samples_j_vs_baseline, "{:.2f}x"),
+                verdict=r.verdict if present(r.verdict) else "",
                 ops=[
                     dict(op, before=f"{op['before_ms']:,.2f}", after=f"{op['after_ms']:,.2f}")
                     for op in profiled.get(r.workload, {}).get(r.variant, {}).get("changes", [])

@@ -16,6 +16,7 @@ import pandas as pd
 
 from bench.catalogue import SELF
 from bench.outputs.declared import pointed
+from bench.schema import num, reads_row, reads_rows
 from bench.stages.causes import UNSHOWN
 from bench.stages.rules import (
     ACCURACY_GAP,
@@ -27,13 +28,6 @@ from bench.stages.rules import (
     WAIT_CHANGE,
     WAIT_LITTLE,
 )
-
-
-def number(row, name):
-    """A number of the summary's row as the words and the cells read it: NaN where it has none (None, NaN: a rule
-    just does not fire, a cell is empty). The statistics read theirs alike (bench/stages/rules.py num)."""
-    value = row.get(name)
-    return math.nan if value is None or pd.isna(value) else float(value)
 
 
 def present(value):
@@ -62,18 +56,19 @@ def with_verdicts(summary, joined=()):
         same = workload[workload["kind"] == row.kind]
         reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
         base = reference.iloc[0] if not reference.empty else None
-        summary.at[i, "verdict"] = verdict(row, base, row.get("causes_found"), joined)
+        summary.at[i, "verdict"] = verdict(row, base, row.causes_found, joined)
     return summary
 
 
+@reads_row
 def why_words(row, found, joined=()):
     """' Why not faster: waiting for data: it waited for data 35% of its window; try the loader's settings (...).
     Also: ...', from the causes found (bench/stages/causes.py); where none passed, that the run does not show it; a row
     held back by its data is told what the joined modes say of its data (a Joins' on_data)."""
-    answer = row.get("speed_answer")
+    answer = row.speed_answer
     why = {"faster": "Why not nearer its ceiling", "unsettled": "What may hold it back"}.get(answer, "Why not faster")
     if not found:
-        flags = row.get("causes_unshown") or ()
+        flags = row.causes_unshown or ()
         return f" {why}: {UNSHOWN}{': ' + ', '.join(flags) if flags else ''}."
     (rule, numbers), others = found[0], found[1:]
     said = f" {why}: {rule.name}: {rule.words.format(**numbers)}; to try: {rule.remedy}."
@@ -84,6 +79,7 @@ def why_words(row, found, joined=()):
     return said
 
 
+@reads_rows
 def verdict(row, base, found=None, joined=()):
     """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
     measured fields; found: the causes of a row that is not faster (bench/stages/causes.py), said last; joined: the
@@ -91,7 +87,7 @@ def verdict(row, base, found=None, joined=()):
     name = row.variant
     if not row.runs_ok:
         return f"{name}: no verdict: all {row.runs_failed} of its runs failed ({row.error})."
-    if row.get("runs_diverged"):
+    if row.runs_diverged:
         return (
             f"{name}: no verdict: its loss diverged (NaN or inf) in {row.runs_diverged} of {row.runs_ok} runs, so its"
             " speed was measured on meaningless numbers."
@@ -100,24 +96,20 @@ def verdict(row, base, found=None, joined=()):
         if base is None or row.variant == base.variant:
             return f"{name}: the input pipeline alone delivers {row.rate_median:,.0f} images/s{noise_of(row)}."
         return f"{name}: {speed(row, 'images/s of loader.py')}, the input pipeline alone.{busy(row)}"
-    if row.get("dataset") == "synthetic":
+    if row.dataset == "synthetic":
         return (
             f"{name}: the ceiling: {row.rate_median:,.1f} samples/s on batches already on the device, the speed"
             f" limit of {row.model} here; the real rows of its precision are read against it.{busy(row)}"
         )
-    if row.get("rate_basis") == "unknown":
+    if row.rate_basis == "unknown":
         return f"{name}: no verdict on its speed.{basis_words(row)}{busy(row)}"
     if base is None or name == base.variant:
         reached = ceiling_words(row)
-        parts = [f"compute {number(row, 'compute_ms'):.1f} ms a step"] if pd.notna(number(row, "compute_ms")) else []
-        parts += (
-            [f"waiting for data {number(row, 'wait_share'):.0%} of the time"]
-            if pd.notna(number(row, "wait_share"))
-            else []
-        )
+        parts = [f"compute {num(row.compute_ms):.1f} ms a step"] if pd.notna(num(row.compute_ms)) else []
+        parts += [f"waiting for data {num(row.wait_share):.0%} of the time"] if pd.notna(num(row.wait_share)) else []
         parts += [stall_words(row)] if stall_words(row) else []
-        if pd.notna(number(row, "energy_per_1k_samples_j")):
-            parts += [f"{number(row, 'energy_per_1k_samples_j'):,.1f} J per 1,000 samples ({row.energy_source})"]
+        if pd.notna(num(row.energy_per_1k_samples_j)):
+            parts += [f"{num(row.energy_per_1k_samples_j):,.1f} J per 1,000 samples ({row.energy_source})"]
         said = f": {', '.join(parts)}" if parts else ""
         return (
             f"{name}: the reference, {row.rate_median:,.1f} samples/s{noise_of(row)}{said}{reached}.{mfu_words(row)}"
@@ -130,10 +122,10 @@ def verdict(row, base, found=None, joined=()):
     if name == SELF:
         return f"{name}: {self_words(row)}{busy(row)}"
     head = f"{name}: {speed(row, 'speed')}{busy_rounds_words(row)}"
-    if pd.notna(row.get("memory_vs_baseline")):
+    if pd.notna(row.memory_vs_baseline):
         head += f", {memory(row)}"
-    if pd.notna(number(row, "energy_per_1k_samples_j_vs_baseline")):  # energy: the medians' ratio (energy_source's)
-        head += f" and {number(row, 'energy_per_1k_samples_j_vs_baseline'):.2f}x the energy per sample"
+    if pd.notna(num(row.energy_per_1k_samples_j_vs_baseline)):  # energy: the medians' ratio (energy_source's)
+        head += f" and {num(row.energy_per_1k_samples_j_vs_baseline):.2f}x the energy per sample"
     named = {rule.cause for rule, _ in found or []}
     said = reasons(row, base, named, joined)
     why = why_words(row, found, joined) if found is not None else ""
@@ -143,15 +135,16 @@ def verdict(row, base, found=None, joined=()):
     )
 
 
+@reads_row
 def basis_words(row):
     """' Read at its median step: its windows held an epoch start 41x as often as training on ImageNet-1k would ...'
     where its rate is not its window's (bench/stages/summarize.py rate_of), or where a folder of one's own put epoch
     starts in its windows at its own rate; '' elsewhere."""
-    basis, over, real = row.get("rate_basis"), number(row, "epoch_starts_over"), row.get("stands_for")
-    starts = number(row, "epoch_starts_timed")
+    basis, over, real = row.rate_basis, num(row.epoch_starts_over), row.stands_for
+    starts = num(row.epoch_starts_timed)
     if basis == "window" or not isinstance(basis, str):
         if real == "its own data" and starts > 0:
-            epoch = fmt(number(row, "steps_per_epoch"), " (an epoch of {:,.0f} steps at this batch)")
+            epoch = fmt(num(row.steps_per_epoch), " (an epoch of {:,.0f} steps at this batch)")
             return (
                 f" Its windows held {plural(starts, 'epoch start')} each, as often as training on this folder does"
                 f"{epoch}: each a refill of the loader, which a folder that samples a larger set makes more often"
@@ -161,7 +154,7 @@ def basis_words(row):
     held = (
         f"its windows held epoch starts {over:.0f}x as often as training on {real} would (each a refill of the loader)"
     )
-    unsteady, runs = number(row, "runs_unsteady"), number(row, "runs_ok")
+    unsteady, runs = num(row.runs_unsteady), num(row.runs_ok)
     some = f" in {plural(runs - unsteady, 'run')} of {runs:.0f}" if unsteady > 0 else ""
     if basis == "median step":
         said = (
@@ -176,10 +169,10 @@ def basis_words(row):
         said = ""
     if said and not unsteady:
         return said
-    floor = number(row, "rate_floor")
+    floor = num(row.rate_floor)
     floor = fmt(floor, " Its window's rate, refill included, is a floor: {:,.1f} samples/s")
-    floor += fmt(number(row, "speedup_floor"), ", {:.2f}x the baseline's") + "." if floor else ""
-    p90, median = number(row, "step_time_p90_ms"), number(row, "step_time_median_ms")
+    floor += fmt(num(row.speedup_floor), ", {:.2f}x the baseline's") + "." if floor else ""
+    p90, median = num(row.step_time_p90_ms), num(row.step_time_median_ms)
     stalled = fmt(p90 / median, " (the slowest tenth {:.1f}x its median step)") if median > 0 else ""
     if basis == "unknown":
         return (
@@ -192,59 +185,64 @@ def basis_words(row):
     )
 
 
+@reads_row
 def stall_words(row):
     """'its steps stall: the slowest tenth take 102 ms or more against a median of 58 ms (1.8x), while the GPU waited
     for data 4% of the time: stalls between steps, not waits for data', or '' where its steps are steady."""
-    p90, median = number(row, "stall_p90_ms"), number(row, "stall_median_ms")
+    p90, median = num(row.stall_p90_ms), num(row.stall_median_ms)
     if pd.isna(p90):
         return ""
     said = f"its steps stall: the slowest tenth take {p90:,.0f} ms or more against a median of {median:,.0f} ms"
     said += f" ({p90 / median:.1f}x)"
-    wait = number(row, "wait_share")
+    wait = num(row.wait_share)
     if pd.notna(wait) and wait < WAIT_BOUND:
-        who = "the GPU" if row.get("device") == "cuda" else "the model"
+        who = "the GPU" if row.device == "cuda" else "the model"
         said += f", while {who} waited for data {wait:.0%} of the time: stalls between steps, not waits for data"
     elif pd.notna(wait):
         said += f", with a data wait of {wait:.0%}: the input pipeline falls behind now and then"
     return said
 
 
+@reads_row
 def ran_eager(row):
     """Why a compiled row measured no compiled code ('compiled code did not run in its timed window'), or ''.
     Its runs count the timed steps whose loss came through compiled code (meter.py): none, and the row's speed is
     eager code's, whatever it reads (torch 2.11 once fell back to eager silently after the FLOP count)."""
-    if pd.isna(row.get("compile_mode")) or number(row, "compiled_steps_timed") != 0:
+    if pd.isna(row.compile_mode) or num(row.compiled_steps_timed) != 0:
         return ""
     return "compiled code did not run in its timed window (torch.compile fell back to eager code)"
 
 
+@reads_row
 def mfu_words(row):
     """' It reaches 41% of this GPU's datasheet peak for its precision (MFU).', or '' where the peak is not known."""
-    mfu = number(row, "mfu_pct")
+    mfu = num(row.mfu_pct)
     if pd.isna(mfu):
         return ""
-    peak, gpus = number(row, "peak_tflop_per_s"), number(row, "world_size")
+    peak, gpus = num(row.peak_tflop_per_s), num(row.world_size)
     whose = "this GPU's" if not gpus > 1 else f"its {gpus:.0f} GPUs'"
     return f" It reaches {mfu:.0f}% of {whose} datasheet peak for its precision ({peak:.0f} TFLOP/s: MFU)."
 
 
+@reads_row
 def peer_words(row):
     """' Against ddp (the same 2 processes and global batch): 0.84x the speed (...), 0.95x the memory per process
     (...).', or '' for a row without a peer."""
-    peer = row.get("peer")
-    if not isinstance(peer, str) or pd.isna(number(row, "speedup_vs_peer")):
+    peer = row.peer
+    if not isinstance(peer, str) or pd.isna(num(row.speedup_vs_peer)):
         return ""
-    said = f" Against {peer} (the same {number(row, 'world_size'):.0f} processes and global batch): "
+    said = f" Against {peer} (the same {num(row.world_size):.0f} processes and global batch): "
     said += ratio_words(row, "speedup_vs_peer", "the speed")
-    if pd.notna(number(row, "memory_vs_peer")):
+    if pd.notna(num(row.memory_vs_peer)):
         said += ", " + ratio_words(row, "memory_vs_peer", "the memory per process")
     return said + "."
 
 
+@reads_row
 def ratio_words(row, column, what):
     """'0.84x the speed, slower (0.80x to 0.88x)' by the interval (as the speed-up's answer), '(one round)' without."""
-    value, low, high = number(row, column), number(row, f"{column}_low"), number(row, f"{column}_high")
-    answer = row.get("peer_speed_answer" if column == "speedup_vs_peer" else "peer_memory_answer")
+    value, low, high = (num(getattr(row, name)) for name in (column, f"{column}_low", f"{column}_high"))
+    answer = row.peer_speed_answer if column == "speedup_vs_peer" else row.peer_memory_answer
     if pd.isna(low) or not isinstance(answer, str):
         return f"{value:.2f}x {what} (one round)"
     said = dict(same="no measurable difference", unsettled="not settled").get(answer, answer)
@@ -256,20 +254,20 @@ def plural(count, word):
     return f"{count:.0f} {word}{'' if round(count) == 1 else 's'}"
 
 
+@reads_row
 def not_applied(row):
     """Why a row's technique did nothing here, where its own record says so, else '': tf32 on a device with neither
     TF32 nor native bf16 left its matmuls in fp32 (train_tf32.py said so), so the run was the baseline's."""
-    if row.get("variant") == "tf32" and row.get("matmul_precision") == "fp32":
-        return (
-            f"this {'GPU' if row.get('device') == 'cuda' else 'CPU'} has neither TF32 nor native bf16, so it ran fp32"
-        )
+    if row.variant == "tf32" and row.matmul_precision == "fp32":
+        return f"this {'GPU' if row.device == 'cuda' else 'CPU'} has neither TF32 nor native bf16, so it ran fp32"
     return ""
 
 
+@reads_row
 def ceiling_words(row):
     """'; it reaches 76% of the ceiling (71% to 80%)', or that it cannot be told from it, by the paired interval."""
-    standing = row.get("ceiling_standing")
-    pct, low, high = number(row, "ceiling_pct"), number(row, "ceiling_low_pct"), number(row, "ceiling_high_pct")
+    standing = row.ceiling_standing
+    pct, low, high = num(row.ceiling_pct), num(row.ceiling_low_pct), num(row.ceiling_high_pct)
     if not isinstance(standing, str):
         return ""
     if standing == "one":
@@ -284,20 +282,23 @@ def interval_words(low, high, rounds, share=95):
     return f"{share:g}% interval {low:.2f}x to {high:.2f}x over {plural(rounds, 'paired round')}"
 
 
+@reads_row
 def margin_of(row):
     """A row's margin (its summary's), MARGIN where a summary has none."""
-    margin = number(row, "margin")
+    margin = num(row.margin)
     return MARGIN if math.isnan(margin) else margin
 
 
+@reads_row
 def margin_words(row):
     """'+-10%': the margin a row's speed-up is read against, as every answer says it."""
     return f"+-{100 * margin_of(row):.3g}%"
 
 
+@reads_row
 def rounds_left(row):
     """'about 3 more rounds at this noise would decide it (--repeats 5)', from rounds_to_settle; '' without."""
-    needed, ran = number(row, "rounds_to_settle"), number(row, "rounds_paired")
+    needed, ran = num(row.rounds_to_settle), num(row.rounds_paired)
     if math.isnan(needed):
         return ""
     if math.isinf(needed):
@@ -305,13 +306,14 @@ def rounds_left(row):
     return f"about {plural(max(1, needed - ran), 'more round')} at this noise would decide it (--repeats {needed:.0f})"
 
 
+@reads_row
 def busy_rounds_words(row):
     """' (2 of its rounds read a run taken on a busy machine; without them it is faster: its answer rests on them, so
     it stays open)', from rounds_busy and quiet_answer (bench/stages/summarize.py); '' where no round was busy."""
-    n = number(row, "rounds_busy")
-    if not n > 0 or not isinstance(row.get("quiet_answer"), str):
+    n = num(row.rounds_busy)
+    if not n > 0 or not isinstance(row.quiet_answer, str):
         return ""
-    quiet, busy = row.get("quiet_answer"), row.get("busy_answer")
+    quiet, busy = row.quiet_answer, row.busy_answer
     said = f" ({plural(n, 'round')} read a run taken on a busy machine (steal or other processes' CPU)"
     if quiet == busy or not isinstance(busy, str):
         return f"{said}; without them the answer is the same)"
@@ -319,38 +321,40 @@ def busy_rounds_words(row):
             " answer rests on them, so it stays open)")  # fmt: skip
 
 
+@reads_row
 def self_words(row):
     """The baseline against itself (catalogue.SELF): what its answer says of the rule on this machine."""
-    s, low, high = row.speedup, number(row, "within_low"), number(row, "within_high")
-    if row.get("self_check") == "fails":
+    s, low, high = row.speedup, num(row.within_low), num(row.within_high)
+    if row.self_check == "fails":
         return (f"the baseline's script against itself came out {row.speed_answer} ({speed(row, 'speed')}): the"
                 " intervals here are narrower than this machine's noise (a disturbed round, or drift the pairing"
                 " did not take out): read every answer beside it with care, or run it again.")  # fmt: skip
-    if row.get("speed_answer") == "same":
+    if row.speed_answer == "same":
         return (f"the baseline's script against itself, within the margin ({s:.2f}x; 90% interval {low:.2f}x to"
                 f" {high:.2f}x, inside {margin_words(row)}): the rule holds here, as it must.")  # fmt: skip
     return (f"the baseline's script against itself, open ({speed(row, 'speed')}): never faster or slower, as it must"
             " be; its interval says how wide this machine's noise leaves a row after these rounds.")  # fmt: skip
 
 
+@reads_row
 def speed(row, what):
     """'1.51x faster (95% interval 1.21x to 1.88x over 3 paired rounds)', 'not settled after 3 rounds ...'."""
     s, low, high, rounds = (
         row.speedup,
-        number(row, "speedup_low"),
-        number(row, "speedup_high"),
-        number(row, "rounds_paired"),
+        num(row.speedup_low),
+        num(row.speedup_high),
+        num(row.rounds_paired),
     )
-    answer = row.get("speed_answer")
+    answer = row.speed_answer
     if pd.isna(low):
         return f"{s:.2f}x the {what}, open: one paired round, no interval to judge the noise by"
-    if answer in ("faster", "slower") and pd.notna(number(row, "deciding_low")):
-        words = interval_words(number(row, "deciding_low"), number(row, "deciding_high"), rounds, share=100 * DECIDING)
+    if answer in ("faster", "slower") and pd.notna(num(row.deciding_low)):
+        words = interval_words(num(row.deciding_low), num(row.deciding_high), rounds, share=100 * DECIDING)
         return f"{s:.2f}x {answer} ({words}, wholly {'above' if answer == 'faster' else 'below'} 1)"
     if answer in ("faster", "slower"):
         return f"{s:.2f}x {answer} ({interval_words(low, high, rounds)})"
     if answer == "same":
-        words = interval_words(number(row, "within_low"), number(row, "within_high"), rounds, share=100 * EQUIVALENCE)
+        words = interval_words(num(row.within_low), num(row.within_high), rounds, share=100 * EQUIVALENCE)
         return f"within the margin in {what} ({s:.2f}x; {words}, inside {margin_words(row)}): not worth adopting for it"
     left = rounds_left(row)
     return (
@@ -360,12 +364,13 @@ def speed(row, what):
     )
 
 
+@reads_row
 def memory(row):
-    what = "GPU memory" if row.get("memory_source") == "nvml_peak_mib" else "memory"
-    if row.get("memory_source") == "peak_host_mem_mib":
+    what = "GPU memory" if row.memory_source == "nvml_peak_mib" else "memory"
+    if row.memory_source == "peak_host_mem_mib":
         what = "host memory"
-    m, low, high = row.memory_vs_baseline, number(row, "memory_vs_baseline_low"), number(row, "memory_vs_baseline_high")
-    answer = row.get("memory_answer")
+    m, low, high = row.memory_vs_baseline, num(row.memory_vs_baseline_low), num(row.memory_vs_baseline_high)
+    answer = row.memory_answer
     if pd.isna(low):
         return f"{m:.2f}x the {what} (one round)"
     if answer == "same":
@@ -375,24 +380,25 @@ def memory(row):
     return f"{m:.2f}x the {what}, not settled ({low:.2f}x to {high:.2f}x)"
 
 
+@reads_rows
 def reasons(row, base, named=(), joined=()):
     """Why, from the fields: the data wait and the compute per step, then what else the row shows; what a cause
     named (named: bench/stages/causes.py's keys) is said there, not here."""
     said = []
-    wait, base_wait = number(row, "wait_share"), number(base, "wait_share")
-    faster = row.get("speed_answer") == "faster"
-    fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
+    wait, base_wait = num(row.wait_share), num(base.wait_share)
+    faster = row.speed_answer == "faster"
+    fresh_loader = pd.notna(row.loader) and row.loader != base.loader
     if fresh_loader and pd.notna(base_wait) and base_wait < WAIT_LITTLE and not faster:
         said.append(f"the baseline waited for data {base_wait:.0%} of the time, so a faster loader had little to win")
     if base_wait >= WAIT_BOUND and wait >= WAIT_BOUND and not faster:
         said.append(
             f"the data wait stayed high ({base_wait:.0%} to {wait:.0%}): the input pipeline, not compute, sets the pace"
         )
-    if row.get("bf16_emulated") is True and row.speedup < 1 and "precision" not in named:
-        where = "GPU (before Ampere)" if row.get("device") == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
+    if row.bf16_emulated is True and row.speedup < 1 and "precision" not in named:
+        where = "GPU (before Ampere)" if row.device == "cuda" else "CPU (no AVX-512-BF16 or AMX)"
         said.append(f"bf16 is emulated on this {where}, so autocast costs more than it saves")
-    step = f"compute per step went from {number(base, 'compute_ms'):.1f} ms to {number(row, 'compute_ms'):.1f} ms"
-    if pd.isna(number(row, "compute_ms")) or pd.isna(number(base, "compute_ms")):
+    step = f"compute per step went from {num(base.compute_ms):.1f} ms to {num(row.compute_ms):.1f} ms"
+    if pd.isna(num(row.compute_ms)) or pd.isna(num(base.compute_ms)):
         step = None
     if pd.isna(wait) or pd.isna(base_wait):
         said += [step] if step else []
@@ -408,30 +414,31 @@ def reasons(row, base, named=(), joined=()):
         said.append(cores)
     if stall_words(row) and "stalls" not in named:
         said.append(stall_words(row))
-    if row.get("torch_blind") is True:
+    if row.torch_blind is True:
         said.append(
             "its GPU memory is NVML's, which sees DALI's own memory where its batches live (torch's counters do not)"
-            if row.get("memory_source") == "nvml_peak_mib"
+            if row.memory_source == "nvml_peak_mib"
             else "its GPU memory is not compared: its batches live in DALI's own memory, which torch's counters do"
             " not see, and NVML gave no figure"
         )
-    if number(row, "world_size") > 1:
-        where = "the same CPU" if row.get("device") == "cpu" else f"{row.world_size:.0f} GPUs"
+    if num(row.world_size) > 1:
+        where = "the same CPU" if row.device == "cpu" else f"{row.world_size:.0f} GPUs"
         said.append(f"{row.world_size:.0f} processes of batch {row.global_batch_size / row.world_size:.0f} on {where}")
-    if pd.notna(number(row, "compile_s")):
-        cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(number(row, "compile_cold_s")) else ""
+    if pd.notna(num(row.compile_s)):
+        cold = f" ({row.compile_cold_s:.1f} s on an empty cache)" if pd.notna(num(row.compile_cold_s)) else ""
         said.append(f"compiling took {row.compile_s:.1f} s{cold} before the first timed step")
     if payback_words(row):
         said.append(payback_words(row))
     said += [words for words in (joins.said(row) for joins in joined) if words]  # what the modes' tables add
-    if number(row, "compile_graph_breaks") > 0:  # torch.compile ran, in pieces: each break a return to Python
-        graphs, breaks = int(number(row, "compile_graphs")), int(number(row, "compile_graph_breaks"))
+    if num(row.compile_graph_breaks) > 0:  # torch.compile ran, in pieces: each break a return to Python
+        graphs, breaks = int(num(row.compile_graphs)), int(num(row.compile_graph_breaks))
         said.append(f"torch.compile made {plural(graphs, 'graph')} with {plural(breaks, 'graph break')}")
     if learning_words(row, base, joined):
         said.append(learning_words(row, base, joined))
     return said
 
 
+@reads_rows
 def learning_words(row, base, joined=()):
     """'its final training loss is 1.84x the baseline's over 3 rounds at their seeds (1.52x to 2.23x), more than reruns
     show: check that it learns alike (COMMAND)' (bench/stages/rules.py learning); with one round,
@@ -439,17 +446,17 @@ def learning_words(row, base, joined=()):
     learning over seeds (joined: the modes' Joins, declared.pointed), not judged; '' elsewhere (a difference no larger
     than reruns show says nothing)."""
     command = pointed(joined, "learning")
-    answer = row.get("learning_answer")
+    answer = row.learning_answer
     if answer in ("worse", "better"):
-        low, high = number(row, "loss_ratio_low"), number(row, "loss_ratio_high")
+        low, high = num(row.loss_ratio_low), num(row.loss_ratio_high)
         return (
-            f"its final training loss is {number(row, 'loss_ratio'):.2f}x the baseline's over"
-            f" {plural(number(row, 'rounds_paired'), 'round')} at their seeds ({low:.2f}x to {high:.2f}x), beyond"
+            f"its final training loss is {num(row.loss_ratio):.2f}x the baseline's over"
+            f" {plural(num(row.rounds_paired), 'round')} at their seeds ({low:.2f}x to {high:.2f}x), beyond"
             f" what reruns show: it learns {answer}; check that it learns alike" + (f" ({command})" if command else "")
         )
-    if pd.notna(number(row, "loss_ratio_low")) or base is None:
+    if pd.notna(num(row.loss_ratio_low)) or base is None:
         return ""
-    if pd.notna(number(row, "val_acc")) and pd.notna(number(base, "val_acc")):
+    if pd.notna(num(row.val_acc)) and pd.notna(num(base.val_acc)):
         if abs(row.val_acc - base.val_acc) >= ACCURACY_GAP:
             return (
                 f"its validation accuracy, {row.val_acc:.3f} against the baseline's {base.val_acc:.3f}, is one run"
@@ -463,41 +470,44 @@ ANSWER_WORDS = {"faster": "faster", "slower": "slower", "same": "no measurable d
 SPEED_WORDS = {**ANSWER_WORDS, "same": "within the margin", "unsettled": "open"}  # a bench row's speed answer
 
 
+@reads_row
 def payback_steps(row):
     """'1,900 steps from a cold cache, 60 from a warm one' ('' where neither is known)."""
-    cold, warm = number(row, "payback_cold_steps"), number(row, "payback_warm_steps")
+    cold, warm = num(row.payback_cold_steps), num(row.payback_warm_steps)
     if math.isnan(cold):
         return "" if math.isnan(warm) else f"{warm:,.0f} step{'' if warm == 1 else 's'} from a warm cache"
     said = f"{cold:,.0f} step{'' if cold == 1 else 's'} from a cold cache"
     return said if math.isnan(warm) else f"{said}, {warm:,.0f} from a warm one"
 
 
+@reads_row
 def payback_words(row):
     """When compiling pays for itself: 'compiling pays back after 1,900 steps from a cold cache and 60 from a warm
     one', never, or not settled (with the steps of the estimate where it is above 1)."""
-    answer, steps = row.get("payback_answer"), payback_steps(row)
+    answer, steps = row.payback_answer, payback_steps(row)
     if answer == "pays back" and steps:
         return f"compiling pays back after {steps}"
     if answer == "never":
         return "compiling never pays back here: it is slower than the baseline"
     if answer == "not settled":
-        why = "its speed-up has no interval yet (one round)" if math.isnan(number(row, "speedup_low")) else (
+        why = "its speed-up has no interval yet (one round)" if math.isnan(num(row.speedup_low)) else (
             "its speed-up's interval holds 1")  # fmt: skip
         would = f"at its estimated speed-up it would pay back after {steps}, but " if steps else ""
         return f"whether compiling pays back is not settled: {would}{why}"
     return ""
 
 
+@reads_rows
 def cores_words(row, base):
     """On a CPU, where a change of loader (or its share) moved the cores: 'its loading took 0.1 cores from the model
     (the baseline's: 0.4), which used 1.9 (1.6)'; None where not measured or not moved."""
-    if row.get("device") != "cpu":
+    if row.device != "cpu":
         return None
-    loader, model = number(row, "cpu_loader_cores"), number(row, "cpu_model_cores")
-    base_loader, base_model = number(base, "cpu_loader_cores"), number(base, "cpu_model_cores")
+    loader, model = num(row.cpu_loader_cores), num(row.cpu_model_cores)
+    base_loader, base_model = num(base.cpu_loader_cores), num(base.cpu_model_cores)
     if any(pd.isna(v) for v in (loader, model, base_loader, base_model)):
         return None
-    fresh_loader = pd.notna(row.get("loader")) and row.get("loader") != base.get("loader")
+    fresh_loader = pd.notna(row.loader) and row.loader != base.loader
     if not fresh_loader and abs(loader - base_loader) < CORES_CHANGE:
         return None
     return (
@@ -506,14 +516,16 @@ def cores_words(row, base):
     )
 
 
+@reads_row
 def noise_of(row):
     if row.runs_ok < 2:
         return " (one run)"
     return f" (repeats spread {row.spread_pct:.0f}%)"
 
 
+@reads_row
 def busy(row):
-    if not row.get("runs_busy"):
+    if not row.runs_busy:
         return ""
     return f" Taken on a busy machine in {row.runs_busy} of {row.runs_ok} runs: not to be trusted."
 
@@ -562,8 +574,6 @@ def settled_note(summary):
     if not check.empty:
         row = check.iloc[0]
         answer = dict(same="within the margin", unsettled="open").get(row.speed_answer, row.speed_answer)
-        holds = (
-            "the rule holds" if row.get("self_check") != "fails" else "the rule FAILS here: read every row with care"
-        )
+        holds = "the rule holds" if row.self_check != "fails" else "the rule FAILS here: read every row with care"
         said += f" The baseline against itself ({SELF}): {answer}, {row.speedup:.2f}x: {holds}."
     return said

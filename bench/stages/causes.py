@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from bench import catalogue
+from bench.schema import Row, num, reads_row, reads_rows
 from bench.stages.rules import (
     STALL,
     WAIT_BOUND,
@@ -30,7 +31,6 @@ from bench.stages.rules import (
     against_ceiling,
     compute_ms,
     emulated_bf16,
-    num,
     step_ms,
     waited,
 )
@@ -67,48 +67,54 @@ def ratio(value, of):
     return value / of if of > 0 else math.nan
 
 
+@reads_rows
 def precision(row, base, rows):
     if emulated_bf16(row):
-        where = "GPU before Ampere" if row.get("device") == "cuda" else "CPU without AVX-512-BF16 or AMX"
+        where = "GPU before Ampere" if row.device == "cuda" else "CPU without AVX-512-BF16 or AMX"
         return dict(where=where)
     return None
 
 
+@reads_rows
 def compile_(row, base, rows):
-    if pd.isna(row.get("compile_mode")):
+    if pd.isna(row.compile_mode):
         return None
-    breaks, recompiles = num(row, "compile_graph_breaks"), num(row, "compile_recompiles_timed")
+    breaks, recompiles = num(row.compile_graph_breaks), num(row.compile_recompiles_timed)
     said = []
     if breaks > 0:
         said.append(f"{breaks:.0f} graph break{'s' if breaks != 1 else ''} (each a return to Python)")
     if recompiles > 0:
         said.append(f"{recompiles:.0f} graph{'s' if recompiles != 1 else ''} compiled inside the timed window")
-    if row.get("payback_answer") == "never":
+    if row.payback_answer == "never":
         said.append("its compile never pays back (its speed-up's interval lies below 1)")
     return dict(found="; ".join(said)) if said else None
 
 
+@reads_rows
 def recompute(row, base, rows):
-    times = ratio(num(row, "flop_per_step"), num(base, "flop_per_step"))
+    times = ratio(num(row.flop_per_step), num(base.flop_per_step))
     return dict(times=times) if times >= RECOMPUTE else None
 
 
+@reads_rows
 def shared_cores(row, base, rows):
-    if row.get("device") == "cpu" and num(row, "world_size") > 1:
-        return dict(processes=num(row, "world_size"))
+    if row.device == "cpu" and num(row.world_size) > 1:
+        return dict(processes=num(row.world_size))
     return None
 
 
+@reads_rows
 def one_gpu(row, base, rows):
-    if row.get("variant") in catalogue.MULTI_GPU and row.get("device") == "cuda" and not num(row, "world_size") > 1:
+    if row.variant in catalogue.MULTI_GPU and row.device == "cuda" and not num(row.world_size) > 1:
         return {}
     return None
 
 
+@reads_rows
 def collectives(row, base, rows):
     """A collective's time per step with no compute beside it (exposed_collective_ms), where the profile measured it;
     else (a profile before it was recorded) the collectives' own time."""
-    spent, exposed, step = num(row, "collective_ms"), num(row, "exposed_collective_ms"), step_ms(row)
+    spent, exposed, step = num(row.collective_ms), num(row.exposed_collective_ms), step_ms(row)
     if math.isnan(exposed):
         share = ratio(spent, step)
         return dict(ms=spent, step=step, share=share, hidden="") if share >= SHARE else None
@@ -117,6 +123,7 @@ def collectives(row, base, rows):
     return dict(ms=spent, step=step, share=share, hidden=hidden) if share >= SHARE else None
 
 
+@reads_rows
 def data(row, base, rows):
     """A row that waits for its data, WAIT_OVER_GROWTH times as long a step as its compute per step grew over the
     baseline's, or longer: its step went to the wait (a row whose compute grew as much lost its speed there, whatever
@@ -130,66 +137,72 @@ def data(row, base, rows):
     return dict(wait=wait, also=f"; its ceiling trains {ceiling:,.1f} samples/s" if ceiling > 0 else "")
 
 
+@reads_rows
 def loader_limit(row, base, rows):
     alone = loader_rate(row, rows)
-    share = ratio(num(row, "rate_median"), alone)
+    share = ratio(num(row.rate_median), alone)
     if not share >= LOADER_NEAR:
         return None
-    return dict(rate=num(row, "rate_median"), alone=alone, share=share)
+    return dict(rate=num(row.rate_median), alone=alone, share=share)
 
 
+@reads_rows
 def conversions(row, base, rows):
-    added = num(row, "convert_ms") - (0.0 if pd.isna(num(base, "convert_ms")) else num(base, "convert_ms"))
+    added = num(row.convert_ms) - (0.0 if pd.isna(num(base.convert_ms)) else num(base.convert_ms))
     share = ratio(added, step_ms(row))
     if not share >= SHARE:
         return None
-    return dict(ms=num(row, "convert_ms"), base_ms=num(base, "convert_ms"), step=step_ms(row), share=share)
+    return dict(ms=num(row.convert_ms), base_ms=num(base.convert_ms), step=step_ms(row), share=share)
 
 
+@reads_rows
 def kernels(row, base, rows):
-    added = num(row, "kernels_ms") - num(base, "kernels_ms")
+    added = num(row.kernels_ms) - num(base.kernels_ms)
     share = ratio(added, step_ms(row))
     if not share >= SHARE:
         return None
-    return dict(ms=num(row, "kernels_ms"), base_ms=num(base, "kernels_ms"), share=share)
+    return dict(ms=num(row.kernels_ms), base_ms=num(base.kernels_ms), share=share)
 
 
+@reads_rows
 def layout(row, base, rows):
     """A mixed-precision row in NCHW against the fastest row of the same precision in channels_last, not compiled and
     on as many processes (all:no-ddp:no-compile against amp): what the layout alone is worth."""
-    if pd.isna(row.get("amp_dtype")) or row.get("memory_format") != "contiguous":
+    if pd.isna(row.amp_dtype) or row.memory_format != "contiguous":
         return None
     same = rows[(rows["kind"] == "train") & (rows["dataset"] != "synthetic") & (rows["runs_ok"] > 0)]
-    same = same[(same["amp_dtype"] == row.get("amp_dtype")) & (same["memory_format"] == "channels_last")]
-    same = same[same["compile_mode"].isna() & (same["world_size"] == row.get("world_size"))]  # layout alone differs
+    same = same[(same["amp_dtype"] == row.amp_dtype) & (same["memory_format"] == "channels_last")]
+    same = same[same["compile_mode"].isna() & (same["world_size"] == row.world_size)]  # layout alone differs
     same = same[same["rate_median"].notna()]  # a row whose rate was not measured steadily has none to compare
     if same.empty:
         return None
     best = same.loc[same["rate_median"].idxmax()]
-    times = ratio(num(best, "rate_median"), num(row, "rate_median"))
-    return dict(other=best["variant"], times=times) if times >= LAYOUT_GAIN else None
+    times = ratio(num(best.rate_median), num(row.rate_median))
+    return dict(other=best.variant, times=times) if times >= LAYOUT_GAIN else None
 
 
+@reads_rows
 def host(row, base, rows):
     """The device idle between its kernels (a GPU: its kernels fill less than HOST_BUSY of the step, the data wait
     left out), or the time between operators (Python, the loop) grown by SHARE of the step over the baseline's."""
     step, wait = step_ms(row), waited(row)
-    busy = ratio(num(row, "gpu_busy_ms"), step * (1 - (0.0 if pd.isna(wait) else wait)))
+    busy = ratio(num(row.gpu_busy_ms), step * (1 - (0.0 if pd.isna(wait) else wait)))
     if busy < HOST_BUSY:
         return dict(
             said=f"its GPU kernels fill {busy:.0%} of its step beyond the data wait: the GPU idles between them"
         )
-    gap, base_gap = num(row, "between_ops_ms"), num(base, "between_ops_ms")
+    gap, base_gap = num(row.between_ops_ms), num(base.between_ops_ms)
     if ratio(gap - (0.0 if pd.isna(base_gap) else base_gap), step) >= SHARE:
         return dict(said=f"the time between operators (Python, the loop) is {gap:.1f} ms of its {step:.1f} ms step,"
                          f" against {base_gap:.1f} ms in the baseline's")  # fmt: skip
     return None
 
 
+@reads_rows
 def stalls(row, base, rows):
-    p90, median = num(row, "step_time_p90_ms"), num(row, "step_time_median_ms")
+    p90, median = num(row.step_time_p90_ms), num(row.step_time_median_ms)
     mine = ratio(p90, median)
-    theirs = ratio(num(base, "step_time_p90_ms"), num(base, "step_time_median_ms"))
+    theirs = ratio(num(base.step_time_p90_ms), num(base.step_time_median_ms))
     if not mine >= STALL or mine < (1.0 if pd.isna(theirs) else theirs) + STALL_MORE:
         return None
     return dict(p90=p90, median=median, times=mine, base=theirs, wait=waited(row))
@@ -260,30 +273,33 @@ NAMES = {rule.cause: rule.name for rule in RULES}
 UNSHOWN = "the cause is not shown by what was measured"
 
 
+@reads_row
 def asked(row):
     """The row is asked why it is not faster: not faster, or faster but wholly below its ceiling."""
-    if row.get("kind") != "train" or row.get("dataset") == "synthetic" or row.get("variant") == "baseline":
+    if row.kind != "train" or row.dataset == "synthetic" or row.variant == "baseline":
         return False
-    if row.get("variant") == catalogue.SELF:  # the baseline against itself: no technique to explain
+    if row.variant == catalogue.SELF:  # the baseline against itself: no technique to explain
         return False
-    if not num(row, "runs_ok") > 0 or num(row, "runs_diverged") > 0 or pd.isna(row.get("speed_answer")):
+    if not num(row.runs_ok) > 0 or num(row.runs_diverged) > 0 or pd.isna(row.speed_answer):
         return False
-    if row.get("variant") == "tf32" and row.get("matmul_precision") == "fp32":
+    if row.variant == "tf32" and row.matmul_precision == "fp32":
         return False  # did not apply here: its verdict says why
-    if row.get("rate_basis") == "unknown":
+    if row.rate_basis == "unknown":
         return False  # its steady rate is not known: nothing to explain (its verdict says why)
-    return row.get("speed_answer") != "faster" or against_ceiling(row)[0] == "below"
+    return row.speed_answer != "faster" or against_ceiling(row)[0] == "below"
 
 
+@reads_rows
 def found(row, base, rows):
     """[(rule, its numbers)] of every rule whose evidence passes for the row, in the table's order."""
     return [(rule, numbers) for rule in RULES if (numbers := rule.test(row, base, rows)) is not None]
 
 
+@reads_row
 def unshown(row):
     """What would show the cause, where no rule's evidence passes."""
     flags = []
-    if pd.isna(row.get("convert_ms")):
+    if pd.isna(row.convert_ms):
         flags.append("--profile shows its operators against the baseline's")
     wait = waited(row)
     if not wait < WAIT_LITTLE:
@@ -291,19 +307,21 @@ def unshown(row):
     return flags
 
 
+@reads_row
 def ceiling_rate(row, rows):
-    ceiling = rows[rows["variant"] == row.get("ceiling")] if pd.notna(row.get("ceiling")) else rows.iloc[0:0]
-    return num(ceiling.iloc[0], "rate_median") if not ceiling.empty else math.nan
+    ceiling = rows[rows["variant"] == row.ceiling] if pd.notna(row.ceiling) else rows.iloc[0:0]
+    return num(Row.of(ceiling.iloc[0]).rate_median) if not ceiling.empty else math.nan
 
 
+@reads_row
 def loader_rate(row, rows):
     """The images/s the row's loader delivers alone (its loader row), times the row's processes (a loader each)."""
-    name = catalogue.ALONE.get(row.get("loader"))  # the loader row that times its --loader alone
+    name = catalogue.ALONE.get(row.loader)  # the loader row that times its --loader alone
     alone = rows[(rows["kind"] == "loader") & (rows["variant"] == name)]
     if alone.empty:
         return math.nan
-    processes = num(row, "world_size")
-    return num(alone.iloc[0], "rate_median") * (processes if processes > 1 else 1)
+    processes = num(row.world_size)
+    return num(Row.of(alone.iloc[0]).rate_median) * (processes if processes > 1 else 1)
 
 
 def profile_ms(profiled, workload, variant, device, names, on=None):
@@ -339,7 +357,7 @@ def with_profiles(summary, profiled):
     rows = [row for _, row in summary.iterrows()]
     for column, (names, on) in PROFILED.items():
         summary[column] = [
-            profile_ms(profiled, row.workload, row.variant, row.get("device"), names, on) if row.kind == "train"
+            profile_ms(profiled, row.workload, row.variant, row.device, names, on) if row.kind == "train"
             else math.nan
             for row in rows
         ]  # fmt: skip
@@ -355,6 +373,9 @@ def with_profiles(summary, profiled):
     return summary
 
 
+COLUMNS = ("causes_found", "causes_unshown")  # what with_causes adds to every row beside summary.csv's cause
+
+
 def with_causes(summary):
     """summary with each row's causes, found once for the words to read: `cause` (summary.csv's: the first rule found,
     "none shown" where none passed, None for a row not asked), `causes_found` ([(rule, its numbers)] of every rule
@@ -363,6 +384,7 @@ def with_causes(summary):
     summary = summary.copy()
     every, flags = [], []
     for _, row in summary.iterrows():
+        row = Row.of(row)
         workload = summary[summary["workload"] == row.workload]
         same = workload[workload["kind"] == row.kind]
         reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]
@@ -371,8 +393,9 @@ def with_causes(summary):
         flags.append(tuple(unshown(row)) if mine == [] else ())
     cause = [None if mine is None else mine[0][0].cause if mine else "none shown" for mine in every]
     summary["cause"] = pd.Series(cause, index=summary.index, dtype=object)
-    summary["causes_found"] = pd.Series(every, index=summary.index, dtype=object)
-    summary["causes_unshown"] = pd.Series(flags, index=summary.index, dtype=object)
+    found_column, unshown_column = COLUMNS
+    summary[found_column] = pd.Series(every, index=summary.index, dtype=object)
+    summary[unshown_column] = pd.Series(flags, index=summary.index, dtype=object)
     return summary
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from bench import catalogue, schema
+from bench.schema import Row, num, reads_row, reads_rows
 from bench.stages import epochs
 from bench.stages.cost import STEADY
 from bench.stages.intervals import (
@@ -35,34 +36,40 @@ from bench.stages.intervals import (
     noise,
     paired,
 )
-from bench.stages.rules import MARGIN, PEERS, classify, decide, learning, num, step_ms, torch_blind
+from bench.stages.rules import MARGIN, PEERS, classify, decide, learning, step_ms, torch_blind
 
 # ----------------------------------------------------------------------------- the steady rate
 
 RATE_BASES = ("window", "steady steps", "median step", "unknown")  # how rate_of reads a run's rate
 
 
-def train_images(row):
+def of_run(run, name):
+    """A field of a run (a row of runs.csv, read by its name: a record from before a field has none) as a number, NaN
+    where it has none."""
+    return num(run.get(name))
+
+
+def train_images(run):
     """The images of the training set a run trained on, from its record (steps_per_epoch; before that field, its
     epoch at the measured rate); NaN where neither is there."""
-    steps, batch = num(row, "steps_per_epoch"), num(row, "global_batch_size")
-    batch = num(row, "batch_size") if math.isnan(batch) else batch
+    steps, batch = of_run(run, "steps_per_epoch"), of_run(run, "global_batch_size")
+    batch = of_run(run, "batch_size") if math.isnan(batch) else batch
     if not math.isnan(steps):
         return steps * batch
-    return num(row, "epoch_time_s") * num(row, "samples_per_s")
+    return of_run(run, "epoch_time_s") * of_run(run, "samples_per_s")
 
 
-def starts_over(row):
+def starts_over(run):
     """How many times as often as training on the real set it stands for (bench/stages/epochs.py) the run's window
     held epoch starts, where it held more than that allows; NaN where it did not (or nothing says)."""
-    starts, timed = num(row, "epoch_starts_timed"), num(row, "steps_timed")
-    batch = num(row, "global_batch_size")
-    batch = num(row, "batch_size") if math.isnan(batch) else batch
+    starts, timed = of_run(run, "epoch_starts_timed"), of_run(run, "steps_timed")
+    batch = of_run(run, "global_batch_size")
+    batch = of_run(run, "batch_size") if math.isnan(batch) else batch
     if not starts > 0 or not timed > 0 or math.isnan(batch):
         return math.nan
-    images = train_images(row)
+    images = train_images(run)
     real = epochs.real_set(
-        row.get("workload") or "custom", row.get("device") == "cuda", None if math.isnan(images) else images
+        run.get("workload") or "custom", run.get("device") == "cuda", None if math.isnan(images) else images
     )
     real_epoch = epochs.epoch_steps(real.images, batch) if real else None
     if real_epoch is None or starts <= epochs.allowed(timed, real_epoch):
@@ -70,19 +77,19 @@ def starts_over(row):
     return starts * real_epoch / timed
 
 
-def rate_of(row):
+def rate_of(run):
     """(the rate the summary reads, its basis: RATE_BASES) of one ok run: as steady training has it. A window that
     held no more epoch starts than the real set would is read as it is (samples_per_s); one that held more, at its
     steady steps (steady_samples_per_s: the window less the steps that began an epoch), or, in a record from before
     that field, at its median step where its steps were steady (the 90th percentile within STEADY of the median: the
     median is then every steady step's time); else not at all: its window held a refill that the record does not
     separate, and its steps stalled, so neither the window nor the median step is its steady rate."""
-    if math.isnan(starts_over(row)):
-        return num(row, "samples_per_s"), "window"
-    if not math.isnan(num(row, "steady_samples_per_s")):
-        return num(row, "steady_samples_per_s"), "steady steps"
-    median, p90 = num(row, "step_time_median_ms"), num(row, "step_time_p90_ms")
-    batch = num(row, "global_batch_size")
+    if math.isnan(starts_over(run)):
+        return of_run(run, "samples_per_s"), "window"
+    if not math.isnan(of_run(run, "steady_samples_per_s")):
+        return of_run(run, "steady_samples_per_s"), "steady steps"
+    median, p90 = of_run(run, "step_time_median_ms"), of_run(run, "step_time_p90_ms")
+    batch = of_run(run, "global_batch_size")
     if median > 0 and p90 <= STEADY * median and not math.isnan(batch):
         return 1e3 * batch / median, "median step"
     return math.nan, "unknown"
@@ -162,6 +169,7 @@ def summarize(runs, margin=MARGIN):
 PAYBACKS = ("pays back", "never", "not settled")  # what payback() says of a compiled row
 
 
+@reads_rows
 def payback(row, base):
     """(answer, steps from a cold cache, steps from a warm one) for a compiled row against its baseline: the steps of
     training after which the row's first step, which compiles, costs no more than its faster steps saved. The compile
@@ -169,20 +177,20 @@ def payback(row, base):
     autotuning say, are the baseline's too); a step saves the baseline's step time less the row's, at the paired
     speed-up. "pays back" where the speed-up's interval lies above 1, "never" where it lies below; "not settled"
     where it holds 1 or there is none (one round): the steps are then those of the estimate, where it is above 1."""
-    speedup, low, high = num(row, "speedup"), num(row, "speedup_low"), num(row, "speedup_high")
+    speedup, low, high = num(row.speedup), num(row.speedup_low), num(row.speedup_high)
     answer = "pays back" if low > 1 else "never" if high < 1 else "not settled"
     base_step_s = step_ms(base) / 1e3
     if not speedup > 1 or not base_step_s > 0 or answer == "never":
         return answer, None, None
     saved_s = base_step_s * (1 - 1 / speedup)
-    eager_first_s = num(base, "first_step_s")
+    eager_first_s = num(base.first_step_s)
     eager_first_s = 0.0 if math.isnan(eager_first_s) else eager_first_s
 
     def steps(compile_s):
         count = (compile_s - eager_first_s) / saved_s  # rounded first: 250.00000000000006 steps are 250
         return None if math.isnan(compile_s) else max(0, math.ceil(round(count, 6)))
 
-    return answer, steps(num(row, "compile_cold_s")), steps(num(row, "compile_warm_s"))
+    return answer, steps(num(row.compile_cold_s)), steps(num(row.compile_warm_s))
 
 
 def paybacks(summary):
@@ -198,7 +206,7 @@ def paybacks(summary):
         if base.empty or "speedup" not in summary:
             continue
         for i, row in summary[mine].iterrows():
-            if num(row, "compiled_steps_timed") == 0:  # the window timed eager code: nothing compiled to repay
+            if num(Row.of(row).compiled_steps_timed) == 0:  # the window timed eager code: nothing compiled to repay
                 continue
             summary.loc[i, ["payback_answer", "payback_cold_steps", "payback_warm_steps"]] = payback(row, base.iloc[0])
 
@@ -323,14 +331,15 @@ def against_references(summary, runs):
 RECIPE_CEILING = "all-synthetic"  # the whole recipe's own ceiling (catalogue.py), where a bench ran it
 
 
+@reads_row
 def ceiling_of(row, ran):
     """The synthetic row a real row is read against: the whole recipe's own ceiling for the recipe with its amp,
     channels_last and compile on (all, all:no-ddp, either over any loader) where it ran (ran: the workload's
     variants), else the ceiling of its precision (CEILINGS)."""
-    if RECIPE_CEILING in ran and catalogue.family(row["variant"]) == "all":
-        if set(catalogue.combination(row["variant"])) <= {"no-ddp"}:
+    if RECIPE_CEILING in ran and catalogue.family(row.variant) == "all":
+        if set(catalogue.combination(row.variant)) <= {"no-ddp"}:
             return RECIPE_CEILING
-    return CEILINGS["mixed" if pd.notna(row.get("amp_dtype")) else "full"]
+    return CEILINGS["mixed" if pd.notna(row.amp_dtype) else "full"]
 
 
 def against_ceilings(summary, runs):
@@ -338,7 +347,8 @@ def against_ceilings(summary, runs):
     paired by round."""
     against = {}  # (workload, ceiling): {variant: rate / the ceiling's rate, per round}
     for i, row in summary.iterrows():  # against its ceiling, paired by round like the speed-up
-        if row["kind"] != "train" or row["dataset"] == "synthetic":
+        row = Row.of(row)
+        if row.kind != "train" or row.dataset == "synthetic":
             continue
         ceiling = ceiling_of(row, set(summary.loc[summary["workload"] == row.workload, "variant"]))
         if (row.workload, ceiling) not in against:

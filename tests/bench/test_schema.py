@@ -1,6 +1,7 @@
 """bench/schema.py: the fields the scripts write are the schema's, the documented table is the schema, older and newer
 files."""
 
+import dataclasses
 import json
 import re
 
@@ -121,3 +122,27 @@ def test_a_file_from_a_newer_version_is_refused(tmp_path):
     pd.DataFrame([dict(schema_version=99, run="x")]).to_csv(path, index=False)
     with pytest.raises(BenchError, match="schema version 99, newer"):
         record.read_runs(path)
+
+
+def test_a_summary_rows_answers_are_fields_named_once_in_the_schema():
+    """The fields the rules and the causes add to every row (bench/stages/rules.py ROW_ANSWERS, causes.py's
+    causes_found and causes_unshown) are the schema's `words` fields, no more and no fewer, and no column of
+    summary.csv nor of runs.csv."""
+    from bench.stages import causes, rules
+
+    words = {f.name for f in schema.FIELDS if f.source == "words"}
+    assert words == {answer.column for answer in rules.ROW_ANSWERS} | set(causes.COLUMNS)
+    assert not words & set(schema.SUMMARY_COLUMNS) and not words & set(schema.RUN_COLUMNS)
+
+
+def test_a_summary_row_is_read_by_attribute_and_a_misspelt_field_fails_where_it_is_read():
+    """schema.Row: a field the row does not hold reads None, a column a mode's Joins added reads alike, and a name
+    that is neither fails (AttributeError), where a pandas row's get() gave None: a rule that never fired."""
+    row = schema.Row.of(pd.Series(dict(variant="amp", speedup=1.2, images_counted=3)))
+    assert (row.variant, row.speedup, row.speed_answer, row.images_counted) == ("amp", 1.2, None, 3)
+    assert schema.Row.of(row) is row and schema.Row.of(dict(variant="amp")).variant == "amp"
+    with pytest.raises(AttributeError, match="'speed_answr' is no field"):
+        print(row.speed_answr)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.speedup = 2.0
+    assert [r.variant for r in schema.rows_of(pd.DataFrame(dict(variant=["a", "b"])))] == ["a", "b"]

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from bench import catalogue
+from bench.schema import Row, num, reads_row
 from bench.stages import intervals, rules
 
 HAIR = 1e-4  # a ratio this far either side of an edge
@@ -335,8 +336,20 @@ def row(**fields):
 
 
 def test_a_rows_numbers_are_read_as_floats_and_nan_where_none():
-    assert rules.num(row(a=3, b="2.5"), "a") == 3.0 and rules.num(row(b="2.5"), "b") == 2.5
-    assert all(math.isnan(rules.num(row(a=None, b=float("nan")), name)) for name in ("a", "b", "missing"))
+    assert num(3) == 3.0 and num("2.5") == 2.5
+    assert all(math.isnan(num(value)) for value in (None, float("nan"), pd.NA))
+    assert math.isnan(num(Row.of(row(speedup=None)).speedup_low))  # a field the row does not hold: None
+
+
+def test_a_misspelt_field_fails_where_the_rules_read_it():
+    """A rule reading a field the schema does not define fails (AttributeError), not as a rule that never fires."""
+
+    @reads_row
+    def misspelt(row):
+        return num(row.speed_answr)
+
+    with pytest.raises(AttributeError, match="speed_answr"):
+        misspelt(row(speed_answer="faster"))
 
 
 def test_torch_is_blind_to_dalis_batches_on_a_gpu_alone():
@@ -409,12 +422,13 @@ def test_degrees_of_freedom_are_the_intervals_else_its_rounds_less_one():
 
 
 def test_a_ratios_answer_is_the_narrow_rules_and_memorys_is_said_in_its_words():
-    assert rules.ratio_answer(row(x_low=1.05, x_high=1.2), "x") == "faster"
-    assert rules.ratio_answer(row(x_low=1.05, x_high=1.2), "x", memory=True) == "more"
-    assert rules.ratio_answer(row(x_low=0.8, x_high=0.9), "x", memory=True) == "less"
-    assert rules.ratio_answer(row(x_low=0.99, x_high=1.01), "x", memory=True) == "same"
-    assert rules.ratio_answer(row(x_low=0.9, x_high=1.1), "x") == "unsettled"
-    assert rules.ratio_answer(row(x_high=1.1), "x") is None and rules.ratio_answer(row(), "x", memory=True) is None
+    def answer(low=None, high=None, memory=False):
+        return rules.ratio_answer(row(memory_vs_peer_low=low, memory_vs_peer_high=high), "memory_vs_peer", memory)
+
+    assert answer(1.05, 1.2) == "faster" and answer(1.05, 1.2, memory=True) == "more"
+    assert answer(0.8, 0.9, memory=True) == "less" and answer(0.99, 1.01, memory=True) == "same"
+    assert answer(0.9, 1.1) == "unsettled"
+    assert answer(high=1.1) is None and answer(memory=True) is None
 
 
 def test_the_margins_and_the_deciding_intervals_are_the_speed_ups_read_at_90_and_98pc():

@@ -7,6 +7,7 @@ import random
 import pandas as pd
 import pytest
 
+from bench import modes, schema
 from bench.modes import speed
 from bench.outputs import markdown
 from bench.stages import intervals, record, rules, summarize
@@ -386,6 +387,8 @@ def test_every_saved_folder_summarizes_without_a_warning_about_its_files_or_from
         summary = speed.write_outputs(folder, runs["bench_id"].iloc[-1], speed.saved_machine(folder, runs))
     assert summary is not None and (folder / "summary.md").exists()
     assert "warning" not in capsys.readouterr().err
+    declared = set(schema.ROW_FIELDS) | {field for joins in modes.joined() for field in joins.fields}
+    assert set(summary.columns) <= declared, "a column of the summary named in neither the schema nor a mode's Joins"
 
 
 # Every rule an answer rests on, tried just inside and just outside each of its edges, as functions of numbers (no
