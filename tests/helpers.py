@@ -51,6 +51,15 @@ SCRIPTS = {"train": ("train.py",)} | {
 LOADERS = tuple(row.script for row in catalogue.loaders().values())
 
 
+def walkthrough(doc, section, name):
+    """The code block a doc's walkthrough marks `<!-- walkthrough: name -->` in its section (`## section`), as text:
+    what a test that follows the walkthrough runs, so that the doc and the test cannot part."""
+    text = (ROOT / doc).read_text().split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    block = text.split(f"<!-- walkthrough: {name} -->\n", 1)[1]
+    lines = block.split("```", 2)[1].splitlines()[1:]  # the fence's language left out
+    return textwrap.dedent("\n".join(lines)).strip("\n")
+
+
 def mode_outputs():
     """Every mode's own outputs but the bench's (their registrations' in bench/modes/), in the registry's order: what
     --save-baseline keeps beside a bench's summary."""

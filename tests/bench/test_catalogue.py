@@ -9,11 +9,7 @@ import pytest
 from bench import BenchError, catalogue
 from bench.modes import check
 from bench.outputs import diffs
-from helpers import PY, ROOT, SCRIPTS, TINY_MODEL
-
-NEW_ROW = (
-    '    Row("noop", "train_noop.py", base="train.py", lesson=13, says="+ nothing"),  # made up by test_catalogue.py\n'
-)
+from helpers import PY, ROOT, SCRIPTS, TINY_MODEL, walkthrough
 
 
 def test_every_script_is_a_row_and_every_row_a_script():
@@ -45,29 +41,46 @@ def test_the_lists_read_from_the_catalogue_are_its_rows():
     assert set(catalogue.PARTS) == set(catalogue.SWITCHES) and set(catalogue.PARTS.values()) <= set(catalogue.TRAIN)
 
 
+WALKTHROUGH = ("docs/techniques.md", "Adding a technique")
+
+
+def test_the_walkthrough_adds_the_next_lesson_and_a_row_the_catalogue_reads():
+    """docs/techniques.md's worked example: its row is a Row of the next place in the reading order, its script's
+    first line says what it adds and its one line is marked, and its commands name it."""
+    row = eval(walkthrough(*WALKTHROUGH, "row").rstrip(","), {"Row": catalogue.Row})
+    lessons = [r.lesson for r in catalogue.ROWS if r.base]
+    assert (row.name, row.base, row.lesson) == ("noop", "train.py", max(lessons) + 1)
+    first, line = walkthrough(*WALKTHROUGH, "script").splitlines()
+    assert first.startswith('"""train.py + ') and line.endswith("# new #")
+    assert all("noop" in cmd or cmd == "make test-fast" for cmd in walkthrough(*WALKTHROUGH, "commands").splitlines())
+
+
 @pytest.mark.slow
 def test_a_made_up_technique_is_its_script_and_one_row(tmp_path, tiny_data):
-    """A copy of the suite with train_noop.py (train.py plus one marked line) and its row: the bench plans it and runs
-    it beside the baseline to a verdict, `make diff` shows it, the diffs count its line, `make check` runs it, the
-    README's table of the scripts lists it, the tests' scripts hold it and the diff rule's test passes on it."""
+    """docs/techniques.md "Adding a technique", followed in a copy of the suite: train_noop.py (train.py, its
+    docstring's first line and one marked line from the walkthrough) and the walkthrough's row, nothing else; then
+    its commands: `make diff` shows the line, the bench plans it and runs it beside the baseline to a verdict, `make
+    check` runs it (a path made from its row), and for `make test-fast` the tests that read a new script (the diff
+    rule's, on it). Beyond the walkthrough: the diffs count its line, the README's table of the scripts lists it and
+    the tests' scripts hold it."""
     copy = tmp_path / "suite"
     left_out = shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "__pycache__", "*.png")
     shutil.copytree(ROOT, copy, ignore=left_out)
+    first, line = walkthrough(*WALKTHROUGH, "script").splitlines()
     lines = (ROOT / "train.py").read_text().splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if line.startswith("def main("))
-    lines[0] = '"""train.py + nothing: a made-up technique of one marked line.\n'  # its docstring says what it adds
-    (copy / "train_noop.py").write_text("".join([*lines[:at], "NOOP = True  # new #\n\n\n", *lines[at:]]))
+    at = next(i for i, text in enumerate(lines) if text.startswith("def main("))
+    lines[0] = first + "\n"  # its docstring says what it adds
+    (copy / "train_noop.py").write_text("".join([*lines[:at], line + "\n\n\n", *lines[at:]]))
     source = (copy / "bench" / "catalogue.py").read_text()
     end = "]  # fmt: skip\nBY_NAME"
-    (copy / "bench" / "catalogue.py").write_text(source.replace(end, NEW_ROW + end))
+    row = "    " + walkthrough(*WALKTHROUGH, "row") + "  # made up by test_catalogue.py\n"
+    (copy / "bench" / "catalogue.py").write_text(source.replace(end, row + end))
 
     def run(*cmd):
         done = subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         return done.stdout
 
-    planned = run(PY, "-m", "bench", "--variants", "baseline,noop", "--loaders", "none", "--dry-run")
-    assert "train_noop.py" in planned
     tiny = [
         "--data",
         str(tiny_data),
@@ -80,23 +93,32 @@ def test_a_made_up_technique_is_its_script_and_one_row(tmp_path, tiny_data):
         "--batch-size",
         "16",
     ]
-    run(PY, "-m", "bench", "--variants", "baseline,noop", "--loaders", "none", "--repeats", "1", *tiny)
+    said = {}
+    for cmd in walkthrough(*WALKTHROUGH, "commands").splitlines():
+        words = cmd.split()
+        if words[:2] == ["make", "test-fast"]:  # the tests that read a new script, on it
+            said[cmd] = run(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/bench/outputs/test_diffs.py",
+                            "-k", "noop")  # fmt: skip
+        elif words[0] == "python":  # the bench's, on the tiny data and model
+            check = "--check" in words
+            extra = ["--model", TINY_MODEL, "--out", "results/check"] if check else [] if "--dry-run" in words else tiny
+            said[cmd] = run(PY, *words[1:], *extra)
+        else:
+            said[cmd] = run(*words)
+    outputs = iter(said.values())
+    assert "+NOOP = True  # new #" in next(outputs)  # make diff
+    assert "train_noop.py" in next(outputs)  # the plan
+    assert re.search(r"\| train_noop\.py[^|]* \| works \|", next(outputs))  # make check
+    next(outputs)
     summary = (copy / "results" / "summary.md").read_text()
     assert "| noop |" in summary and "- noop: " in summary  # its row and its verdict
-    checked = run(PY, "-m", "bench", "--check", "--paths", "noop", "--model", TINY_MODEL, "--out", "results/check")
-    assert re.search(r"\| train_noop\.py[^|]* \| works \|", checked), checked
-    assert "+NOOP = True  # new #" in run("make", "diff", "V=noop")
+    assert "passed" in next(outputs)
     listed = run(PY, "-m", "bench.outputs.diffs")
     assert "noop              1 lines  (make diff V=noop: train_noop.py against train.py)" in listed
-    probes = "from bench.modes import check; print([p.cmd[0] for p in check.paths(0)])"
-    assert "'train_noop.py'" in run(PY, "-c", probes)
     table = "from bench.outputs import readme; print(readme.scripts_block())"
     assert "| `train_noop.py` | + nothing | `python train_noop.py --data DIR` |" in run(PY, "-c", table)
     found = "import sys; sys.path.insert(0, 'tests'); import helpers; print(helpers.SCRIPTS['noop'])"
     assert run(PY, "-c", found).strip() == "('train_noop.py',)"
-    assert "passed" in run(
-        PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/bench/outputs/test_diffs.py", "-k", "noop"
-    )
 
 
 def test_a_row_over_another_loader_is_the_row_with_that_loader():
