@@ -73,7 +73,7 @@ def test_a_made_up_technique_is_its_script_and_one_row(tmp_path, tiny_data):
     (copy / "train_noop.py").write_text("".join([*lines[:at], line + "\n\n\n", *lines[at:]]))
     source = (copy / "bench" / "catalogue.py").read_text()
     end = "]  # fmt: skip\nBY_NAME"
-    row = "    " + walkthrough(*WALKTHROUGH, "row") + "  # made up by test_catalogue.py\n"
+    row = "    " + walkthrough(*WALKTHROUGH, "row") + ",  # made up by test_catalogue.py\n"
     (copy / "bench" / "catalogue.py").write_text(source.replace(end, row + end))
 
     def run(*cmd):

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -303,3 +304,54 @@ def test_the_outputs_name_no_mode():
     for path in sorted((Path(modes.__file__).parent.parent / "outputs").glob("*.py")):
         text = path.read_text()
         assert not [n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)], path.name
+
+
+MODE_WALKTHROUGH = ("docs/bench.md", "Adding a mode")
+
+
+@pytest.mark.slow
+def test_the_walkthrough_of_a_mode_that_launches_runs_and_joins_the_summary(tmp_path, tiny_data):
+    """docs/bench.md "Adding a mode", followed in a copy of the suite: its module written as bench/modes/first_step.py,
+    its line added to BUILT_IN, its test as tests/bench/modes/test_first_step.py, nothing else; then its commands on the
+    tiny data and model: the dry run lists a run a variant, the mode launches them through the executor to its table,
+    page and plot, a bench in the same folder takes its column, --resume knows it by name, and its test passes."""
+    from helpers import PY, ROOT, TINY_MODEL, walkthrough
+
+    copy = tmp_path / "suite"
+    left_out = shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "__pycache__", "*.png")
+    shutil.copytree(ROOT, copy, ignore=left_out)
+    (copy / "bench" / "modes" / "first_step.py").write_text(walkthrough(*MODE_WALKTHROUGH, "module") + "\n")
+    registry = (copy / "bench" / "modes" / "__init__.py").read_text()
+    end = ")  # fmt: skip\n"
+    at = registry.index(end, registry.index("BUILT_IN = ("))
+    line = walkthrough(*MODE_WALKTHROUGH, "registry").rstrip(",")
+    (copy / "bench" / "modes" / "__init__.py").write_text(registry[:at] + ", " + line + registry[at:])
+    (copy / "tests" / "bench" / "modes" / "test_first_step.py").write_text(
+        walkthrough(*MODE_WALKTHROUGH, "test") + "\n"
+    )
+
+    def run(*cmd):
+        done = subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return done.stdout
+
+    tiny = ["--model", TINY_MODEL, "--steps", "4", "--warmup-steps", "1", "--batch-size", "16"]
+    said = [run(PY, *cmd.replace("DIR", str(tiny_data)).split()[1:], *tiny)
+            for cmd in walkthrough(*MODE_WALKTHROUGH, "commands").splitlines()]  # fmt: skip
+    assert re.search(r"^  baseline: .*train\.py", said[0], re.M) and re.search(
+        r"^  amp: .*train_amp\.py", said[0], re.M
+    )
+    assert re.search(r"^\[1/2\] baseline-1: first step \d+\.\d\d s$", said[1], re.M)
+    out = copy / "results" / "first"
+    table = pd.read_csv(out / "first_step.csv")
+    assert list(table["variant"]) == ["baseline", "amp"] and (table["steps"] > 0).all()
+    page = (out / "first_step.md").read_text()
+    assert page.startswith("### The first step, in steady steps\n") and "| baseline | " in page
+    assert (out / "first_step.png").read_bytes().startswith(b"\x89PNG")
+    summary = (out / "summary.md").read_text()
+    assert "| first step (--first-step) |" in summary and re.search(r"\| \d+\.\d steps \|", summary)
+    assert "--first-step" in run(PY, "-m", "bench", "--help")
+    first = sorted(path.name for path in (out / "logs").iterdir())[0]  # the mode's bench, then the speed bench's
+    resumed = run(PY, "-m", "bench", "--resume", first, "--out", str(out))
+    assert f"resuming first_step {first}: 2 of 2 variants finished before" in resumed
+    assert "1 passed" in run(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/bench/modes/test_first_step.py")
