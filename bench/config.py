@@ -82,7 +82,7 @@ class Config:
     """The mode asked for (its registration's name), the groups above, --dry-run and the GPUs it plans for (--gpus),
     and the mode's own flags (own: its registration's record, None for a mode without flags of its own)."""
 
-    mode: str = "bench"
+    mode: str = "speed"
     rows: Rows = field(default_factory=Rows)
     work: Work = field(default_factory=Work)
     launch: Launch = field(default_factory=Launch)
@@ -164,7 +164,7 @@ def jsonable(value):
 
 
 # the names a plan.json of an earlier version kept, and the names they go by now (one name per mode, 2026-11-29)
-RENAMED = {"run": "bench", "bench.modes.maxbatch": "bench.modes.max_batch", "bench.modes.accuracy":
+RENAMED = {"run": "speed", "bench": "speed", "bench.modes.maxbatch": "bench.modes.max_batch", "bench.modes.accuracy":
            "bench.modes.to_accuracy", "bench.modes.tuneloader": "bench.modes.tune_loader"}  # fmt: skip
 
 

@@ -9,9 +9,9 @@ field table all come from this table: a new field is one line here (and the code
     python -m bench.schema          # the field table of docs/runs.md, as markdown
 
 Who writes it: `train` (every train*.py), `loader` (loader*.py --bench), `script` (both), `runner`
-(the bench, per run), `machine` (the bench, per machine), `summary` (summary.csv, per variant), `words`
-(each summary row's answers, worked out once for the words and the renderers: in the summary they read, not in
-summary.csv).
+(the bench, per run), `machine` (the bench, per machine), `summary` (summary.csv, per variant), `derived`
+(each summary row's derived fields, worked out once for the words and the renderers: in the summary they read, not
+in summary.csv).
 Summary: `median` over the ok runs, `first` (the same in every run), `-` not summarized.
 Flags: `required` (a positive finite number in every ok run; `required=train`: in every ok training
 run), `least=N` (where there, a number N or more: runs.csv is refused naming the row where it is not),
@@ -378,30 +378,30 @@ cause                   -     summary -       -          a row not faster (or fa
                                                            stalls), or none shown; empty for a row not asked
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
                                                            (bench/stages/summarize.py)
-step_ms                 ms    words   -       -          ms a step at the measured rate (bench/stages/rules.py
-                                                           ROW_ANSWERS: each row's answers, worked out once for the
+step_ms                 ms    derived -       -          ms a step at the measured rate (bench/stages/rules.py
+                                                           DERIVED: each row's derived fields, worked out once for the
                                                            words and the renderers; not in summary.csv, nor any below)
-compute_ms              ms    words   -       -          the step less its data wait
-wait_share              -     words   -       -          the share of the window waiting for data (a GPU's: the
+compute_ms              ms    derived -       -          the step less its data wait
+wait_share              -     derived -       -          the share of the window waiting for data (a GPU's: the
                                                            device's own starved share)
-stall_p90_ms            ms    words   -       -          where its steps stall: the p90 step ...
-stall_median_ms         ms    words   -       -          ... and the median step
-ceiling_standing        -     words   -       -          against its ceiling: below, at, above, or one (one round)
-torch_blind             -     words   -       -          torch's memory counters do not see its batches (DALI on a GPU)
-bf16_emulated           -     words   -       -          bf16 autocast on a device that only emulates bf16
-peer_speed_answer       -     words   -       -          speedup_vs_peer's answer: faster, slower, same or unsettled
-peer_memory_answer      -     words   -       -          memory_vs_peer's answer: more, less, same or unsettled
-rounds_to_settle        -     words   -       -          paired rounds at this noise that would decide it (inf: none)
-within_low              x     words   -       -          the speed-up's 90% interval, read against the margin, starts
+stall_p90_ms            ms    derived -       -          where its steps stall: the p90 step ...
+stall_median_ms         ms    derived -       -          ... and the median step
+ceiling_standing        -     derived -       -          against its ceiling: below, at, above, or one (one round)
+torch_blind             -     derived -       -          torch's memory counters do not see its batches (DALI on a GPU)
+bf16_emulated           -     derived -       -          bf16 autocast on a device that only emulates bf16
+peer_speed_answer       -     derived -       -          speedup_vs_peer's answer: faster, slower, same or unsettled
+peer_memory_answer      -     derived -       -          memory_vs_peer's answer: more, less, same or unsettled
+rounds_to_settle        -     derived -       -          paired rounds at this noise that would decide it (inf: none)
+within_low              x     derived -       -          the speed-up's 90% interval, read against the margin, starts
                                                            here
-within_high             x     words   -       -          ... and ends here
-deciding_low            x     words   -       -          the interval that calls it faster or slower starts here
-deciding_high           x     words   -       -          ... and ends here
-self_check              -     words   -       -          the baseline against itself (catalogue.SELF): holds (within
+within_high             x     derived -       -          ... and ends here
+deciding_low            x     derived -       -          the interval that calls it faster or slower starts here
+deciding_high           x     derived -       -          ... and ends here
+self_check              -     derived -       -          the baseline against itself (catalogue.SELF): holds (within
                                                            the margin, or open) or fails (faster or slower)
-causes_found            -     words   -       -          every cause rule that passed, with its numbers
+causes_found            -     derived -       -          every cause rule that passed, with its numbers
                                                            (bench/stages/causes.py); empty for a row not asked
-causes_unshown          -     words   -       -          where none passed: the flags that would show a cause
+causes_unshown          -     derived -       -          where none passed: the flags that would show a cause
 """
 
 
@@ -437,7 +437,7 @@ def parse(table):
 
 FIELDS = parse(TABLE)
 BY_NAME = {f.name: f for f in FIELDS}
-RUN_COLUMNS = [f.name for f in FIELDS if f.source not in ("summary", "words") and "json" not in f.flags]
+RUN_COLUMNS = [f.name for f in FIELDS if f.source not in ("summary", "derived") and "json" not in f.flags]
 SUMMARY_COLUMNS = ["workload", "kind", "variant"] + [f.name for f in FIELDS if f.source == "summary" or f.summary]
 JSON_ONLY = {f.name for f in FIELDS if "json" in f.flags}
 WORKLOAD = [f.name for f in FIELDS if "workload" in f.flags]
@@ -449,7 +449,7 @@ ROW_FIELDS = (
     SUMMARY_COLUMNS
     + [f.name for f in FIELDS if "kept" in f.flags]
     + list(RATIOS.values())
-    + [f.name for f in FIELDS if f.source == "words"]
+    + [f.name for f in FIELDS if f.source == "derived"]
 )
 
 

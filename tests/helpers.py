@@ -26,7 +26,7 @@ from PIL import Image
 
 from bench import catalogue
 from bench.modes import speed
-from bench.outputs import answer
+from bench.outputs import headline
 from bench.outputs.declared import Bullets, Rows
 from bench.stages import prepare, record
 
@@ -353,7 +353,7 @@ def told(variants):
     """{label: words} of the answer for made-up runs, and the summary."""
     summary = speed.summary_of(runs_of(variants))
     said = {}
-    for label, text in answer.items(summary):
+    for label, text in headline.items(summary):
         said[label] = f"{said[label]}; {text}" if label in said else text
     return said, summary.set_index("variant")
 
@@ -574,7 +574,7 @@ STEPS = ["--steps", "5", "--warmup-steps", "1", "--batch-size", "4"]
 
 
 MODES = {  # the flags of each mode, the runs it plans here, its table
-    "bench": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 8,
+    "speed": (["--variants", "baseline,amp,checkpoint", "--loaders", "none", "--repeats", "2", *STEPS], 8,
               "summary.csv"),  # each round: the baseline, amp, checkpoint, the baseline again (a CPU's round)
     "check": (["--check"], 19, "check/check.md"),
     "max_batch": (["--max-batch", "--memory-limit", "4000", "--variants", "baseline,amp,checkpoint", *STEPS], 3,

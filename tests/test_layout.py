@@ -98,7 +98,7 @@ def stage_names(path):
 
 def test_the_outputs_read_the_statistics_answers_and_never_work_them_out():
     """One way down: the stages hand each row's numbers, answers and causes to bench/outputs/ as the summary's fields
-    (rules.answered, causes.with_causes); the words take at most the stages' constants (their thresholds, the
+    (rules.derived, causes.with_causes); the words take at most the stages' constants (their thresholds, the
     causes' names), and no renderer imports a stage at all: a renderer that called a statistic row by row would have
     to import it."""
     outputs = {m: p for m, p in MODULES.items() if m.startswith("bench.outputs.")}
@@ -106,7 +106,7 @@ def test_the_outputs_read_the_statistics_answers_and_never_work_them_out():
     taken = {m: stage_names(p) for m, p in outputs.items()}
     assert not [f"{m}: {n}" for m, names in taken.items() for n in names if not n.isupper()]
     assert not [
-        m for m, names in taken.items() if names and m not in ("bench.outputs.verdicts", "bench.outputs.answer")
+        m for m, names in taken.items() if names and m not in ("bench.outputs.verdicts", "bench.outputs.headline")
     ]
     assert stage_names(MODULES["bench.modes.speed"]) and "summarize" in stage_names(MODULES["bench.modes.speed"])
 

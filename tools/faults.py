@@ -28,7 +28,7 @@ FAULTS = [
     ("verdicts: stalls at twice the threshold", "bench/stages/rules.py",
      "STALL = 1.25 ", "STALL = 2.5 "),
     ("answers: a row's data wait read as its compute", "bench/stages/rules.py",
-     "    RowAnswer(\"wait_share\", float, waited),", "    RowAnswer(\"wait_share\", float, compute_ms),"),
+     "    Derived(\"wait_share\", float, waited),", "    Derived(\"wait_share\", float, compute_ms),"),
     ("warm-up rule: the last step counted", "bench/stages/rules.py",
      "    steps = list(warmup_ms[:-1])", "    steps = list(warmup_ms)"),
     ("payback: the saving per step as base / speed-up", "bench/stages/summarize.py",

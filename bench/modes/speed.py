@@ -1,7 +1,7 @@
 """The bench itself, the default mode: every variant on the same work, in rounds, a row each in runs.csv, then
 summary.csv, summary.md, the plots and report.html from them (written again by --summarize and --readme).
 
-Bench is the mode as bench/stages/execute.py runs it; with --repeats auto it adds rounds for the rows whose interval is
+Speed is the mode as bench/stages/execute.py runs it; with --repeats auto it adds rounds for the rows whose interval is
 still wide (next_round). write_outputs summarizes a bench's rows and writes every output; report prints them, and
 each row's change against the saved baseline of this machine's class.
 """
@@ -65,15 +65,15 @@ def summary_of(runs, out=None, profiled=None, margin=rules.MARGIN):
     """The summary every output is drawn from, down one way: the statistics of the runs (bench/stages/summarize.py),
     with what each mode's table in the results folder out adds (a registration's joins, their numbers: --parity's
     verdicts, --max-batch's speeds at the largest batches, --tune-loader's answer; none without out); each row's
-    answers (rules.answered) and causes (bench/stages/causes.py, with the operators of a bench with --profile:
+    derived fields (rules.derived) and causes (bench/stages/causes.py, with the operators of a bench with --profile:
     profiled, from bench/stages/profiles.py); then the words (bench/outputs/verdicts.py), a verdict for every row, what
     the modes' tables add said in it. summary.csv holds its columns in_order."""
     numbers = summarize.summarize(runs, margin)
     for joins in joined():
         numbers = joins.numbers(numbers, out) if out is not None else numbers
         numbers = numbers.assign(**{field: None for field in joins.fields if field not in numbers})
-    answers = causes.with_causes(rules.answered(causes.with_profiles(numbers, profiled)))
-    return summarize.in_order(verdicts.with_verdicts(answers, joined()), answers=True)
+    rows = causes.with_causes(rules.derived(causes.with_profiles(numbers, profiled)))
+    return summarize.in_order(verdicts.with_verdicts(rows, joined()), derived=True)
 
 
 def write_outputs(out, bench_id, machine, margin=rules.MARGIN):
@@ -87,7 +87,7 @@ def write_outputs(out, bench_id, machine, margin=rules.MARGIN):
     summary = summary_of(runs, out, profiled, margin)
     when = runs["time_utc"].iloc[0]
     headings = {w: title(summary, machine, w) for w in summary["workload"].unique()}
-    table = summarize.in_order(summary)  # summary.csv: the numbers, causes and verdicts, not each row's answers
+    table = summarize.in_order(summary)  # summary.csv: the numbers, causes and verdicts, not each row's derived fields
     write_whole(out / "summary.csv", lambda tmp: table.to_csv(tmp, index=False))
     rounds = [logs_of(out, bench_id) / "rounds.txt", out / "rounds.txt"]  # why --repeats auto stopped adding rounds
     notes = [path.read_text().strip() for path in rounds if path.exists()][:1]
@@ -161,7 +161,7 @@ def print_plan(runs, works, gpu_count):
                 print(" ".join(slurm.launched(run)))
 
 
-FEWEST_TIMED = 5  # the fewest steps a later round's run of a slow row times (Bench.sized)
+FEWEST_TIMED = 5  # the fewest steps a later round's run of a slow row times (Speed.sized)
 
 
 def next_round(out, bench_id, works, context, repeat, margin=rules.MARGIN):
@@ -215,12 +215,12 @@ def rounds_left(more):
     return f"about {max(1, math.ceil(more))} more round{'s' if math.ceil(more) > 1 else ''}"
 
 
-class Bench(execute.Mode):
+class Speed(execute.Mode):
     """The bench: every variant on the same work, in rounds; a row each in runs.csv; the summary, plots, report.
     Its state: auto (--repeats auto: rounds are added after the planned ones), the plan's context to add them from,
     and --profile and --tensorboard as the bench began."""
 
-    name = "bench"
+    name = "speed"
 
     @dataclass(frozen=True)
     class State(execute.State):
@@ -394,8 +394,8 @@ def run(config):
         return
     fit.print_estimate(fitted, runs)
     recorded = dict(profile=config.outputs.profile, tensorboard=config.outputs.tensorboard)
-    state = Bench.State(auto=fitted.auto, context=asdict(fitted.context), **recorded)
-    bench = Bench(config, info, bench_id, runs, works, state)  # kept for --resume
+    state = Speed.State(auto=fitted.auto, context=asdict(fitted.context), **recorded)
+    bench = Speed(config, info, bench_id, runs, works, state)  # kept for --resume
     execute.start(bench)
     execute.execute(bench, fitted.budget_s, config.limits.chunk, time.monotonic() - started)
 
@@ -418,11 +418,11 @@ def check_flags(flags, config):
 # the default mode, run when no other is asked for; its own flags are the launcher's (how its DDP rows start:
 # --launcher, --nodes), the flags every mode shares being cli.py's
 MODE = Registration(
-    "bench",
+    "speed",
     run,
     add_flags=slurm.add_flags,
     check_flags=check_flags,
     outputs=("runs.csv", *baseline.OUTPUTS),
-    executes=Bench,
+    executes=Speed,
     only=("tensorboard", "profile", "launcher", "nodes"),  # and --resume (the first two), --scaling (the launcher's)
 )

@@ -5,7 +5,7 @@ import pandas as pd
 
 from bench import catalogue
 from bench.catalogue import SELF
-from bench.outputs import answer, declared, verdicts
+from bench.outputs import declared, headline, verdicts
 from bench.outputs.verdicts import busy_note, diverged_note, fmt, settled_note
 from bench.schema import num, reads_row, rows_of
 
@@ -130,7 +130,7 @@ def section(summary, title, joined=()):
     lines = [f"### {title}", ""]
     train, loaders = summary[summary["kind"] == "train"], summary[summary["kind"] == "loader"]
     if not train.empty:
-        lines += answer.answer(train, joined)
+        lines += headline.lines(train, joined)
         lines += table(train, train_columns(train, joined))
         lines += ["", blind_note(train)] if blind_note(train) else []
         lines += ["", energy_note(train)] if energy_note(train) else []

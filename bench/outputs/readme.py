@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench import BenchError, catalogue, write_whole
 from bench.observe.machine import ROOT
-from bench.outputs import answer, diffs, markdown, verdicts
+from bench.outputs import diffs, headline, markdown, verdicts
 
 BLOCK = re.compile(
     r"(<!-- results: (?P<folder>\S+?)(?P<headline> headline)?"
@@ -77,7 +77,7 @@ def headline_block(summary, folder, link, joined=()):
     for workload in summary["workload"].unique():
         train = summary[(summary["workload"] == workload) & (summary["kind"] == "train")]
         columns = markdown.main_columns(train, joined)
-        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *answer.answer(train, joined)]
+        lines += [f"**{heading}**" if len(lines) == 0 else f"**{workload}**", "", *headline.lines(train, joined)]
         lines += [*markdown.table(train, columns), ""]
     note = verdicts.settled_note(summary)
     lines += [f"**{note}**", ""] if note else []

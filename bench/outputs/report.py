@@ -19,7 +19,7 @@ from pygments.lexers import PythonLexer
 from bench import write_whole
 from bench.observe.machine import ROOT
 from bench.observe.machine import where as machine_where
-from bench.outputs import answer, diffs, markdown
+from bench.outputs import diffs, headline, markdown
 from bench.outputs.verdicts import present
 from bench.schema import rows_of
 
@@ -136,8 +136,8 @@ def sections(summary, headings, joined=()):
             headers, rows = markdown.cells(train, markdown.train_columns(train, joined))
             section.update(train=dict(headers=headers, rows=rows), train_verdicts=list(train["verdict"].dropna()))
             headers, rows = markdown.cells(train, markdown.main_columns(train, joined))
-            section.update(main=dict(headers=headers, rows=rows), answer=answer.items(train, joined))
-            section["answer_title"] = answer.title(train)
+            section.update(main=dict(headers=headers, rows=rows), answer=headline.items(train, joined))
+            section["answer_title"] = headline.title(train)
             section["train_note"] = " ".join(filter(None, [markdown.blind_note(train), markdown.energy_note(train)]))
         if not loaders.empty:
             headers, rows = markdown.cells(loaders, markdown.LOADER_COLUMNS)

@@ -1,7 +1,7 @@
 """The words of a bench: each row's verdict and the summary's notes, from the numbers, the answers and the causes
-the stages put in the summary (bench/stages/rules.py, its ROW_ANSWERS; bench/stages/causes.py), never written by
+the stages put in the summary (bench/stages/rules.py, its DERIVED; bench/stages/causes.py), never written by
 hand and never worked out here: every number in a verdict is a field of the summary, so it matches the table. The
-renderers (bench/outputs/markdown.py, bench/outputs/answer.py, bench/outputs/report.py) read the summary and these
+renderers (bench/outputs/markdown.py, bench/outputs/headline.py, bench/outputs/report.py) read the summary and these
 words, and the cells' rules (fmt, present) are here once for all of them.
 
     with_verdicts(summary, joined)

@@ -27,7 +27,7 @@ def asked_variants(config, gpu_count):
         return config.rows.variants
     where = "on_gpu" if gpu_count else "on_cpu"
     found = [v for v in config.rows.variants if v not in TRAIN or getattr(catalogue.BY_NAME[v], where)]
-    return [v for v in found if v != catalogue.SELF or config.mode == "bench"]
+    return [v for v in found if v != catalogue.SELF or config.mode == "speed"]
 
 
 def asked_loaders(config, gpu_count):

@@ -21,7 +21,7 @@ BUDGET_MIN = dict(gpu=35, cpu=25)
 # seconds a run may take before it is stopped, unless --timeout says (a cold compile on 2 cores: minutes); a run of
 # --to-accuracy trains up to its epochs
 TIMEOUT_S = dict(
-    bench=dict(gpu=900, cpu=600), check=dict(gpu=600, cpu=600), to_accuracy=dict(gpu=6 * 3600, cpu=6 * 3600)
+    speed=dict(gpu=900, cpu=600), check=dict(gpu=600, cpu=600), to_accuracy=dict(gpu=6 * 3600, cpu=6 * 3600)
 )
 
 
@@ -44,7 +44,7 @@ def budget_s(budget, gpu=None):
     return 60 * (budget or BUDGET_MIN["gpu" if gpu else "cpu"])
 
 
-def timeout_s(asked, gpu, mode="bench"):
+def timeout_s(asked, gpu, mode="speed"):
     """The seconds a run may take: --timeout where given, else the mode's default on this kind of machine."""
     return asked or TIMEOUT_S[mode]["gpu" if gpu else "cpu"]
 

@@ -50,7 +50,7 @@ class Mode:
     """What a mode gives the executor. A subclass sets name and says how to do, say and finish its runs; its State, a
     subclass of State above, says what it keeps for --resume besides the configuration (bench/config.py)."""
 
-    name = "bench"  # as plan.json and the progress lines call it
+    name = "speed"  # as plan.json and the progress lines call it (a mode sets its own)
     what = "runs"  # what the runs are, in the progress lines
     subfolder = None  # the runs' logs and metrics in logs/BENCH/SUBFOLDER, or in logs/BENCH itself
     State = State
@@ -300,7 +300,7 @@ def resume(asked, info, modes, which="last", allow_changed=False):
     if saved["machine_class"] != info["machine_class"]:
         raise BenchError(f"bench {saved['bench_id']} ran on {saved['machine_class']}, this is {info['machine_class']}:"
                          " its numbers would not be one bench; start a new one")  # fmt: skip
-    name = saved.get("mode") or "bench"
+    name = config.RENAMED.get(saved.get("mode"), saved.get("mode")) or "speed"  # a plan.json from before: its name now
     if name not in modes:
         raise BenchError(f"{plans[-1]} is of a mode this bench does not know ({name!r})")
     owners = {mode: sys.modules[kind.__module__] for mode, kind in modes.items()}  # the modes, imported already

@@ -15,7 +15,7 @@ TORCHRUN = catalogue.TORCHRUN  # -m torch.distributed.run --standalone --nproc-p
 ENV = frozenset({"OMP_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR"})  # the variables a plan's run may set
 
 
-def save(path, bench_id, machine_class, runs, works, mode="bench", options=None, config=None):
+def save(path, bench_id, machine_class, runs, works, mode="speed", options=None, config=None):
     """plan.json: what --resume needs to finish a bench of any mode as it was planned: its runs, the work of each
     workload, the mode's options (the bench's: with --repeats auto, the context to add rounds from) and the
     configuration it was asked (bench/config.py saved(): --resume rebuilds it)."""

@@ -8,10 +8,10 @@ adopting for speed here, even if it is also wholly on one side of 1); else faste
 summary.csv are same (within the margin) and unsettled (open). The other ratios (memory, a mode's rounds) keep the
 narrow rule (`classify`): no measurable difference inside 1 +- BAND. Rounds are added to the rows still open
 (`needs_rounds`, the planner's stop rule) and stop at a row's first answer; the made-up benches of
-tests/bench/stages/test_rules.py measure how often the rule errs when it does. Each row's answers as fields
-(ROW_ANSWERS, `answered`): its step and compute ms, its data wait, its stalls, its standing against its ceiling,
-whether torch sees its memory, emulated bf16, its peer's answers, the rounds that would settle it, the baseline
-against itself.
+tests/bench/stages/test_rules.py measure how often the rule errs when it does. Each row's derived fields
+(DERIVED, `derived`: worked out once from its numbers, for the words and the renderers): its step and compute ms,
+its data wait, its stalls, its standing against its ceiling, whether torch sees its memory, emulated bf16, its
+peer's answers, the rounds that would settle it, the baseline against itself.
 """
 
 import math
@@ -323,43 +323,41 @@ def self_check(row):
     return "fails" if row.speed_answer in ("faster", "slower") else "holds"
 
 
-class RowAnswer(NamedTuple):
+class Derived(NamedTuple):
     column: str
     dtype: type  # float (NaN where none), str (None where none) or bool
-    of: Callable  # the row's answer, from the row's own numbers
+    of: Callable  # the field's value, from the row's own numbers
 
 
-# each row's answers that the words and the renderers (bench/outputs/) read as fields, never working them out again.
-# They are the summary's numbers read once by the rules above, so answered() adds them to any summary (one read back
+# each row's derived fields, which the words and the renderers (bench/outputs/) read, never working them out again.
+# They are the summary's numbers read once by the rules above, so derived() adds them to any summary (one read back
 # from summary.csv too); summary.csv holds only the numbers they come from (in_order leaves them out).
-ROW_ANSWERS = (
-    RowAnswer("step_ms", float, step_ms),  # ms a step at the measured rate
-    RowAnswer("compute_ms", float, compute_ms),  # the step less its data wait
-    RowAnswer("wait_share", float, waited),  # the share of the window waiting for data (a GPU's: the device's own)
-    RowAnswer("stall_p90_ms", float, lambda row: (stalls(row) or (math.nan, math.nan))[0]),  # where its steps stall
-    RowAnswer("stall_median_ms", float, lambda row: (stalls(row) or (math.nan, math.nan))[1]),
-    RowAnswer("ceiling_standing", str, lambda row: against_ceiling(row)[0]),  # below, at, above, one (round)
-    RowAnswer("torch_blind", bool, torch_blind),  # torch's memory counters do not see its batches (DALI on a GPU)
-    RowAnswer("bf16_emulated", bool, emulated_bf16),  # bf16 autocast on a device that only emulates bf16
-    RowAnswer("peer_speed_answer", str, lambda row: ratio_answer(row, "speedup_vs_peer")),  # against its PEERS row
-    RowAnswer("peer_memory_answer", str, lambda row: ratio_answer(row, "memory_vs_peer", memory=True)),
-    RowAnswer("rounds_to_settle", float, rounds_to_settle),  # paired rounds at this noise to decide it (inf: none)
-    RowAnswer("within_low", float, lambda row: within_interval(row)[0]),  # the 90% interval read against the margin
-    RowAnswer("within_high", float, lambda row: within_interval(row)[1]),
-    RowAnswer("deciding_low", float, lambda row: deciding_interval(row)[0]),  # the one that calls faster or slower
-    RowAnswer("deciding_high", float, lambda row: deciding_interval(row)[1]),
-    RowAnswer("self_check", str, self_check),  # the baseline against itself: holds (within, open) or fails
+DERIVED = (
+    Derived("step_ms", float, step_ms),  # ms a step at the measured rate
+    Derived("compute_ms", float, compute_ms),  # the step less its data wait
+    Derived("wait_share", float, waited),  # the share of the window waiting for data (a GPU's: the device's own)
+    Derived("stall_p90_ms", float, lambda row: (stalls(row) or (math.nan, math.nan))[0]),  # where its steps stall
+    Derived("stall_median_ms", float, lambda row: (stalls(row) or (math.nan, math.nan))[1]),
+    Derived("ceiling_standing", str, lambda row: against_ceiling(row)[0]),  # below, at, above, one (round)
+    Derived("torch_blind", bool, torch_blind),  # torch's memory counters do not see its batches (DALI on a GPU)
+    Derived("bf16_emulated", bool, emulated_bf16),  # bf16 autocast on a device that only emulates bf16
+    Derived("peer_speed_answer", str, lambda row: ratio_answer(row, "speedup_vs_peer")),  # against its PEERS row
+    Derived("peer_memory_answer", str, lambda row: ratio_answer(row, "memory_vs_peer", memory=True)),
+    Derived("rounds_to_settle", float, rounds_to_settle),  # paired rounds at this noise to decide it (inf: none)
+    Derived("within_low", float, lambda row: within_interval(row)[0]),  # the 90% interval read against the margin
+    Derived("within_high", float, lambda row: within_interval(row)[1]),
+    Derived("deciding_low", float, lambda row: deciding_interval(row)[0]),  # the one that calls faster or slower
+    Derived("deciding_high", float, lambda row: deciding_interval(row)[1]),
+    Derived("self_check", str, self_check),  # the baseline against itself: holds (within, open) or fails
 )
 
 
-def answered(summary):
-    """The summary with each row's answers (ROW_ANSWERS) as columns: what the words and the renderers read."""
+def derived(summary):
+    """The summary with each row's derived fields (DERIVED) as columns: what the words and the renderers read."""
     summary = summary.copy()
     rows = [Row.of(row) for _, row in summary.iterrows()]
-    for answer in ROW_ANSWERS:
-        values = [answer.of(row) for row in rows]
-        values = [bool(value) for value in values] if answer.dtype is bool else values
-        summary[answer.column] = pd.Series(
-            values, index=summary.index, dtype=float if answer.dtype is float else object
-        )
+    for field in DERIVED:
+        values = [field.of(row) for row in rows]
+        values = [bool(value) for value in values] if field.dtype is bool else values
+        summary[field.column] = pd.Series(values, index=summary.index, dtype=float if field.dtype is float else object)
     return summary

@@ -211,11 +211,11 @@ def paybacks(summary):
             summary.loc[i, ["payback_answer", "payback_cold_steps", "payback_warm_steps"]] = payback(row, base.iloc[0])
 
 
-def in_order(summary, answers=False):
-    """The summary's columns in the schema's order (summary.csv's), the ratios last; with answers, every other column
-    after them (each row's answers and causes: what the words and the renderers read, not summary.csv)."""
+def in_order(summary, derived=False):
+    """The summary's columns in the schema's order (summary.csv's), the ratios last; with derived, every other column
+    after them (each row's derived fields and causes: what the words and the renderers read, not summary.csv)."""
     columns = [c for c in schema.SUMMARY_COLUMNS if c in summary] + list(schema.RATIOS.values())
-    return summary.reindex(columns=columns + ([c for c in summary if c not in columns] if answers else []))
+    return summary.reindex(columns=columns + ([c for c in summary if c not in columns] if derived else []))
 
 
 def per_variant(runs):

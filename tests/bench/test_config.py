@@ -20,7 +20,7 @@ def test_each_flag_is_a_typed_field_of_its_group(tmp_path):
                             "--repeats", "3", "--budget", "none", "--seed", "7", "--out", str(tmp_path), "--dry-run",
                             "--gpus", "2", "--nproc", "2", "--profile"])  # fmt: skip
     assert asked == Config(
-        mode="bench",
+        mode="speed",
         rows=Rows(variants=("baseline", "amp"), loaders=(), default_variants=False, default_loaders=False),
         work=Work(steps=12, warmup_steps=0, seed=7),
         launch=Launch(nproc=2),
@@ -72,7 +72,8 @@ def test_a_plan_kept_under_a_modes_earlier_name_is_rebuilt_under_its_name_now(tm
     kept["own"]["kind"] = "bench.modes.maxbatch.Flags"  # the module's path, as plans kept it then
     assert config.rebuilt(kept, owners()).own == max_batch.Flags(memory_limit=4500)
     bench = config.saved(cli.parse_args(["--out", str(tmp_path)]))
-    assert config.rebuilt({**bench, "mode": "run"}, owners()).mode == "bench"
+    assert config.rebuilt({**bench, "mode": "run"}, owners()).mode == "speed"
+    assert config.rebuilt({**bench, "mode": "bench"}, owners()).mode == "speed"  # its name before 2026-12-05
 
 
 def test_a_plan_names_a_modes_flags_by_the_registry_and_every_modes_own_comes_back():
@@ -117,8 +118,8 @@ def test_resume_of_a_plan_naming_a_module_with_a_side_effect_ends_in_one_line_an
 def test_a_mode_runs_on_the_configuration_the_entry_point_built(monkeypatch, tmp_path):
     """cli.main hands the mode the record parse_args built, nothing else."""
     given = []
-    run = modes.registered()["bench"]
-    monkeypatch.setitem(modes.OWN, "bench", dataclasses.replace(run, run=given.append))
+    run = modes.registered()["speed"]
+    monkeypatch.setitem(modes.OWN, "speed", dataclasses.replace(run, run=given.append))
     argv = ["--variants", "baseline", "--loaders", "none", "--out", str(tmp_path), "--repeats", "2"]
     cli.main(argv)
     assert given == [cli.parse_args(argv)] and isinstance(given[0], Config)

@@ -125,14 +125,14 @@ def test_a_file_from_a_newer_version_is_refused(tmp_path):
 
 
 def test_a_summary_rows_answers_are_fields_named_once_in_the_schema():
-    """The fields the rules and the causes add to every row (bench/stages/rules.py ROW_ANSWERS, causes.py's
-    causes_found and causes_unshown) are the schema's `words` fields, no more and no fewer, and no column of
+    """The fields the rules and the causes add to every row (bench/stages/rules.py DERIVED, causes.py's
+    causes_found and causes_unshown) are the schema's `derived` fields, no more and no fewer, and no column of
     summary.csv nor of runs.csv."""
     from bench.stages import causes, rules
 
-    words = {f.name for f in schema.FIELDS if f.source == "words"}
-    assert words == {answer.column for answer in rules.ROW_ANSWERS} | set(causes.COLUMNS)
-    assert not words & set(schema.SUMMARY_COLUMNS) and not words & set(schema.RUN_COLUMNS)
+    derived = {f.name for f in schema.FIELDS if f.source == "derived"}
+    assert derived == {field.column for field in rules.DERIVED} | set(causes.COLUMNS)
+    assert not derived & set(schema.SUMMARY_COLUMNS) and not derived & set(schema.RUN_COLUMNS)
 
 
 def test_a_summary_row_is_read_by_attribute_and_a_misspelt_field_fails_where_it_is_read():

@@ -268,7 +268,7 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
     own largest says so in the answer, its verdict and the table; a row whose answer does not change keeps its
     answer's words; rows of another model are not joined."""
     from bench.modes import speed
-    from bench.outputs import answer, markdown
+    from bench.outputs import headline, markdown
     from helpers import STEADY, runs_of
 
     slow = [(rate * 0.7, {"peak_host_mem_mib": 700}) for rate, _ in STEADY]  # slower, for less memory
@@ -282,7 +282,7 @@ def test_a_bench_beside_the_rounds_says_what_a_row_is_at_its_largest_batch(tmp_p
     assert summary.loc["checkpoint", "largest_answer"] == "faster" and summary.loc["checkpoint", "largest_batch"] == 576
     assert "at its largest batch (576, 2.29x the baseline's) 1.30x the baseline's speed at the baseline's own largest" \
         " (95% interval 1.20x to 1.40x): faster (max_batch.md)" in summary.loc["checkpoint", "verdict"]  # fmt: skip
-    said = dict(answer.items(summary.reset_index(), modes.joined()))
+    said = dict(headline.items(summary.reset_index(), modes.joined()))
     assert said["Trades speed for memory"].startswith("checkpoint 0.70x (1.30x at its largest batch: faster)")
     assert said["Pays"].startswith("amp 1.50x,")  # faster at both batches: nothing added
     cells = dict(markdown.train_columns(summary.reset_index(), modes.joined()))

@@ -190,7 +190,7 @@ def test_what_a_registered_modes_table_adds_the_benchs_outputs_say_by_its_declar
     """Its Joins alone (bench/outputs/ names no mode): its column in the training table, its words in a row's verdict
     and beside its speed-up in the answer first, its group ahead of what pays, what a row waiting for its data is
     told, its mark beside a row's memory bars and its note on that plot's axis; a folder without its table: none."""
-    from bench.outputs import answer, markdown, plots
+    from bench.outputs import headline, markdown, plots
     from helpers import STEADY, runs_of, scaled
 
     out = tmp_path / "out"
@@ -203,7 +203,7 @@ def test_what_a_registered_modes_table_adds_the_benchs_outputs_say_by_its_declar
     assert "| images (--count-images) |" in text and f"| {words} |" in text
     verdicts = summary.set_index("variant")["verdict"]
     assert f"--count-images counted {words}" in verdicts["amp"] and f"The count says {words}." in verdicts["dp"]
-    said = dict(answer.items(train, modes.joined()))
+    said = dict(headline.items(train, modes.joined()))
     assert list(said)[0] == "Faster, but counted" and said["Faster, but counted"].startswith(f"amp 1.50x (of {words})")
     assert f": --count-images counted {words}" in said["Faster, but counted"] and "amp" not in said.get("Pays", "")
     drawn = []
@@ -216,7 +216,7 @@ def test_what_a_registered_modes_table_adds_the_benchs_outputs_say_by_its_declar
     alone = speed.summary_of(runs, tmp_path)  # no table of it here: nothing of it anywhere
     assert "images (--count-images)" not in markdown.markdown(alone, {"small": "small"}, "now", joined=modes.joined())
     assert "--count-images" not in " ".join(alone["verdict"].dropna()) and "Faster, but counted" not in dict(
-        answer.items(alone[alone["kind"] == "train"], modes.joined())
+        headline.items(alone[alone["kind"] == "train"], modes.joined())
     )
 
 
@@ -255,14 +255,14 @@ def test_a_mode_has_one_name_its_executor_its_files_and_its_runs_folder_go_by():
     for mode in modes.registered().values():
         if mode.executes is not None:
             assert mode.executes.name == mode.name and mode.executes.subfolder in (None, mode.name.replace("_", "-"))
-    with pytest.raises(ValueError, match="mode 'speed': its executor is named 'bench'"):
-        Registration("speed", print, executes=speed.Bench)
+    with pytest.raises(ValueError, match="mode 'bench': its executor is named 'speed'"):
+        Registration("bench", print, executes=speed.Speed)
     with pytest.raises(ValueError, match=r"mode 'tally': what it shows \(count_images.md, count_images.png\) goes by"):
         Registration("tally", print, shows=COUNT_SHOWS)
     for mode in modes.registered().values():  # the bench's own: their pages and plots begin with their names
         assert mode.shows is None or mode.shows.page.startswith(mode.name)
 
-    class Folder(speed.Bench):
+    class Folder(speed.Speed):
         name, subfolder = "max_batch", "maxbatch"
 
     with pytest.raises(ValueError, match="mode 'max_batch': its runs' folder 'maxbatch' is not its flag's name"):
@@ -286,19 +286,19 @@ def test_a_flag_goes_with_the_modes_that_declare_it_and_a_wrong_declaration_is_c
 def test_the_benchs_own_modes_in_their_order_and_the_default_is_the_bench():
     own = list(modes.registered())
     assert own == ["resume", "summarize", "check", "readme", "parity", "max_batch", "to_accuracy", "scaling",
-                   "tune_loader", "bench", "save_baseline"]  # fmt: skip
-    assert [m.name for m in modes.registered().values() if m.asked is None] == ["bench"]
-    assert modes.registered()["bench"] is speed.MODE and cli.parse_args([]).mode == "bench"
+                   "tune_loader", "speed", "save_baseline"]  # fmt: skip
+    assert [m.name for m in modes.registered().values() if m.asked is None] == ["speed"]
+    assert modes.registered()["speed"] is speed.MODE and cli.parse_args([]).mode == "speed"
     assert not modes.registered()["readme"].locked  # it writes README.md and the saved folders, not --out
     executed = {m.executes.name for m in modes.registered().values() if m.executes is not None}
-    assert executed == {"bench", "check", "max_batch", "to_accuracy", "parity", "scaling", "tune_loader"}
+    assert executed == {"speed", "check", "max_batch", "to_accuracy", "parity", "scaling", "tune_loader"}
 
 
 def test_the_outputs_name_no_mode():
     """bench/outputs/ renders what the modes declare (their Shows, their Joins) and names none of them: no mode's flag,
     module or registered name (where it is no plain word) in its code or its docstrings, so a mode's words can only
     come from its own module."""
-    names = {f"--{name.replace('_', '-')}" for name in modes.registered() if name != "bench"}
+    names = {f"--{name.replace('_', '-')}" for name in modes.registered() if name != "speed"}
     names |= {f"modes.{name}" for name in modes.registered()} | {n for n in modes.registered() if "_" in n}
     names |= {"parity", "largest"}  # two modes' words that once lived here
     for path in sorted((Path(modes.__file__).parent.parent / "outputs").glob("*.py")):

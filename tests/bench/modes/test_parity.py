@@ -151,7 +151,7 @@ def test_an_explicit_zero_is_the_number_given_not_the_default(tmp_path):
 def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp_path, capsys):
     """A --parity run in the results folder: its verdicts join the speed bench's rows by variant; a row that is
     faster but learns worse is listed first, apart from those that pay; the verdict and the table say it too."""
-    from bench.outputs import answer, markdown
+    from bench.outputs import headline, markdown
     from helpers import STEADY, runs_of
 
     fast = [(rate * 1.5, {}) for rate, _ in STEADY]
@@ -161,7 +161,7 @@ def test_the_speed_answer_says_faster_but_learns_worse_where_parity_found_it(tmp
     assert summary.loc["amp", "parity_verdict"] == "learns worse" and summary.loc["amp", "parity_from_step"] == 60
     assert "in --parity it learns worse from step 60 than the baseline over its seeds" in summary.loc["amp", "verdict"]
     assert "in --parity it learns the same as the baseline" in summary.loc["compile", "verdict"]
-    said = answer.items(summary.reset_index(), modes.joined())
+    said = headline.items(summary.reset_index(), modes.joined())
     assert [label for label, _ in said][:2] == ["Faster, but learns worse", "Pays"]
     assert said[0][1].startswith("amp 1.50x") and "compile" in said[1][1] and "amp" not in said[1][1]
     assert parity.cell(summary.loc["amp"]) == "worse from step 60"

@@ -14,10 +14,10 @@ from helpers import dry_run, fast_first, run
 
 
 def bench_with(rows):
-    """A Bench's warm-up bookkeeping with its finished rows, no bench around it."""
+    """The speed mode's warm-up bookkeeping with its finished rows, no bench around it."""
     made = types.SimpleNamespace(recorded=lambda: rows)
     for name in ("warmed", "known_needs", "finished", "note"):
-        setattr(made, name, getattr(speed.Bench, name).__get__(made))
+        setattr(made, name, getattr(speed.Speed, name).__get__(made))
     return made
 
 
@@ -76,7 +76,7 @@ def auto_bench(tmp_path, monkeypatch, effects, noise, budget_s=None, wall_s=10.0
     asked = Config(outputs=Outputs(out=tmp_path, baseline_dir=tmp_path / "baseline"))
     works = dict(small=planned.Work(timeout=60, data=str(tmp_path)))
     context = dict(variants=variants, loaders=[])
-    bench = speed.Bench(asked, MACHINE, "b1", runs, works, dict(auto=True, context=context))
+    bench = speed.Speed(asked, MACHINE, "b1", runs, works, dict(auto=True, context=context))
     bench.logs.mkdir(parents=True)
     execute.execute(bench, budget_s)
     return fake.launched, (bench.logs / "rounds.txt").read_text()
@@ -173,7 +173,7 @@ def test_the_first_round_evaluates_and_the_later_ones_time_the_speed_alone():
 def sized_bench(rows):
     made = types.SimpleNamespace(recorded=lambda: rows)
     for name in ("sized", "known_windows", "known_steps", "timings", "finished", "note"):
-        setattr(made, name, getattr(speed.Bench, name).__get__(made))
+        setattr(made, name, getattr(speed.Speed, name).__get__(made))
     return made
 
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from bench.modes import speed
-from bench.outputs import answer, markdown
+from bench.outputs import headline, markdown
 from bench.outputs import verdicts as words
 from bench.stages import intervals, rules, summarize
 from helpers import (
@@ -56,7 +56,7 @@ def test_a_slower_amp_row_names_emulated_bf16():
     amp = dict(base, variant="amp", rate_median=20.0, speedup=0.2, speedup_low=0.18, speedup_high=0.22, rounds_paired=3)
     amp["speed_answer"] = "slower"
     amp.update(amp_dtype="bf16", bf16_native=False, device="cpu")
-    rows = rules.answered(pd.DataFrame([base, amp, dict(amp, variant="native", bf16_native=True)]))
+    rows = rules.derived(pd.DataFrame([base, amp, dict(amp, variant="native", bf16_native=True)]))
     line = words.verdict(rows.iloc[1], rows.iloc[0])  # the words read the row's answers (bf16_emulated)
     assert "0.20x slower" in line and "bf16 is emulated on this CPU (no AVX-512-BF16 or AMX)" in line
     assert "emulated" not in words.verdict(rows.iloc[2], rows.iloc[0])
@@ -236,7 +236,7 @@ def test_compiling_pays_back_after_the_steps_its_faster_steps_take_to_repay_it()
     assert (row.payback_cold_steps, row.payback_warm_steps) == (185, 10)
     assert "compiling pays back after 185 steps from a cold cache, 10 from a warm one" in said["compile"]
     assert markdown.payback_cell(row) == "185 / 10"
-    (pays,) = [words for label, words in answer.items(summary.reset_index()) if label == "Pays"]
+    (pays,) = [words for label, words in headline.items(summary.reset_index()) if label == "Pays"]
     assert "its compile paid back after 185 steps from a cold cache, 10 from a warm one" in pays
 
 

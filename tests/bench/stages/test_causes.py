@@ -7,7 +7,7 @@ import pytest
 
 from bench import catalogue
 from bench.modes import speed
-from bench.outputs import answer
+from bench.outputs import headline
 from bench.stages import causes
 from helpers import ROOT, STEADY, runs_of, scaled
 
@@ -250,7 +250,7 @@ def test_what_is_asked_and_what_would_show_a_cause_none_passed():
 def test_the_answer_names_each_rows_cause_and_the_rows_without_one():
     amp = dict(amp_dtype="bf16", bf16_native=False)
     summary = speed.summary_of(runs_of({"baseline": STEADY, "amp": scaled(0.4, **amp), "channels_last": scaled(1.0)}))
-    said = dict(answer.items(summary))
+    said = dict(headline.items(summary))
     assert said["Why not faster"] == (
         "amp: the precision is emulated; channels_last: not shown by what was measured (each verdict says what would"
         " show it)"

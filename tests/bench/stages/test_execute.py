@@ -26,7 +26,7 @@ def records(out):
     """The records of the last bench: the last of each run."""
     logs = sorted((out / "logs").glob("*/plan.json"))[-1].parent
     plan = json.loads((logs / "plan.json").read_text())
-    if plan["mode"] == "bench":
+    if plan["mode"] == "speed":
         rows = pd.read_csv(out / "runs.csv")
         return plan, rows[rows["bench_id"] == plan["bench_id"]].to_dict("records")
     return plan, execute.read_records(logs / "records.jsonl")
@@ -61,14 +61,14 @@ def test_every_mode_stops_at_the_chunk_between_whole_groups_and_resume_finishes_
     planned = MODES[mode][1]
     # room for a first group and a half (a part that holds no round would split it: see below): the bench's 4 runs
     # and --scaling's 2 as planned (12 and 15 s a run), the others' one run
-    runs = dict(bench=5.5, scaling=3.5).get(mode, 2.5)
+    runs = dict(speed=5.5, scaling=3.5).get(mode, 2.5)
     code, first = bench(mode, "--chunk", str(runs * RUN_S / 60))
     said = capsys.readouterr().out
     assert code in (0, 1), said
     plan, done = records(bench.out)
     assert plan["mode"] == mode and len(plan["runs"]) == planned
     assert "every round whole" in said and "--resume goes on" in said
-    groups = 2 if mode in ("bench", "scaling") else 1  # the bench's and --scaling's rounds run whole
+    groups = 2 if mode in ("speed", "scaling") else 1  # the bench's and --scaling's rounds run whole
     assert 0 < len(done) < planned and len(done) % (planned // groups if groups > 1 else 1) == 0
     code, second = bench(mode, "--resume")
     said = capsys.readouterr().out
@@ -84,13 +84,13 @@ def test_a_round_longer_than_a_part_is_split_between_its_runs_and_resume_finishe
     """A part of 2.5 runs, rounds of 4 (planned at 12 s a run): no part holds a round, so each part stops before the
     run that would end past it (a GPU's fp32 ViT round is longer than a 10-minute command); each run once."""
     chunk = str(2.5 * RUN_S / 60)
-    code, first = bench("bench", "--chunk", chunk)
+    code, first = bench("speed", "--chunk", chunk)
     said = capsys.readouterr().out
     assert code == 0 and len(first) == 2, said
     assert "stopped after 2 of 8 runs: this part's" in said and "split between its runs" in said
     launched = list(first)
     for _ in range(3):
-        code, more = bench("bench", "--resume", "--chunk", chunk)
+        code, more = bench("speed", "--resume", "--chunk", chunk)
         launched += more
     assert code == 0 and len(launched) == 8 == len(set(launched)), launched
     plan, done = records(bench.out)
@@ -101,7 +101,7 @@ def test_a_round_longer_than_a_part_is_split_between_its_runs_and_resume_finishe
 @pytest.mark.parametrize("mode", fast_first([m for m in MODES if m != "check"]))  # --check: no default budget (below)
 def test_every_mode_keeps_to_its_budget_says_what_it_left_and_resume_with_a_budget_goes_on(bench, mode, capsys):
     planned = MODES[mode][1]
-    if mode == "bench":  # the plan fits its 2 rounds of 4 runs to the budget by its estimates (12 s a run here), the
+    if mode == "speed":  # the plan fits its 2 rounds of 4 runs to the budget by its estimates (12 s a run here), the
         code, _ = bench(mode, "--budget", "1.8", run_s=40)  # executor by the runs' times: 40 s each: no round 2
     else:  # room for one run and a half: the first group runs, the second is not begun
         code, _ = bench(mode, "--budget", str(1.5 * RUN_S / 60))
@@ -143,9 +143,9 @@ def test_ctrl_c_in_any_mode_keeps_what_finished_exits_130_and_resume_runs_the_re
 def test_a_resumed_bench_keeps_the_flags_it_began_with(bench, capsys):
     """--profile records round 1's runs: a bench stopped in round 1 and resumed (without the flag, as the docs say)
     profiles the rest of round 1 too (it once profiled none after the resume, silently)."""
-    code, launched = bench("bench", "--profile", "--steps", "8", interrupt_at=2)
+    code, launched = bench("speed", "--profile", "--steps", "8", interrupt_at=2)
     assert code == 130 and bench.profiled == launched == ["baseline-1", "amp-1"]  # amp-1: stopped as it began
-    code, launched = bench("bench", "--resume")
+    code, launched = bench("speed", "--resume")
     rest = ["amp-1", "checkpoint-1"]  # round 1's rows; not the baseline beside them (its first run is profiled)
     assert code in (0, 1) and "baseline-1.2" in launched and bench.profiled == rest
 
@@ -154,19 +154,19 @@ def test_a_resume_finishes_the_bench_as_planned_and_changes_only_what_a_resume_m
     """plan.json keeps the configuration the bench was asked (bench/config.py): a resume that asks for other work
     (other steps, other rows, another seed) is refused in one line before anything runs; one that gives the budget
     again and adds --profile says so, and finishes the plan on the bench's own configuration, its rest profiled."""
-    code, _ = bench("bench", "--steps", "8", interrupt_at=2)
+    code, _ = bench("speed", "--steps", "8", interrupt_at=2)
     assert code == 130
     plan, done = records(bench.out)
-    assert plan["config"]["mode"] == "bench" and plan["config"]["work"]["steps"] == 8
+    assert plan["config"]["mode"] == "speed" and plan["config"]["work"]["steps"] == 8
     assert plan["config"]["rows"]["variants"] == ["baseline", "amp", "checkpoint"]
     capsys.readouterr()
     for other, planned_as in ((["--steps", "9"], "--steps 8"), (["--variants", "amp"], "--variants baseline,amp,"),
                               (["--seed", "3"], "without --seed")):  # fmt: skip
         with pytest.raises(BenchError, match=f"a --resume finishes bench .* as it was planned \\({planned_as}"):
-            bench("bench", "--resume", *other)
+            bench("speed", "--resume", *other)
     assert [r["run"] for r in records(bench.out)[1]] == [r["run"] for r in done]  # nothing ran
     assert "resuming" not in capsys.readouterr().out
-    code, launched = bench("bench", "--resume", "--steps", "8", "--budget", "none", "--profile")
+    code, launched = bench("speed", "--resume", "--steps", "8", "--budget", "none", "--profile")
     said = capsys.readouterr().out
     assert code in (0, 1) and "as it was planned; this command changes --budget none, --profile" in said, said
     assert bench.profiled == [r for r in launched if r.endswith("-1")] and bench.profiled  # round 1, not beside
@@ -207,7 +207,7 @@ def test_a_resumed_bench_counts_what_its_earlier_parts_spent_against_the_budget(
     assert len(done) == 4 and "the budget of 0.833333 min would be spent inside the next round" in said, said
 
 
-@pytest.mark.parametrize("mode", ["bench", "to_accuracy", "scaling"])
+@pytest.mark.parametrize("mode", ["speed", "to_accuracy", "scaling"])
 def test_resume_runs_the_failed_runs_again_and_only_them(bench, mode):
     code, _ = bench(mode, failing={"amp-1", "checkpoint-1", "n2-ddp-1"})
     plan, done = records(bench.out)
@@ -222,7 +222,7 @@ def test_resume_runs_the_failed_runs_again_and_only_them(bench, mode):
 
 def test_resume_refuses_a_bench_of_another_machine_and_rows_run_in_priority_order(bench):
     flags = ["--variants", "checkpoint,amp,baseline", "--loaders", "none", "--repeats", "1", *STEPS]
-    code, launched = bench("bench", flags=flags)
+    code, launched = bench("speed", flags=flags)
     assert launched == ["baseline-1", "amp-1", "checkpoint-1", "baseline-1.2"]  # the plan's order, whatever --variants
     (plan,) = (bench.out / "logs").glob("*/plan.json")
     plan.write_text(json.dumps(dict(json.loads(plan.read_text()), machine_class="8x-nvidia-h100")))

@@ -123,9 +123,9 @@ def test_a_plan_saved_is_read_back_as_it_was(tmp_path):
         dict(c=2),
     )
     assert plan["works"] == works and again == runs
-    planfile.save(path, "b2", "cpu-x", runs, works)  # the defaults: the bench, no options, no configuration
+    planfile.save(path, "b2", "cpu-x", runs, works)  # the defaults: the speed mode, no options, no configuration
     plan, _ = planfile.load(path)
-    assert (plan["mode"], plan["options"], plan["config"]) == ("bench", {}, None)
+    assert (plan["mode"], plan["options"], plan["config"]) == ("speed", {}, None)
 
 
 def test_a_damaged_plan_is_one_error_naming_it_and_what_broke(tmp_path):

@@ -465,7 +465,7 @@ def test_rounds_to_settle_need_an_interval_and_two_rounds():
 
 
 def test_each_rows_answers_are_fields_of_their_declared_types_on_a_copy():
-    """answered: every ROW_ANSWERS column, floats as floats (NaN where none), booleans as booleans, the rest objects;
+    """answered: every DERIVED column, floats as floats (NaN where none), booleans as booleans, the rest objects;
     the summary given is left as it was."""
     summary = pd.DataFrame(
         [
@@ -478,9 +478,9 @@ def test_each_rows_answers_are_fields_of_their_declared_types_on_a_copy():
     )  # fmt: skip
     summary.index = [5, 9]  # a summary's rows keep their labels
     before = summary.copy()
-    found = rules.answered(summary)
+    found = rules.derived(summary)
     pd.testing.assert_frame_equal(summary, before)
-    assert [a.column for a in rules.ROW_ANSWERS] == list(found.columns[len(summary.columns) :])
+    assert [a.column for a in rules.DERIVED] == list(found.columns[len(summary.columns) :])
     assert found["step_ms"].dtype == float and found.at[5, "step_ms"] == 500.0 and math.isnan(found.at[9, "step_ms"])
     assert list(found["torch_blind"]) == [True, False] and list(found["bf16_emulated"]) == [True, False]
     assert found["torch_blind"].dtype == object and type(found.at[9, "torch_blind"]) is bool

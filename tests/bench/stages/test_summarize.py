@@ -134,7 +134,7 @@ def test_a_compiled_step_saves_the_baselines_step_less_its_own(speedup, cold_ste
 
 
 def test_each_rows_answers_are_worked_out_once_and_again_alike_from_summary_csv(tmp_path):
-    """The words and the renderers read each row's answers as fields (rules.answered): the same from a summary
+    """The words and the renderers read each row's answers as fields (rules.derived): the same from a summary
     read back from summary.csv (which holds only the numbers they come from) as from the bench's own; each is its
     rule's (the step at the rate, the data wait less, the standing against the ceiling, the stall)."""
     stalled = dict(step_time_median_ms=500.0, step_time_p90_ms=700.0, data_wait_frac=0.25, global_batch_size=64)
@@ -143,7 +143,7 @@ def test_each_rows_answers_are_worked_out_once_and_again_alike_from_summary_csv(
     runs = runs.assign(**{k: [v if variant == "bigger" else None for variant in runs["variant"]]
                           for k, v in stalled.items() if k != "global_batch_size"})  # fmt: skip
     summary = answers(runs)
-    columns = [a.column for a in rules.ROW_ANSWERS]
+    columns = [a.column for a in rules.DERIVED]
     bigger = summary.loc["bigger"]
     assert bigger["step_ms"] == pytest.approx(1e3 * 64 / bigger["rate_median"])
     assert bigger["compute_ms"] == pytest.approx(bigger["step_ms"] * 0.75) and bigger["wait_share"] == 0.25
@@ -153,7 +153,7 @@ def test_each_rows_answers_are_worked_out_once_and_again_alike_from_summary_csv(
     summarize.in_order(summary.reset_index()).to_csv(tmp_path / "summary.csv", index=False)
     back = pd.read_csv(tmp_path / "summary.csv")
     assert not set(columns) & set(back.columns)  # summary.csv: the numbers, not the answers
-    again = rules.answered(back).set_index("variant")[columns]
+    again = rules.derived(back).set_index("variant")[columns]
     pd.testing.assert_frame_equal(again, summary[columns], check_dtype=False)
 
 

@@ -1,4 +1,4 @@
-"""bench/outputs/answer.py: the answer first, from made-up runs with known verdicts through the same summarize() the
+"""bench/outputs/headline.py: the answer first, from made-up runs with known verdicts through the same summarize() the
 bench uses."""
 
 import pandas as pd
@@ -7,7 +7,7 @@ import pytest
 from bench import modes
 from bench.modes import speed
 from bench.observe import machine
-from bench.outputs import answer, diffs, markdown, verdicts
+from bench.outputs import diffs, headline, markdown, verdicts
 from bench.stages import rules
 from helpers import STEADY, runs_of, scaled, told
 
@@ -45,7 +45,7 @@ def test_a_row_not_settled_is_told_how_many_rounds_would_settle_it():
     assert (
         summary.loc["compile", "speed_answer"] == "unsettled" and summary.loc["compile", "rounds_to_settle"] == rounds
     )
-    if rounds <= answer.ROUNDS_AT_MOST:
+    if rounds <= headline.ROUNDS_AT_MOST:
         assert f"about {rounds} rounds at this noise would decide it (--repeats {rounds})" in said["Open"]
     else:
         assert "below this machine's noise" in said["Open"]
@@ -145,12 +145,12 @@ def test_the_bench_answer_names_a_data_bound_row_and_points_to_the_sweep():
     bound = [(rate, {"data_wait_frac": 0.35}) for rate, _ in STEADY]
     summary = speed.summary_of(runs_of({"baseline": bound, "amp": [(r * 1.5, {"data_wait_frac": 0.02}) for r, _ in
                                                                STEADY]}))  # fmt: skip
-    said = dict(answer.items(summary, modes.joined()))  # the mode that points to the loader's settings: named
+    said = dict(headline.items(summary, modes.joined()))  # the mode that points to the loader's settings: named
     assert said["Data-bound"].startswith("baseline waits for data 35% of its window: the loader, not the technique,")
     assert "python -m bench --tune-loader finds the loader's settings for this machine" in said["Data-bound"]
-    assert dict(answer.items(summary))["Data-bound"].endswith("sets the pace")  # no mode points there: no pointer
+    assert dict(headline.items(summary))["Data-bound"].endswith("sets the pace")  # no mode points there: no pointer
     calm = speed.summary_of(runs_of({"baseline": STEADY, "amp": [(r * 1.5, {}) for r, _ in STEADY]}))
-    assert "Data-bound" not in dict(answer.items(calm))
+    assert "Data-bound" not in dict(headline.items(calm))
 
 
 @pytest.mark.parametrize("wait, bound", [(0.2, True), (0.2 - 1e-4, False)])
@@ -161,7 +161,7 @@ def test_a_row_is_data_bound_from_a_fifth_of_its_window_waiting(wait, bound):
         dict(variant=["baseline", "amp", "amp-synthetic"], dataset=["small", "small", "synthetic"], runs_ok=[3, 0, 3],
              wait_share=[wait, 0.9, 0.9], ceiling_pct=[50.0, None, None])
     )  # fmt: skip
-    found = dict(answer.data_bound_items(train))
+    found = dict(headline.data_bound_items(train))
     assert ("Data-bound" in found) == bound and rules.WAIT_BOUND == 0.2
     if bound:
         assert found["Data-bound"].startswith(

@@ -1,4 +1,5 @@
-"""The answer first: what to adopt on this machine for this model, from the settled verdicts alone.
+"""The headline, which the bench's outputs title "The answer first": what to adopt on this machine for this model,
+from the settled verdicts alone.
 
 Every row a bench compares with the baseline lands in one group, by its speed answer and its memory answer
 (bench/stages/rules.py's answers; nothing here reads a point estimate as a finding):
@@ -283,8 +284,8 @@ def title(train):
     return f"What to adopt for {model} here{margin}, from the decided answers alone"
 
 
-def answer(train, joined=()):
-    """The answer as markdown lines (joined: the modes' Joins)."""
+def lines(train, joined=()):
+    """The headline as markdown lines (joined: the modes' Joins)."""
     said = items(train, joined)
     if not said:
         return []
