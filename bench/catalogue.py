@@ -153,7 +153,7 @@ DEFAULT_LOADER = "torchvision"  # the --loader of train*.py's own DataLoader (lo
 ALONE = {(row.measures or DEFAULT_LOADER): row.name for row in loaders().values()}
 PEERS = {r.name: r.peer for r in ROWS if r.peer}  # a row answered against another row as well as the baseline
 DEFAULT = tuple(row.name for row in training().values() if row.by_default)  # the rows of a bench of every row
-SELF = "baseline-again"  # the baseline against itself: its answer checks the rule (bench/stages/rules.py)
+SELF = "baseline-again"  # the baseline against itself: its answer checks the rule (bench/stages/statistics/rules.py)
 MULTI_GPU = {r.name for r in ROWS if r.several_gpus}  # their speed-up needs 2 GPUs or more: the overhead
 DISTRIBUTED = {r.name for r in ROWS if r.launch == "torchrun"}  # one process per GPU (2 on a CPU)
 COMPILED = {r.name for r in ROWS if r.compiles}  # one compile cache per variant and bench

@@ -31,7 +31,8 @@ import filelock
 
 from bench import BenchError, catalogue, check_folder, config, data
 from bench.modes import goes_with, registered
-from bench.stages import record, slurm
+from bench.stages.planning import slurm
+from bench.stages.records import record
 
 MAX_TIMEOUT = 7 * 24 * 3600
 LOCK = ".bench.lock"  # in --out: held while a bench uses the folder (see lock())

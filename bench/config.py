@@ -5,7 +5,7 @@ start (Launch), with what budget (Limits) and where its outputs go (Outputs), wi
 the record its registration builds, bench/modes/__init__.py). Everything below the entry point reads it; a mode that
 plans other work varies it (varied: a copy with some fields changed), as --scaling plans its DDP rows alone. Each
 field keeps the name of its flag (--batch-size: work.batch_size); a value left None is chosen by the planner for the
-machine and the workload (bench/stages/plan.py DEFAULTS).
+machine and the workload (bench/stages/planning/plan.py DEFAULTS).
 
 A bench keeps its configuration with its plan (saved(), in logs/BENCH/plan.json), and --resume finishes it with the
 configuration rebuilt from there (resumed()): the resume command may change what RESUMABLE names, and nothing else.
@@ -64,7 +64,7 @@ class Limits:
     budget: float | str | None = None
     chunk: float | None = None
     timeout: int | None = None
-    margin: float | None = None  # the speed answers' margin (None: bench/stages/rules.py MARGIN)
+    margin: float | None = None  # the speed answers' margin (None: bench/stages/statistics/rules.py MARGIN)
 
 
 @dataclass(frozen=True)

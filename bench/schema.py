@@ -259,7 +259,7 @@ runs_diverged           -     summary -       -          ok runs whose loss dive
 rate_median             1/s   summary -       -          median rate of the ok runs, each read as steady training has it
                                                            (rate_basis): samples_per_s, unless its window held more
                                                            epoch starts than the real data set would
-rate_basis              -     summary -       -          how the runs' rates were read (bench/stages/summarize.py's
+rate_basis              -     summary -       -          how the runs' rates were read (stages/statistics/summarize.py's
                                                            rate_of): window (samples_per_s), steady steps
                                                            (steady_samples_per_s), median step (global batch / its
                                                            median step, in a record from before steady_samples_per_s
@@ -285,7 +285,7 @@ speedup                 x     summary -       -          the geometric mean over
 speedup_low             x     summary -       -          the 95% confidence interval of speedup starts here (Student's t
                                                            on the log ratios, their spread pooled with the machine's
                                                            noise measured on the baseline beside the rows where a round
-                                                           ran it three times or more: bench/stages/summarize.py)
+                                                           ran it three times or more: stages/statistics/summarize.py)
 speedup_high            x     summary -       -          ... and ends here
 speedup_precision_pct   %     summary -       -          the interval's half-width, as a share of speedup
 rounds_paired           -     summary -       -          rounds in which both this row and its reference ran ok
@@ -359,26 +359,26 @@ memory_vs_peer_low      x     summary -       -          its 95% confidence inte
 memory_vs_peer_high     x     summary -       -          ... and ends here
 convert_ms              ms    summary -       -          --profile: casts and memory-format conversions per step, the
                                                            self time of the operators (CPU) or kernels (GPU) that
-                                                           convert (bench/stages/causes.py's CONVERSIONS), round 1
+                                                           convert (stages/statistics/causes.py's CONVERSIONS), round 1
 collective_ms           ms    summary -       -          --profile: collectives per step (all-reduce, all-gather,
                                                            ...): the time one ran (profile_collective_ms), else their
                                                            operators' self time
 exposed_collective_ms   ms    summary -       -          --profile: ... of it, the time with no compute beside it
                                                            (profile_exposed_ms)
 kernels_ms              ms    summary -       -          --profile: convolutions, matrix multiplies and attention per
-                                                           step (bench/stages/causes.py's KERNELS)
+                                                           step (bench/stages/statistics/causes.py's KERNELS)
 gpu_busy_ms             ms    summary -       -          --profile: every GPU kernel's self time per step, summed
 between_ops_ms          ms    summary -       -          --profile: the time between operators per step (the
                                                            profiler's step less its operators: Python, the loop)
 cause                   -     summary -       -          a row not faster (or faster but below its ceiling): the
-                                                           likeliest cause, by the rules of bench/stages/causes.py
+                                                           likeliest cause, by the rules of stages/statistics/causes.py
                                                            (precision, compile, recompute, shared_cores, one_gpu,
                                                            collectives, data, loader_limit, conversions, kernels,
                                                            layout, host,
                                                            stalls), or none shown; empty for a row not asked
 verdict                 -     summary -       -          one line: what the variant did and why, from the fields above
-                                                           (bench/stages/summarize.py)
-step_ms                 ms    derived -       -          ms a step at the measured rate (bench/stages/rules.py
+                                                           (bench/stages/statistics/summarize.py)
+step_ms                 ms    derived -       -          ms a step at the measured rate (stages/statistics/rules.py
                                                            DERIVED: each row's derived fields, worked out once for the
                                                            words and the renderers; not in summary.csv, nor any below)
 compute_ms              ms    derived -       -          the step less its data wait
@@ -400,7 +400,7 @@ deciding_high           x     derived -       -          ... and ends here
 self_check              -     derived -       -          the baseline against itself (catalogue.SELF): holds (within
                                                            the margin, or open) or fails (faster or slower)
 causes_found            -     derived -       -          every cause rule that passed, with its numbers
-                                                           (bench/stages/causes.py); empty for a row not asked
+                                                           (stages/statistics/causes.py); empty for a row not asked
 causes_unshown          -     derived -       -          where none passed: the flags that would show a cause
 """
 

@@ -53,7 +53,7 @@ from torch.distributed.elastic.multiprocessing.subprocess_handler import subproc
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: bench/
 import bench.cli  # noqa: E402, F401  (python -m bench: pandas, matplotlib, scipy, jinja2 and the bench itself)
 import bench.modes  # noqa: E402
-from bench.stages import launch  # noqa: E402
+from bench.stages.running import launch  # noqa: E402
 
 bench.modes.registered()  # every mode's module, as python -m bench imports them when it reads its flags
 
@@ -235,7 +235,7 @@ def suite_at(cwd):
         if os.path.dirname(where) == ROOT or where.startswith(os.path.join(ROOT, "bench") + os.sep):
             del sys.modules[name]
     sys.path[0] = home
-    from bench.stages import launch as its_launch
+    from bench.stages.running import launch as its_launch
 
     return its_launch, home
 

@@ -28,7 +28,8 @@ from bench import catalogue
 from bench.modes import speed
 from bench.outputs import headline
 from bench.outputs.declared import Bullets, Rows
-from bench.stages import prepare, record
+from bench.stages.planning import prepare
+from bench.stages.records import record
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

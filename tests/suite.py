@@ -16,7 +16,9 @@ from bench import cli, modes
 from bench import data as bench_data
 from bench.modes import speed
 from bench.observe import machine as observed
-from bench.stages import execute, prepare, record
+from bench.stages.planning import prepare
+from bench.stages.records import record
+from bench.stages.running import execute
 from helpers import (
     BAD,
     CPU_CLASSES,

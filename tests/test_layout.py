@@ -21,7 +21,9 @@ def role(module):
     """A module's place in ROLES: its folder's (a folder's __init__ its own), the entry's, or the top's."""
     if module in ENTRY:
         return ROLES.index("entry")
-    return ROLES.index(module if module in ROLES else module.rsplit(".", 1)[0] if module.count(".") > 1 else "bench")
+    return ROLES.index(
+        module if module in ROLES else ".".join(module.split(".")[:2]) if module.count(".") > 1 else "bench"
+    )
 
 
 def module_imports(path, top_level_only=True):
@@ -74,6 +76,35 @@ def test_bench_is_laid_out_by_role():
         assert ast.get_docstring(ast.parse((ROOT / "bench" / folder / "__init__.py").read_text())), folder
 
 
+# bench/stages/'s folders, lowest first: each imports its own, cost.py and epochs.py (beside them: what every stage
+# reads) and the folders before it here, never one after it
+STAGES = ["records", "statistics", "planning", "running"]
+
+
+def stage_floor(module):
+    """A stages module's place in STAGES (bench.stages.planning.plan: planning's); -1 for cost.py and epochs.py."""
+    parts = module.split(".")
+    return STAGES.index(parts[2]) if len(parts) > 3 else -1
+
+
+def test_the_stages_are_folders_in_the_pipelines_order_and_import_down_only():
+    """`ls bench/stages` shows the pipeline: planning, running, records, statistics, and the two files every stage
+    reads; running uses planning's records and the statistics' rules, planning the statistics' rules, never back."""
+    top = sorted(p.name for p in (ROOT / "bench" / "stages").iterdir() if p.name != "__pycache__")
+    assert top == sorted(["__init__.py", "cost.py", "epochs.py", *STAGES])
+    for folder in STAGES:
+        assert ast.get_docstring(ast.parse((ROOT / "bench" / "stages" / folder / "__init__.py").read_text())), folder
+    stages = {m: p for m, p in MODULES.items() if m.startswith("bench.stages.")}
+    assert len(stages) >= 20 and stage_floor("bench.stages.running.execute") > stage_floor("bench.stages.planning.plan")
+    upward = sorted(
+        f"{module} imports {other}"
+        for module, path in stages.items()
+        for other in module_imports(path, top_level_only=False)
+        if other.startswith("bench.stages.") and stage_floor(other) > stage_floor(module)
+    )
+    assert upward == []
+
+
 def test_no_module_imports_one_above_its_role():
     upward = sorted(
         f"{module} imports {other}"
@@ -85,8 +116,8 @@ def test_no_module_imports_one_above_its_role():
 
 
 def stage_names(path):
-    """The names a module takes from bench/stages/: 'summarize' for `from bench.stages import summarize`,
-    'WAIT_BOUND' for `from bench.stages.summarize import WAIT_BOUND`."""
+    """The names a module takes from bench/stages/: 'summarize' for `from bench.stages.statistics import summarize`,
+    'WAIT_BOUND' for `from bench.stages.statistics.summarize import WAIT_BOUND`."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench.stages"):
@@ -216,7 +247,8 @@ def modules_with_logic():
 def test_every_module_with_logic_has_its_test_file_where_the_module_is():
     missing = sorted(str(test.relative_to(ROOT)) for test in modules_with_logic().values() if not test.is_file())
     assert missing == []
-    assert modules_with_logic()[Path("bench/stages/plan.py")] == TESTS / "bench" / "stages" / "test_plan.py"
+    plan = TESTS / "bench" / "stages" / "planning" / "test_plan.py"
+    assert modules_with_logic()[Path("bench/stages/planning/plan.py")] == plan
     assert modules_with_logic()[Path("bench/__init__.py")] == TESTS / "bench" / "test_bench.py"
 
 

@@ -12,7 +12,7 @@ from helpers import ROOT, join_stubbed, train
 @pytest.mark.torches
 @pytest.mark.parametrize("local_rank,gpus,expected", [(0, 1, 0), (2, 4, 2), (3, 8, 3)])
 def test_each_ddp_process_takes_its_gpu(tiny_data, monkeypatch, local_rank, gpus, expected):
-    """Local rank N takes GPU N, bound at init (more processes than GPUs: tests/bench/stages/test_plan.py)."""
+    """Local rank N takes GPU N, bound at init (more processes than GPUs: tests/bench/stages/planning/test_plan.py)."""
     calls = join_stubbed(monkeypatch, tiny_data, gpus, local_rank, gpus)
     assert calls["set_device"] == torch.device("cuda", expected)
     assert calls["backend"] == "nccl" and calls["device_id"] == torch.device("cuda", expected)

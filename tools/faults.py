@@ -20,22 +20,22 @@ from pathlib import Path
 # (name, file, the line as it is, as the fault makes it): each a change of one line that a user would meet as a wrong
 # answer, a lost row or a crash, never as a syntax error
 FAULTS = [
-    ("statistics: the interval at 50%", "bench/stages/intervals.py",
+    ("statistics: the interval at 50%", "bench/stages/statistics/intervals.py",
      "low, high = scipy_stats().ttest_1samp(logs, 0.0).confidence_interval(confidence)",
      "low, high = scipy_stats().ttest_1samp(logs, 0.0).confidence_interval(0.5)"),
-    ("verdicts: faster read from the interval's top", "bench/stages/rules.py",
+    ("verdicts: faster read from the interval's top", "bench/stages/statistics/rules.py",
      "    if low > 1:\n        return \"faster\"", "    if high > 1:\n        return \"faster\""),
-    ("verdicts: stalls at twice the threshold", "bench/stages/rules.py",
+    ("verdicts: stalls at twice the threshold", "bench/stages/statistics/rules.py",
      "STALL = 1.25 ", "STALL = 2.5 "),
-    ("answers: a row's data wait read as its compute", "bench/stages/rules.py",
+    ("answers: a row's data wait read as its compute", "bench/stages/statistics/rules.py",
      "    Derived(\"wait_share\", float, waited),", "    Derived(\"wait_share\", float, compute_ms),"),
-    ("warm-up rule: the last step counted", "bench/stages/rules.py",
+    ("warm-up rule: the last step counted", "bench/stages/statistics/rules.py",
      "    steps = list(warmup_ms[:-1])", "    steps = list(warmup_ms)"),
-    ("payback: the saving per step as base / speed-up", "bench/stages/summarize.py",
+    ("payback: the saving per step as base / speed-up", "bench/stages/statistics/summarize.py",
      "    saved_s = base_step_s * (1 - 1 / speedup)", "    saved_s = base_step_s / speedup"),
-    ("resume: finished runs run again", "bench/stages/execute.py",
+    ("resume: finished runs run again", "bench/stages/running/execute.py",
      '    done = {r["run"] for r in records if r.get("status") == "ok"}', "    done = set()"),
-    ("executor: earlier parts' time not counted", "bench/stages/execute.py",
+    ("executor: earlier parts' time not counted", "bench/stages/running/execute.py",
      "    deadline = started + budget_s - spent_s if budget_s else math.inf",
      "    deadline = started + budget_s if budget_s else math.inf"),
     ("one-line errors: exit code 1", "checks.py", "    raise SystemExit(2)", "    raise SystemExit(1)"),
@@ -58,11 +58,11 @@ FAULTS = [
     ("configuration: the asked mode's own flags not read", "bench/cli.py",
      "    return dataclasses.replace(checked, own=own(flags, checked)) if own is not None else checked",
      "    return checked"),
-    ("edge: learning's rerun band dropped (worse as soon as above 1.00x)", "bench/stages/rules.py",
+    ("edge: learning's rerun band dropped (worse as soon as above 1.00x)", "bench/stages/statistics/rules.py",
      "    if low > 1 + band:\n        return \"worse\"", "    if low > 1:\n        return \"worse\""),
-    ("edge: a disturbed baseline's bound ten times as wide", "bench/stages/intervals.py",
+    ("edge: a disturbed baseline's bound ten times as wide", "bench/stages/statistics/intervals.py",
      "DISTURBED = 5.0 ", "DISTURBED = 50.0 "),
-    ("edge: the same-band's top doubled", "bench/stages/rules.py",
+    ("edge: the same-band's top doubled", "bench/stages/statistics/rules.py",
      "    if 1 - band <= low and high <= 1 + band:", "    if 1 - band <= low and high <= 1 + 2 * band:"),
     ("ddp: no pause after destroy_process_group", "train_ddp.py",
      "        checks.let_the_group_workers_finish()", "        pass"),
@@ -77,7 +77,8 @@ def fail(message):
 
 
 def naming(root, module):
-    """The test files that name a module: `import checks`, `from bench.stages import summarize`, "train_ddp.py"."""
+    """The test files that name a module: `import checks`, `from bench.stages.statistics import summarize`,
+    "train_ddp.py"."""
     stem = Path(module).stem
     pattern = re.compile(rf"\b{stem}\b")
     return sorted(

@@ -2,11 +2,12 @@
 
 mutmut (pinned in the Makefile, installed by the target on first use) changes each comparison, constant and operator
 of a module in turn and runs the tests that reach the changed function; a mutant no test notices survives. The
-modules are the statistics of paired rounds (bench/stages/intervals.py), the rules of the rows' answers and the
-planner's stop rule (bench/stages/rules.py: needs_rounds, GIVE_UP), the epoch-start count (bench/stages/epochs.py)
-and the resume rule (bench/stages/planfile.py: which runs a plan.json may name). Each is mutated in a copy of the
-tracked tree (results/mutate/MODULE), so the checkout is never touched; the share killed per module and every
-survivor are printed, and written to results/mutate/scores.csv and survivors.txt. docs/tests.md says what survives.
+modules are the statistics of paired rounds (bench/stages/statistics/intervals.py), the rules of the rows' answers and
+the planner's stop rule (bench/stages/statistics/rules.py: needs_rounds, GIVE_UP), the epoch-start count
+(bench/stages/epochs.py) and the resume rule (bench/stages/planning/planfile.py: which runs a plan.json may name). Each
+is mutated in a copy of the tracked tree (results/mutate/MODULE), so the checkout is never touched; the share killed per
+module and every survivor are printed, and written to results/mutate/scores.csv and survivors.txt. docs/tests.md says
+what survives.
 
     python tools/mutate.py                      every module
     python tools/mutate.py --module epochs      one (its file's stem)
@@ -27,10 +28,10 @@ MUTMUT = str(Path(sys.executable).parent / "mutmut")
 
 # module -> its mirrored tests (tests/ mirrors bench/): the tests mutmut may run against its mutants
 MODULES = {
-    "bench/stages/intervals.py": ["tests/bench/stages/test_intervals.py"],
-    "bench/stages/rules.py": ["tests/bench/stages/test_rules.py"],
+    "bench/stages/statistics/intervals.py": ["tests/bench/stages/statistics/test_intervals.py"],
+    "bench/stages/statistics/rules.py": ["tests/bench/stages/statistics/test_rules.py"],
     "bench/stages/epochs.py": ["tests/bench/stages/test_epochs.py"],
-    "bench/stages/planfile.py": ["tests/bench/stages/test_planfile.py"],
+    "bench/stages/planning/planfile.py": ["tests/bench/stages/planning/test_planfile.py"],
 }
 GOAL = 0.90  # the share of mutants killed that each module should reach
 # what mutmut reports a mutant as, and whether the tests noticed it

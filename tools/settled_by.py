@@ -19,7 +19,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package, beside tools/
 from bench.catalogue import SELF  # noqa: E402
-from bench.stages import record, rules, summarize  # noqa: E402
+from bench.stages.records import record
+from bench.stages.statistics import (
+    rules,
+    summarize,  # noqa: E402
+)
 
 
 def finished_by(runs):

@@ -32,7 +32,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the bench package, beside tools/
-from bench.stages import record  # noqa: E402
+from bench.stages.records import record  # noqa: E402
 
 WARMUP = 5  # the bench's warm-up steps before a window (bench/stages/cost.py WARMUP_STEADY's small workload)
 WORKLOAD = [

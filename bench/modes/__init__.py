@@ -45,7 +45,7 @@ class Registration:
         runs.csv among them: a damaged one is named before any work
     writes_out: it writes in --out: the folder is made and checked, and every mode's outputs, before any work
     locked: it reads or writes --out, so it holds --out's lock while it runs
-    executes: the executor's mode (bench/stages/execute.py Mode) it runs, which --resume finishes by its name
+    executes: the executor's mode (bench/stages/running/execute.py Mode) it runs, which --resume finishes by its name
     only: the flags (argparse dests) that go with it alone, or with it and the other modes that list them: given
         with any other mode, cli.py refuses them in one line ("--seeds goes with --parity"), the rule said here once
     shows: what it shows of its results (a Shows: bench/outputs/declared.py), declared in its module: its page and its
@@ -146,7 +146,7 @@ def goes_with(given, asked, known):
 def table_in(out, name, needed, what):
     """A mode's table in the results folder (name: parity.csv, max_batch.csv), None without one or where it does not
     read (said once, on stderr: the summary goes on without it; what: what it would have added, in words)."""
-    from bench.stages import record
+    from bench.stages.records import record
 
     path = Path(out) / name
     if not path.exists():

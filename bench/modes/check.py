@@ -6,7 +6,7 @@ capabilities head the table. It is printed and written to OUT/check.md; the exit
 path that applies works, 1 when one fails. What a user runs first on a new machine, and what we run
 first on a GPU.
 
-Each path runs as the bench runs its rows (bench/stages/launch.py: a process with a time limit, its memory
+Each path runs as the bench runs its rows (bench/stages/running/launch.py: a process with a time limit, its memory
 sampled, through NVML on a GPU) on data/check, a small generated data set (10 classes of 60 training
 and 10 validation images, 32 px), with a small model (examples/smallnet.py:build) for 20 steps of 8
 images. The compiled paths keep their kernels in OUT/check/compile-cache: the first check compiles
@@ -26,8 +26,9 @@ from bench.catalogue import TORCHRUN
 from bench.modes import Registration, new_id, this_machine
 from bench.outputs import markdown
 from bench.outputs.declared import Bullets, Rows
-from bench.stages import cost, execute
-from bench.stages.planned import Run, Work
+from bench.stages import cost
+from bench.stages.planning.planned import Run, Work
+from bench.stages.running import execute
 
 MODEL = "examples/smallnet.py:build"
 VIT = "examples/vit_small.py:vit_small"  # the CPU's vit workload: a small ViT

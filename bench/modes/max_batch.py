@@ -17,8 +17,8 @@ Then the iso-memory comparison: every variant whose batch was found is timed at 
 paired rounds (3 with auto), as the speed bench times its rows (each round runs every variant once, the order
 reversed every other round; each run as sized_run makes it, so every row trains the same samples in its window), and
 its speed is read against the baseline's at the baseline's own largest batch, round by round: the geometric mean of
-the ratios and its 95% interval, and the speed bench's answer from it (bench/stages/summarize.py). A bench in the same
-results folder then says, for each row whose answer changes there, what it is "at its largest batch".
+the ratios and its 95% interval, and the speed bench's answer from it (bench/stages/statistics/summarize.py). A bench in
+the same results folder then says, for each row whose answer changes there, what it is "at its largest batch".
 
 Writes max_batch.csv, max_batch.md and max_batch.png to --out; each probe's log is under logs/<bench>/max-batch/.
 --budget bounds the whole mode: a variant not searched when it is spent says so, and a round it does not hold is not
@@ -43,8 +43,11 @@ from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
 from bench.schema import reads_row
-from bench.stages import calibrate, cost, execute, intervals, plan, rules
-from bench.stages.record import read_runs
+from bench.stages import cost
+from bench.stages.planning import plan
+from bench.stages.records.record import read_runs
+from bench.stages.running import calibrate, execute
+from bench.stages.statistics import intervals, rules
 
 PROBE_STEPS = 3  # a probe: the warm-up step, then two more (the optimizer's state exists from the first)
 MAX_BATCH = 2**16  # the doubling stops here
@@ -156,7 +159,8 @@ def sized_run(run, batch, work):
 def search(run, start, limit_mib, job):
     """(largest batch that fit, first batch that did not or None, why it stops, probes made, error or None); None
     when the executor was stopped. Batches are multiples of the run's processes (DDP splits the global batch).
-    job: the executor's (bench/stages/execute.py): each probe is job.launch'ed; the search ends when job.over()."""
+    job: the executor's (bench/stages/running/execute.py): each probe is job.launch'ed; the search ends when
+    job.over()."""
     step_of = run.processes
     fits, fails, probes = None, None, 0
 

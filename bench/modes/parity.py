@@ -42,7 +42,10 @@ from bench.outputs import render
 from bench.outputs.declared import Band, Bullets, Figure, Joins, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
 from bench.schema import reads_row
-from bench.stages import build, cost, execute, intervals, planned, prepare
+from bench.stages import cost
+from bench.stages.planning import build, planned, prepare
+from bench.stages.running import execute
+from bench.stages.statistics import intervals
 
 DEFAULTS = dict(  # the CPU: a tiny CNN, about 3 epochs of the hard data (150 steps of 64); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, steps=150, warmup_steps=5),

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from bench import BenchError, check_folder
 from bench.config import read
 from bench.modes import Registration, joined, registered, shown, speed, this_machine
-from bench.stages import baseline, execute, record
+from bench.stages.records import baseline, record
+from bench.stages.running import execute
 
 
 def resume_flags(p):

@@ -6,9 +6,9 @@ Each round runs every distributed variant (ddp and all unless --variants names o
 per GPU (on a CPU, gloo processes that share its cores). Weak scaling (the default, as the published tables): each
 process keeps the plan's batch, so the global batch grows with the count. Strong (--scaling-mode strong): the
 global batch stays the plan's, split over the processes. The rounds pair each count with one process in the same
-round, as the bench pairs a variant with the baseline (bench/stages/summarize.py): the speed-up is the geometric
-mean of those ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same, slower,
-unsettled) reads the speed-up's interval by the bench's rules.
+round, as the bench pairs a variant with the baseline (bench/stages/statistics/summarize.py): the speed-up is the
+geometric mean of those ratios with its 95% interval, efficiency = speed-up / processes, and the answer (faster, same,
+slower, unsettled) reads the speed-up's interval by the bench's rules.
 
 Writes scaling.csv, scaling.md and scaling.png to --out at the end, from the runs finished (a stopped mode keeps
 them: --resume goes on); each run's log and metrics are under logs/<bench>/scaling/. It leaves runs.csv alone: its
@@ -30,7 +30,10 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bullets, Figure, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, present
-from bench.stages import build, calibrate, cost, execute, intervals, plan, rules, slurm
+from bench.stages import cost
+from bench.stages.planning import build, plan, slurm
+from bench.stages.running import calibrate, execute
+from bench.stages.statistics import intervals, rules
 
 ROUNDS = 3  # --repeats auto: rounds of every count
 COLUMNS = [

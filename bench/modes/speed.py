@@ -1,10 +1,9 @@
 """The bench itself, the default mode: every variant on the same work, in rounds, a row each in runs.csv, then
 summary.csv, summary.md, the plots and report.html from them (written again by --summarize and --readme).
 
-Speed is the mode as bench/stages/execute.py runs it; with --repeats auto it adds rounds for the rows whose interval is
-still wide (next_round). write_outputs summarizes a bench's rows and writes every output; report prints them, and
-each row's change against the saved baseline of this machine's class.
-"""
+Speed is the mode as bench/stages/running/execute.py runs it; with --repeats auto it adds rounds for the rows whose
+interval is still wide (next_round). write_outputs summarizes a bench's rows and writes every output; report prints
+them, and each row's change against the saved baseline of this machine's class."""
 
 import dataclasses
 import importlib.util
@@ -24,22 +23,11 @@ from bench.observe.machine import where as machine_where
 from bench.outputs import markdown, plots, verdicts
 from bench.outputs import report as html_report
 from bench.outputs.plots import plot_memory, plot_throughput, plot_time, plot_tradeoff
-from bench.stages import (
-    baseline,
-    build,
-    calibrate,
-    causes,
-    cost,
-    execute,
-    fit,
-    plan,
-    planned,
-    profiles,
-    record,
-    rules,
-    slurm,
-    summarize,
-)
+from bench.stages import cost
+from bench.stages.planning import build, fit, plan, planned, slurm
+from bench.stages.records import baseline, profiles, record
+from bench.stages.running import calibrate, execute
+from bench.stages.statistics import causes, rules, summarize
 
 
 def title(summary, machine, workload=None):
@@ -57,17 +45,18 @@ def title(summary, machine, workload=None):
 
 
 def margin(config):
-    """The margin a bench's speed answers are read against: --margin, else bench/stages/rules.py MARGIN."""
+    """The margin a bench's speed answers are read against: --margin, else bench/stages/statistics/rules.py MARGIN."""
     return rules.MARGIN if config.limits.margin is None else config.limits.margin
 
 
 def summary_of(runs, out=None, profiled=None, margin=rules.MARGIN):
-    """The summary every output is drawn from, down one way: the statistics of the runs (bench/stages/summarize.py),
-    with what each mode's table in the results folder out adds (a registration's joins, their numbers: --parity's
-    verdicts, --max-batch's speeds at the largest batches, --tune-loader's answer; none without out); each row's
-    derived fields (rules.derived) and causes (bench/stages/causes.py, with the operators of a bench with --profile:
-    profiled, from bench/stages/profiles.py); then the words (bench/outputs/verdicts.py), a verdict for every row, what
-    the modes' tables add said in it. summary.csv holds its columns in_order."""
+    """The summary every output is drawn from, down one way: the statistics of the runs
+    (bench/stages/statistics/summarize.py), with what each mode's table in the results folder out adds (a registration's
+    joins, their numbers: --parity's verdicts, --max-batch's speeds at the largest batches, --tune-loader's answer; none
+    without out); each row's derived fields (rules.derived) and causes (bench/stages/statistics/causes.py, with the
+    operators of a bench with --profile: profiled, from bench/stages/records/profiles.py); then the words
+    (bench/outputs/verdicts.py), a verdict for every row, what the modes' tables add said in it. summary.csv holds its
+    columns in_order."""
     numbers = summarize.summarize(runs, margin)
     for joins in joined():
         numbers = joins.numbers(numbers, out) if out is not None else numbers
@@ -168,7 +157,7 @@ def next_round(out, bench_id, works, context, repeat, margin=rules.MARGIN):
     """--repeats auto: (the runs of round `repeat`, None, what the round holds and why), or (None, why no round is
     added, ""). A round holds the reference rows and every row that needs one (rules.needs_rounds: its interval
     still too wide to decide with, and not beyond what the bench's rounds could settle): the statistics alone decide
-    (bench/stages/summarize.py), not the words drawn from them."""
+    (bench/stages/statistics/summarize.py), not the words drawn from them."""
     if repeat > rules.MAX_ROUNDS:
         return None, f"{rules.MAX_ROUNDS} rounds is the most --repeats auto runs", ""
     rows = record.read_runs(out / "runs.csv")
@@ -257,7 +246,7 @@ class Speed(execute.Mode):
         warmup_steady_steps in its workload; 2 at least, a compiled first step and the FLOP count), its timed steps
         the same: the plan's warm-up where an earlier run did not say, never more than it. Every row of a workload
         cuts alike, so that they train the same steps, and their learning-rate schedules and last losses stay
-        comparable (bench/stages/rules.py learning). Its command in runs.csv says which."""
+        comparable (bench/stages/statistics/rules.py learning). Its command in runs.csv says which."""
         if run.kind != "train" or run.repeat == 1 or "--warmup-steps" not in run.flags:
             return run
         needed = [n for (workload, _), needs in self.known_needs().items() if workload == run.workload for n in needs]
@@ -409,7 +398,7 @@ def saved_costs(config, info, gpu_count):
 
 
 def check_flags(flags, config):
-    """The launcher's flags (bench/stages/slurm.py), and that --tensorboard can record."""
+    """The launcher's flags (bench/stages/planning/slurm.py), and that --tensorboard can record."""
     slurm.check_flags(config)
     if config.outputs.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise BenchError(f"--tensorboard needs the tensorboard package: {sys.executable} -m pip install tensorboard")

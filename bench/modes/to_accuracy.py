@@ -23,7 +23,9 @@ from bench.observe import machine
 from bench.outputs import plots, render
 from bench.outputs.declared import Bullets, Rows, Shows
 from bench.outputs.verdicts import fmt, present
-from bench.stages import build, cost, execute, planned, prepare
+from bench.stages import cost
+from bench.stages.planning import build, planned, prepare
+from bench.stages.running import execute
 
 DEFAULTS = dict(  # the CPU: a tiny CNN (seconds an epoch on 2 cores, 10 min for the mode); the GPU: resnet18
     cpu=dict(model="examples/smallnet.py:tiny", batch_size=64, max_epochs=5, warmup_steps=5),

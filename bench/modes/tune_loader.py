@@ -13,7 +13,8 @@ copy, or that the loader is not the limit.
    at the bench's own, in --repeats paired rounds (3 with auto) as the speed bench's rounds (the order reversed every
    other round), each round with the ceiling (training on synthetic data: no loading at all). Each setting's speed
    against the bench's own is paired by round: the geometric mean, its 95% interval and the bench's answer
-   (bench/stages/summarize.py); beside it its data wait, and on a CPU the cores the loader took from the model.
+   (bench/stages/statistics/summarize.py); beside it its data wait, and on a CPU the cores the loader took from the
+   model.
 
 The recommendation (recommend()): the fastest setting whose answer is faster, with its flags; else, where the bench's
 own settings wait for data less than WAIT_LITTLE of the window or train at NEAR_CEILING of the ceiling or more, "the
@@ -41,7 +42,10 @@ from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
 from bench.schema import reads_row
-from bench.stages import build, calibrate, cost, execute, intervals, plan, planfile, planned, rules
+from bench.stages import cost
+from bench.stages.planning import build, plan, planfile, planned
+from bench.stages.running import calibrate, execute
+from bench.stages.statistics import intervals, rules
 
 CANDIDATES = 2  # the settings the loader alone ranks first, trained against the bench's own
 ROUNDS = 3  # the paired rounds of training with --repeats auto

@@ -2,7 +2,7 @@
 from the settled verdicts alone.
 
 Every row a bench compares with the baseline lands in one group, by its speed answer and its memory answer
-(bench/stages/rules.py's answers; nothing here reads a point estimate as a finding):
+(bench/stages/statistics/rules.py's answers; nothing here reads a point estimate as a finding):
 
 - a joined mode's groups first (a Joins' apart: bench/outputs/declared.py): faster, where a mode's table in the same
   results folder says the speed-up is not worth having, or not the run it claims to speed up;
@@ -36,8 +36,8 @@ from bench.catalogue import SELF
 from bench.outputs import declared, diffs, verdicts
 from bench.outputs.verdicts import plural
 from bench.schema import Row, num, reads_row, rows_of
-from bench.stages.causes import NAMES
-from bench.stages.rules import WAIT_BOUND
+from bench.stages.statistics.causes import NAMES
+from bench.stages.statistics.rules import WAIT_BOUND
 
 ROUNDS_AT_MOST = (
     50  # a row that needs more rounds than this to settle has an effect, if any, below this machine's noise
@@ -119,7 +119,7 @@ def why_it_costs(row):
 @reads_row
 def unsettled_item(row):
     """'compile 1.06x +-20%: about 27 rounds at this noise would settle it (--repeats 27)' (a row with an interval)."""
-    needed = num(row.rounds_to_settle)  # bench/stages/rules.py
+    needed = num(row.rounds_to_settle)  # bench/stages/statistics/rules.py
     if needed > ROUNDS_AT_MOST:
         more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
         more += " would narrow it"
@@ -266,7 +266,7 @@ def self_items(train):
 
 def learns_otherwise(train, joined=()):
     """(row, words) for each row whose final loss differs from the baseline's beyond what reruns show (its
-    learning_answer: bench/stages/rules.py learning), and the mode that compares learning over seeds (joined:
+    learning_answer: bench/stages/statistics/rules.py learning), and the mode that compares learning over seeds (joined:
     the modes' Joins, declared.pointed)."""
     command = declared.pointed(joined, "learning")
     then = f"; {command} compares learning over seeds" if command else ""
@@ -294,7 +294,8 @@ def lines(train, joined=()):
 
 def why_items(train):
     """Each row that is not faster (or not as near its ceiling as it could be), with its likeliest cause in a few
-    words (bench/stages/causes.py; its evidence is in its verdict), the rows whose cause was not shown together."""
+    words (bench/stages/statistics/causes.py; its evidence is in its verdict), the rows whose cause was not shown
+    together."""
     if "cause" not in train:
         return []
     asked = train[train["cause"].notna()]
@@ -342,7 +343,7 @@ def unknown_item(row):
 
 
 def epoch_items(train):
-    """Where the rows were not read at their windows (bench/stages/summarize.py rate_of): how, and why."""
+    """Where the rows were not read at their windows (bench/stages/statistics/summarize.py rate_of): how, and why."""
     rows = train[(train["dataset"] != "synthetic") & (train["runs_ok"] > 0)]
     read = [row for row in rows_of(rows) if isinstance(row.rate_basis, str) and row.rate_basis != "window"]
     if not read:

@@ -70,8 +70,8 @@ def ceiling_cell(row):
 
 @reads_row
 def memory_cell(row):
-    """Memory against the baseline's: the one ratio of the table, the verdicts and the plots (bench/stages/summarize.py:
-    paired by round, of the memory the verdict reads)."""
+    """Memory against the baseline's: the one ratio of the table, the verdicts and the plots
+    (bench/stages/statistics/summarize.py: paired by round, of the memory the verdict reads)."""
     return fmt(row.memory_vs_baseline, "{:.2f}x")
 
 

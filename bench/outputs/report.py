@@ -198,8 +198,8 @@ def pages(folder, shown):
 
 def render(summary, runs, machine, headings, stamp, notes, folder, profiled=None, shown=None, joined=()):
     """The report's HTML for a summary whose plots are in folder; profiled: what it shows of each profiled technique
-    (bench/stages/profiles.py shown()); shown: what each mode shows ({its flag: its Shows}), where its page is in
-    folder too; joined: what the modes' tables add to the summary (their Joins)."""
+    (bench/stages/records/profiles.py shown()); shown: what each mode shows ({its flag: its Shows}), where its page is
+    in folder too; joined: what the modes' tables add to the summary (their Joins)."""
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = environment.from_string(TEMPLATE.read_text())
     where = next(iter(headings.values()), "") if len(headings) == 1 else machine_where(machine)

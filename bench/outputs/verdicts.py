@@ -1,7 +1,7 @@
 """The words of a bench: each row's verdict and the summary's notes, from the numbers, the answers and the causes
-the stages put in the summary (bench/stages/rules.py, its DERIVED; bench/stages/causes.py), never written by
-hand and never worked out here: every number in a verdict is a field of the summary, so it matches the table. The
-renderers (bench/outputs/markdown.py, bench/outputs/headline.py, bench/outputs/report.py) read the summary and these
+the stages put in the summary (bench/stages/statistics/rules.py, its DERIVED; bench/stages/statistics/causes.py), never
+written by hand and never worked out here: every number in a verdict is a field of the summary, so it matches the table.
+The renderers (bench/outputs/markdown.py, bench/outputs/headline.py, bench/outputs/report.py) read the summary and these
 words, and the cells' rules (fmt, present) are here once for all of them.
 
     with_verdicts(summary, joined)
@@ -17,8 +17,8 @@ import pandas as pd
 from bench.catalogue import SELF
 from bench.outputs.declared import pointed
 from bench.schema import num, reads_row, reads_rows
-from bench.stages.causes import UNSHOWN
-from bench.stages.rules import (
+from bench.stages.statistics.causes import UNSHOWN
+from bench.stages.statistics.rules import (
     ACCURACY_GAP,
     CORES_CHANGE,
     DECIDING,
@@ -63,8 +63,8 @@ def with_verdicts(summary, joined=()):
 @reads_row
 def why_words(row, found, joined=()):
     """' Why not faster: waiting for data: it waited for data 35% of its window; try the loader's settings (...).
-    Also: ...', from the causes found (bench/stages/causes.py); where none passed, that the run does not show it; a row
-    held back by its data is told what the joined modes say of its data (a Joins' on_data)."""
+    Also: ...', from the causes found (bench/stages/statistics/causes.py); where none passed, that the run does not show
+    it; a row held back by its data is told what the joined modes say of its data (a Joins' on_data)."""
     answer = row.speed_answer
     why = {"faster": "Why not nearer its ceiling", "unsettled": "What may hold it back"}.get(answer, "Why not faster")
     if not found:
@@ -82,8 +82,8 @@ def why_words(row, found, joined=()):
 @reads_rows
 def verdict(row, base, found=None, joined=()):
     """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
-    measured fields; found: the causes of a row that is not faster (bench/stages/causes.py), said last; joined: the
-    modes' Joins, their words said too."""
+    measured fields; found: the causes of a row that is not faster (bench/stages/statistics/causes.py), said last;
+    joined: the modes' Joins, their words said too."""
     name = row.variant
     if not row.runs_ok:
         return f"{name}: no verdict: all {row.runs_failed} of its runs failed ({row.error})."
@@ -138,8 +138,8 @@ def verdict(row, base, found=None, joined=()):
 @reads_row
 def basis_words(row):
     """' Read at its median step: its windows held an epoch start 41x as often as training on ImageNet-1k would ...'
-    where its rate is not its window's (bench/stages/summarize.py rate_of), or where a folder of one's own put epoch
-    starts in its windows at its own rate; '' elsewhere."""
+    where its rate is not its window's (bench/stages/statistics/summarize.py rate_of), or where a folder of one's own
+    put epoch starts in its windows at its own rate; '' elsewhere."""
     basis, over, real = row.rate_basis, num(row.epoch_starts_over), row.stands_for
     starts = num(row.epoch_starts_timed)
     if basis == "window" or not isinstance(basis, str):
@@ -309,7 +309,8 @@ def rounds_left(row):
 @reads_row
 def busy_rounds_words(row):
     """' (2 of its rounds read a run taken on a busy machine; without them it is faster: its answer rests on them, so
-    it stays open)', from rounds_busy and quiet_answer (bench/stages/summarize.py); '' where no round was busy."""
+    it stays open)', from rounds_busy and quiet_answer (bench/stages/statistics/summarize.py); '' where no round was
+    busy."""
     n = num(row.rounds_busy)
     if not n > 0 or not isinstance(row.quiet_answer, str):
         return ""
@@ -383,7 +384,7 @@ def memory(row):
 @reads_rows
 def reasons(row, base, named=(), joined=()):
     """Why, from the fields: the data wait and the compute per step, then what else the row shows; what a cause
-    named (named: bench/stages/causes.py's keys) is said there, not here."""
+    named (named: bench/stages/statistics/causes.py's keys) is said there, not here."""
     said = []
     wait, base_wait = num(row.wait_share), num(base.wait_share)
     faster = row.speed_answer == "faster"
@@ -441,7 +442,7 @@ def reasons(row, base, named=(), joined=()):
 @reads_rows
 def learning_words(row, base, joined=()):
     """'its final training loss is 1.84x the baseline's over 3 rounds at their seeds (1.52x to 2.23x), more than reruns
-    show: check that it learns alike (COMMAND)' (bench/stages/rules.py learning); with one round,
+    show: check that it learns alike (COMMAND)' (bench/stages/statistics/rules.py learning); with one round,
     no interval: a validation accuracy ACCURACY_GAP or more from the baseline's is pointed to the mode that compares
     learning over seeds (joined: the modes' Joins, declared.pointed), not judged; '' elsewhere (a difference no larger
     than reruns show says nothing)."""

@@ -1,6 +1,6 @@
 """What the bench's work costs in time, in one place: every assumption an estimate makes before a bench has measured
-anything (after its first round, a bench's own measured run times take over: bench/stages/execute.py), each mode's
-estimate, the time a run may take before it is stopped, and --budget in seconds.
+anything (after its first round, a bench's own measured run times take over: bench/stages/running/execute.py), each
+mode's estimate, the time a run may take before it is stopped, and --budget in seconds.
 
 The assumptions were measured: on a CPU by the default plans on a 2-core AMD EPYC (AVX2 only, 2026-11-23); on a GPU
 by the first GPU run on an H100 (2026-11-25, baseline/h100-first-run-*), what it did not reach still assumed.

@@ -15,8 +15,8 @@ real ones. The planner keeps each window inside an epoch of the data it trains o
 it (fit: the timed steps cut to the epoch's end, MIN_TIMED of them at least); where they do not (a tiny folder, steps
 the user gave), the plan, the row and the summary say so. Every run records its epoch starts and the wait they
 cost apart from the steady wait (meter.py's epoch_start_wait_s, data_wait_steady_frac), which every verdict about
-data reads; bench/stages/summarize.py reads a run whose window held more starts than allowed at its steady steps.
-"""
+data reads; bench/stages/statistics/summarize.py reads a run whose window held more starts than allowed at its steady
+steps."""
 
 import math
 from dataclasses import dataclass

@@ -167,7 +167,7 @@ import pandas as pd
 from bench import catalogue
 from bench.modes import tune_loader
 from bench.outputs import diffs
-from bench.stages import causes
+from bench.stages.statistics import causes
 assert catalogue.ALONE["fake"] == "loader_fake", catalogue.ALONE
 rows = pd.DataFrame([dict(kind="loader", variant="loader_fake", rate_median=500.0),
                      dict(kind="loader", variant="loader", rate_median=100.0)])

@@ -10,7 +10,7 @@ import pytest
 import meter
 from bench import BenchError, cli
 from bench.observe import machine
-from bench.stages import plan
+from bench.stages.planning import plan
 from helpers import PY, ROOT, bench_error, fast_first, run
 
 HOLD = """import sys, time

@@ -86,7 +86,7 @@ def test_a_plan_names_a_modes_flags_by_the_registry_and_every_modes_own_comes_ba
 
 
 @pytest.mark.parametrize("kind", ["this.s", "os.system", "max_batch.nothing", "max_batch.Flags.__init__", "parity",
-                                  "bench.stages.fit.Run", "sideeffect.Flags"])  # fmt: skip
+                                  "bench.stages.planning.fit.Run", "sideeffect.Flags"])  # fmt: skip
 def test_a_plan_naming_code_that_is_not_a_modes_is_refused_and_nothing_imported(kind, tmp_path):
     kept = config.saved(cli.parse_args(["--max-batch"]))
     with pytest.raises(BenchError, match="not one of the bench's own modes"):
@@ -140,7 +140,11 @@ def test_no_parsed_flags_past_the_entry_point():
         assert "getattr(args" not in source and "vars(config)" not in source and "Namespace(" not in source, name
         if name not in ("bench/cli.py", "bench/data.py"):
             assert "import argparse" not in source and not fields_read(source, "args"), name
-    assert fields_read((Path(ROOT) / "bench/stages/plan.py").read_text(), "config") >= {"rows", "work", "limits"}
+    assert fields_read((Path(ROOT) / "bench/stages/planning/plan.py").read_text(), "config") >= {
+        "rows",
+        "work",
+        "limits",
+    }
 
 
 def test_every_field_has_one_group_and_keeps_its_flags_name():

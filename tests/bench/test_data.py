@@ -98,7 +98,7 @@ def test_what_a_killed_generator_left_is_cleared_by_the_next(tmp_path):
 
 def test_a_generated_folder_made_again_is_the_same_data(tmp_path):
     """Its bytes follow from its parameters: a bench resumed after its data/ was lost goes on (a user's folder keeps
-    its files' times: tests/bench/stages/test_execute.py)."""
+    its files' times: tests/bench/stages/running/test_execute.py)."""
 
     from bench import data
 

@@ -10,7 +10,7 @@ import pytest
 
 from bench import BenchError, schema
 from bench.outputs import diffs
-from bench.stages import baseline, record
+from bench.stages.records import baseline, record
 from helpers import ROOT, TINY_MODEL, run, train
 
 SCRIPTS = ["train.py", *(script for base, script in diffs.TECHNIQUES.values() if base == "train.py")]
@@ -125,10 +125,10 @@ def test_a_file_from_a_newer_version_is_refused(tmp_path):
 
 
 def test_a_summary_rows_answers_are_fields_named_once_in_the_schema():
-    """The fields the rules and the causes add to every row (bench/stages/rules.py DERIVED, causes.py's
+    """The fields the rules and the causes add to every row (bench/stages/statistics/rules.py DERIVED, causes.py's
     causes_found and causes_unshown) are the schema's `derived` fields, no more and no fewer, and no column of
     summary.csv nor of runs.csv."""
-    from bench.stages import causes, rules
+    from bench.stages.statistics import causes, rules
 
     derived = {f.name for f in schema.FIELDS if f.source == "derived"}
     assert derived == {field.column for field in rules.DERIVED} | set(causes.COLUMNS)

@@ -17,8 +17,10 @@ import pandas as pd
 import pytest
 
 from bench import cli, modes
-from bench.stages import planfile, record, rules
-from bench.stages.planned import Run, Work
+from bench.stages.planning import planfile
+from bench.stages.planning.planned import Run, Work
+from bench.stages.records import record
+from bench.stages.statistics import rules
 from helpers import (
     EXAMPLE,
     LIMIT,
@@ -178,9 +180,10 @@ def test_save_baseline_then_a_bench_appends_and_prints_the_comparison(tiny_data,
     assert list(pd.read_csv(copy / "summary.csv")["variant"]) == ["baseline", "loader"]  # the summary: the last bench
 
 
-# python -m bench with one more script trusted in a plan (bench/stages/planfile.py trusted: the catalogue's alone)
+# python -m bench with one more script trusted in a plan (bench/stages/planning/planfile.py trusted: the catalogue's
+# alone)
 TRUSTING = (
-    "import sys; from bench.stages import planfile; planfile.SCRIPTS |= {sys.argv[1]}; from bench import cli;"
+    "import sys; from bench.stages.planning import planfile; planfile.SCRIPTS |= {sys.argv[1]}; from bench import cli;"
     " cli.main(sys.argv[2:])"
 )
 
@@ -358,13 +361,13 @@ MODEL_LINE = "    model = build_model(args.model, info.num_classes, info.image_s
 @pytest.mark.slow
 @pytest.mark.minutes(1)
 def test_causes_made_on_purpose_are_named_in_a_real_bench(tiny_data, tmp_path):
-    """Why not faster, for real (bench/stages/causes.py), in a copy of the suite with two made-up techniques, profiled,
-    with --workers 0 (the training process loads every batch itself) against the tiny model: train_waits.py (train.py
-    whose every training image comes 3 ms late: 48 ms a batch of 16) is slower for its data, its compute per step as
-    the baseline's; train_casts.py (train.py whose every module's output goes to float64 and back, 16 times) is slower
-    for the conversions, while its compute per step grows (so the wait is not why). (dp, a passthrough on a CPU, once
-    stood for the data: as fast as the baseline, it came out faster by chance, or by its place in the round, and was
-    then not asked.)"""
+    """Why not faster, for real (bench/stages/statistics/causes.py), in a copy of the suite with two made-up techniques,
+    profiled, with --workers 0 (the training process loads every batch itself) against the tiny model: train_waits.py
+    (train.py whose every training image comes 3 ms late: 48 ms a batch of 16) is slower for its data, its compute per
+    step as the baseline's; train_casts.py (train.py whose every module's output goes to float64 and back, 16 times) is
+    slower for the conversions, while its compute per step grows (so the wait is not why). (dp, a passthrough on a CPU,
+    once stood for the data: as fast as the baseline, it came out faster by chance, or by its place in the round, and
+    was then not asked.)"""
     copy = tmp_path / "suite"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "*.png"))
     script = (ROOT / "train.py").read_text()

@@ -100,7 +100,7 @@ def test_the_other_modes_pages_show_in_the_report_on_any_screen(width, tmp_path)
     import shutil
 
     from bench.modes import shown, speed
-    from bench.stages import record
+    from bench.stages.records import record
     from helpers import ROOT
 
     saved = ROOT / "baseline" / "cpu-2core-amd-epyc-avx512-bf16"

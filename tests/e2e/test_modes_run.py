@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench.modes import max_batch, parity, scaling
-from bench.stages import rules
+from bench.stages.statistics import rules
 from helpers import ROOT, TINY_MODEL, run, train
 
 LIMIT_MIB = 4500  # torch takes about 4 GB of address space here: batches of a few hundred 32 px images fit

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import slurm_cluster
 
-from bench.stages import record
+from bench.stages.records import record
 from helpers import FLAGS, PY, ROOT, free_port
 
 pytestmark = pytest.mark.xdist_group("slurm")  # one cluster, on one worker of make test's parallel pass

@@ -15,7 +15,7 @@ import psutil
 import pytest
 import torch
 
-from bench.stages import launch
+from bench.stages.running import launch
 from helpers import (
     FLAGS,
     LEARN,
@@ -237,7 +237,7 @@ def test_a_rank_that_aborts_under_torchrun_is_named_with_how_it_ended(tmp_path):
     the rank that failed first, its exit code and signal, and the abort's own message."""
     import subprocess
 
-    from bench.stages import launch
+    from bench.stages.running import launch
 
     script = tmp_path / "aborts.py"
     script.write_text(ABORTS)

@@ -14,7 +14,7 @@ import gpurun
 import pytest
 
 from bench import cli
-from bench.stages import plan
+from bench.stages.planning import plan
 from helpers import ROOT, run
 
 TOOL = ROOT / "tools" / "gpurun.py"

@@ -7,7 +7,7 @@ import pandas as pd
 import settled_by
 
 from bench.catalogue import SELF
-from bench.stages import record
+from bench.stages.records import record
 
 
 def runs(rounds=4, itself=False):

@@ -11,7 +11,7 @@ import pytest
 
 from bench import BenchError, cli
 from bench.modes import check
-from bench.stages import execute
+from bench.stages.running import execute
 from helpers import run
 
 

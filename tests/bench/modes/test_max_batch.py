@@ -7,8 +7,9 @@ import pytest
 from bench import modes
 from bench.config import Config, Limits, Outputs
 from bench.modes import max_batch
-from bench.stages import execute, intervals
-from bench.stages.planned import Run, Work
+from bench.stages.planning.planned import Run, Work
+from bench.stages.running import execute
+from bench.stages.statistics import intervals
 from helpers import run
 
 
@@ -34,7 +35,8 @@ def fake_probes(monkeypatch, fits_up_to, other_error=None, train_size=100_000):
 
 
 class Job:
-    """The executor's job (bench/stages/execute.py), its launch the one monkeypatched into bench.stages.execute."""
+    """The executor's job (bench/stages/running/execute.py), its launch the one monkeypatched into
+    bench.stages.running.execute."""
 
     def over(self):
         return False

@@ -18,7 +18,7 @@ from bench.config import read
 from bench.modes import Registration, speed
 from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Joins, Rows, Shows
-from bench.stages import record
+from bench.stages.records import record
 
 
 def count_flags(p):

@@ -9,7 +9,9 @@ import pytest
 
 from bench.config import Config, Outputs
 from bench.modes import speed
-from bench.stages import build, execute, planned, rules
+from bench.stages.planning import build, planned
+from bench.stages.running import execute
+from bench.stages.statistics import rules
 from helpers import dry_run, fast_first, run
 
 

@@ -4,7 +4,7 @@ with the bench's own settings."""
 import pytest
 
 from bench.modes import tune_loader
-from bench.stages import rules
+from bench.stages.statistics import rules
 from helpers import fast_first, run
 
 

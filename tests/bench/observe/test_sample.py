@@ -10,8 +10,8 @@ import pytest
 
 from bench.observe import nvml, sample
 from bench.observe.sample import Sampler
-from bench.stages import launch
-from bench.stages.planned import Run
+from bench.stages.planning.planned import Run
+from bench.stages.running import launch
 from helpers import PY, FakeNVML, sleeper
 
 COPY_ON_WRITE = """

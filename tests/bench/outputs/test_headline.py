@@ -8,7 +8,7 @@ from bench import modes
 from bench.modes import speed
 from bench.observe import machine
 from bench.outputs import diffs, headline, markdown, verdicts
-from bench.stages import rules
+from bench.stages.statistics import rules
 from helpers import STEADY, runs_of, scaled, told
 
 

@@ -4,7 +4,7 @@ import pandas as pd
 
 from bench.modes import speed
 from bench.outputs import markdown
-from bench.stages import record
+from bench.stages.records import record
 from helpers import ROW
 
 ROW.update(dataset="generated", image_size=16, steps_timed=5, global_batch_size=16, model="m")

@@ -9,7 +9,7 @@ import pytest
 from bench import BenchError, catalogue, cli, modes
 from bench.modes import speed
 from bench.outputs import diffs, readme
-from bench.stages import record
+from bench.stages.records import record
 from helpers import ROOT, fast_first, mode_outputs
 
 PAGES = {page: page.read_text() for page in readme.pages()}

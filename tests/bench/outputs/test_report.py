@@ -7,7 +7,7 @@ import markupsafe
 from bench import catalogue
 from bench.outputs import diffs, markdown
 from bench.outputs import report as report_module
-from bench.stages import profiles, record
+from bench.stages.records import profiles, record
 from helpers import ROOT
 
 
@@ -53,8 +53,8 @@ def test_the_diff_is_the_scripts_own(tmp_path):
 
 
 def test_each_technique_shows_the_operators_it_changed_as_the_profiles_stage_found_them(report, tmp_path):
-    """The report draws what bench/stages/profiles.py hands it (shown: each technique's largest changes against the
-    baseline's, its trace's name), without working a change out itself."""
+    """The report draws what bench/stages/records/profiles.py hands it (shown: each technique's largest changes against
+    the baseline's, its trace's name), without working a change out itself."""
     folder, summary = report
     ops = lambda **ms: [dict(name=n, on="cpu", ms_per_step=v, calls_per_step=1) for n, v in ms.items()]  # noqa: E731
     workload = summary.loc[summary["variant"] == "amp", "workload"].iloc[0]

@@ -7,7 +7,7 @@ import pytest
 from bench.modes import speed
 from bench.outputs import headline, markdown
 from bench.outputs import verdicts as words
-from bench.stages import intervals, rules, summarize
+from bench.stages.statistics import intervals, rules, summarize
 from helpers import (
     STEADY,
     runs_of,

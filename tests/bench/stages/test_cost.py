@@ -6,7 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from bench.stages import cost, fit, plan, planned
+from bench.stages import cost
+from bench.stages.planning import fit, plan, planned
 from helpers import MODULES, run
 
 RUN = dict(device="cuda", status="ok", kind="train", model="resnet50", global_batch_size=256, setup_s=0.5,
@@ -108,7 +109,7 @@ def test_a_gpu_plan_from_the_saved_runs_keeps_its_rounds_and_says_what_it_assume
 def test_the_warm_up_a_run_needed_is_read_from_its_warm_up_steps():
     """The fewest warm-up steps after which every later one (the last, which counts the FLOPs, left out) took 1.1x the
     window's median step or less."""
-    from bench.stages.rules import steady_after
+    from bench.stages.statistics.rules import steady_after
 
     assert steady_after([3000, 400, 120, 110, 105, 900], 100) == 4  # 3 unsteady steps, then the counting step
     assert steady_after([3000, 105, 100, 900], 100) == 2

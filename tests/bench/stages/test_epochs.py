@@ -8,7 +8,8 @@ import pytest
 
 from bench import cli
 from bench import data as bench_data
-from bench.stages import build, cost, epochs, plan, prepare
+from bench.stages import cost, epochs
+from bench.stages.planning import build, plan, prepare
 
 IMAGENET = epochs.Real("ImageNet-1k", 1_281_167)
 

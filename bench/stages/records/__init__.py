@@ -1,0 +1,1 @@
+"""What a bench keeps: runs.csv, the saved baselines, --profile's operators."""

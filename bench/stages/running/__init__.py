@@ -1,0 +1,1 @@
+"""Running a plan: the executor, one run's launch, a GPU's calibration."""

@@ -1,0 +1,1 @@
+"""The statistics of a bench's rows: paired intervals, the rules of each row's answers, the summary, the causes."""
