@@ -29,7 +29,6 @@ columns (RENAMED); runs.csv is upgraded in place, its old form kept beside it.
 """
 
 import dataclasses
-import functools
 import re
 from typing import NamedTuple
 
@@ -454,9 +453,11 @@ ROW_FIELDS = (
 
 
 def _row_of(values):
-    """The Row of a summary's row (a pandas Series, a dict or a Row): None for a field it does not hold; a column that
-    is no field of the schema (one a mode's Joins declares: bench/outputs/declared.py) is kept and read alike."""
-    if isinstance(values, Row):
+    """The Row of a summary's row (a pandas Series, a dict or a Row; None stays None): None for a field it does not
+    hold; a column that is no field of the schema (one a mode's Joins declares: bench/outputs/declared.py) is kept and
+    read alike. A function that reads a row begins `row = Row.of(row)`, so that it may be handed any of them (a
+    decorator would hide the function from make mutate: mutmut leaves decorated functions alone)."""
+    if values is None or isinstance(values, Row):
         return values
     values = dict(values.items())
     extra = {name: values.pop(name) for name in set(values) - _ROW_SET}
@@ -481,27 +482,6 @@ def num(value):
 def rows_of(frame):
     """The summary frame's rows as Rows, in its order."""
     return [_row_of(row) for _, row in frame.iterrows()]
-
-
-def reads_row(function):
-    """function(row, ...) handed its row as a Row, whatever it was given (a Series, a dict, a Row)."""
-
-    @functools.wraps(function)
-    def read(row, *args, **kwargs):
-        return function(_row_of(row), *args, **kwargs)
-
-    return read
-
-
-def reads_rows(function):
-    """function(row, base, ...) handed both as Rows (a base of None stays None): a row and the row it is read
-    against."""
-
-    @functools.wraps(function)
-    def read(row, base, *args, **kwargs):
-        return function(_row_of(row), None if base is None else _row_of(base), *args, **kwargs)
-
-    return read
 
 
 _ROW_SET = set(ROW_FIELDS)

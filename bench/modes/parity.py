@@ -41,7 +41,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Band, Bullets, Figure, Joins, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.schema import reads_row
+from bench.schema import Row
 from bench.stages import cost
 from bench.stages.planning import build, planned, prepare
 from bench.stages.running import execute
@@ -417,9 +417,9 @@ def numbers(summary, out):
     return summary if table is None else with_parity(summary.copy(), table)
 
 
-@reads_row
 def cell(row):
     """'the same', 'worse from step 60', 'diverged' ('' for a row --parity did not run)."""
+    row = Row.of(row)
     said = row.parity_verdict
     if not isinstance(said, str):
         return ""
@@ -427,9 +427,9 @@ def cell(row):
     return said.removeprefix("learns ") + (step if said in ("learns worse", "learns better") else "")
 
 
-@reads_row
 def words(row):
     """'in --parity it learns worse from step 60 than the baseline over its seeds (parity.md)' ('' without one)."""
+    row = Row.of(row)
     said = row.parity_verdict
     if not isinstance(said, str):
         return ""

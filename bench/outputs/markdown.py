@@ -7,7 +7,7 @@ from bench import catalogue
 from bench.catalogue import SELF
 from bench.outputs import declared, headline, verdicts
 from bench.outputs.verdicts import busy_note, diverged_note, fmt, settled_note
-from bench.schema import num, reads_row, rows_of
+from bench.schema import Row, num, rows_of
 
 
 def cells(frame, columns):
@@ -22,24 +22,24 @@ def table(frame, columns):
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-@reads_row
 def runs_cell(row):
+    row = Row.of(row)
     cell = f"{row.runs_ok}" + (f" ({row.runs_failed} failed)" if row.runs_failed else "")
     cell += f", {row.runs_diverged} DIVERGED" if row.runs_diverged else ""
     return cell + (f", {row.runs_busy} busy" if row.runs_busy else "")
 
 
-@reads_row
 def interval_cell(row):
     """The speed-up's 95% interval over the paired rounds."""
+    row = Row.of(row)
     low, high = row.speedup_low, row.speedup_high
     if row.speed_answer is None or pd.isna(row.speed_answer):
         return ""
     return "one round" if pd.isna(low) else f"{low:.2f}-{high:.2f}x"
 
 
-@reads_row
 def answer_cell(row):
+    row = Row.of(row)
     if row.dataset == "synthetic":  # a speed limit to read the real rows against, not an option
         return "limit (no loading)" if row.kind == "train" else ""
     if verdicts.not_applied(row):
@@ -56,10 +56,10 @@ def answer_cell(row):
     return words.get(answer, answer)
 
 
-@reads_row
 def ceiling_cell(row):
     """The row's rate against its ceiling's, paired by round: a share where its interval lies below 100%, 'at it'
     where the interval holds 100% (the two cannot be told apart), 'ABOVE' where it lies wholly above."""
+    row = Row.of(row)
     standing = row.ceiling_standing
     pct, low, high = num(row.ceiling_pct), num(row.ceiling_low_pct), num(row.ceiling_high_pct)
     if not isinstance(standing, str):
@@ -68,16 +68,16 @@ def ceiling_cell(row):
     return words.get(standing, f"at it ({low:.0f}-{high:.0f}%)" if standing == "at" else f"{pct:.0f}%")
 
 
-@reads_row
 def memory_cell(row):
     """Memory against the baseline's: the one ratio of the table, the verdicts and the plots
     (bench/stages/statistics/summarize.py: paired by round, of the memory the verdict reads)."""
+    row = Row.of(row)
     return fmt(row.memory_vs_baseline, "{:.2f}x")
 
 
-@reads_row
 def payback_cell(row):
     """'1,900 / 60' steps, 'never', 'not settled' (with the estimate's steps where above 1), or '' (not compiled)."""
+    row = Row.of(row)
     answer = row.payback_answer
     if not isinstance(answer, str):
         return ""
@@ -88,17 +88,17 @@ def payback_cell(row):
     return answer if answer == "never" or not steps else f"{steps} (not settled)"
 
 
-@reads_row
 def compile_cell(row):
     """The first step's time, which compiles: on an empty cache, and the median over the repeats."""
+    row = Row.of(row)
     if pd.isna(row.compile_s):
         return ""
     return f"{fmt(row.compile_cold_s, '{:.1f}') or '-'} / {row.compile_s:.1f}"
 
 
-@reads_row
 def label(row):
     """A variant's name, and what its row can and cannot show."""
+    row = Row.of(row)
     if row.runs_diverged:
         return f"{row.variant} (DIVERGED)"
     if row.dataset == "synthetic":
@@ -189,9 +189,9 @@ def train_columns(train, joined=()):
     return columns + [("val acc", lambda r: fmt(r.val_acc, "{:.3f}")), ("runs", runs_cell)]
 
 
-@reads_row
 def rate_cell(row):
     """The row's median rate; where it is not its windows' (rate_basis), how it was read; where not known, its floor."""
+    row = Row.of(row)
     basis = row.rate_basis
     if basis == "unknown":
         return fmt(row.rate_floor, "not known (at least {:,.1f})") or "not known"
@@ -203,9 +203,9 @@ def rate_cell(row):
     return f"{cell} ({basis}{some})"
 
 
-@reads_row
 def step_cell(row):
     """A step at the row's rate; where its steps stall (stall_p90_ms), its median and 90th percentile too."""
+    row = Row.of(row)
     cell, p90, median = (
         fmt(num(row.step_ms), "{:.1f}"),
         num(row.stall_p90_ms),
@@ -214,9 +214,9 @@ def step_cell(row):
     return f"{cell} (median {median:,.0f}, p90 {p90:,.0f})" if cell and pd.notna(p90) else cell
 
 
-@reads_row
 def cores_cell(row):
     """On a CPU, the cores the training process and its loader used in the window (medians over the runs)."""
+    row = Row.of(row)
     model, loader = row.cpu_model_cores, row.cpu_loader_cores
     return "" if pd.isna(model) or pd.isna(loader) else f"{model:.2f} / {loader:.2f}"
 
@@ -261,9 +261,9 @@ def blind_note(train):
     )
 
 
-@reads_row
 def torch_cell(row, value):
     """A torch memory figure; a DALI row's marked: it leaves out DALI's own memory (see the note under the table)."""
+    row = Row.of(row)
     return fmt(value) + (" (not seen)" if row.torch_blind is True and pd.notna(value) else "")
 
 

@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from bench import catalogue
-from bench.schema import Row, num, reads_row, reads_rows
+from bench.schema import Row, num
 from bench.stages.statistics.rules import (
     STALL,
     WAIT_BOUND,
@@ -68,16 +68,16 @@ def ratio(value, of):
     return value / of if of > 0 else math.nan
 
 
-@reads_rows
 def precision(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     if emulated_bf16(row):
         where = "GPU before Ampere" if row.device == "cuda" else "CPU without AVX-512-BF16 or AMX"
         return dict(where=where)
     return None
 
 
-@reads_rows
 def compile_(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     if pd.isna(row.compile_mode):
         return None
     breaks, recompiles = num(row.compile_graph_breaks), num(row.compile_recompiles_timed)
@@ -91,30 +91,30 @@ def compile_(row, base, rows):
     return dict(found="; ".join(said)) if said else None
 
 
-@reads_rows
 def recompute(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     times = ratio(num(row.flop_per_step), num(base.flop_per_step))
     return dict(times=times) if times >= RECOMPUTE else None
 
 
-@reads_rows
 def shared_cores(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     if row.device == "cpu" and num(row.world_size) > 1:
         return dict(processes=num(row.world_size))
     return None
 
 
-@reads_rows
 def one_gpu(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     if row.variant in catalogue.MULTI_GPU and row.device == "cuda" and not num(row.world_size) > 1:
         return {}
     return None
 
 
-@reads_rows
 def collectives(row, base, rows):
     """A collective's time per step with no compute beside it (exposed_collective_ms), where the profile measured it;
     else (a profile before it was recorded) the collectives' own time."""
+    row, base = Row.of(row), Row.of(base)
     spent, exposed, step = num(row.collective_ms), num(row.exposed_collective_ms), step_ms(row)
     if math.isnan(exposed):
         share = ratio(spent, step)
@@ -124,12 +124,12 @@ def collectives(row, base, rows):
     return dict(ms=spent, step=step, share=share, hidden=hidden) if share >= SHARE else None
 
 
-@reads_rows
 def data(row, base, rows):
     """A row that waits for its data, WAIT_OVER_GROWTH times as long a step as its compute per step grew over the
     baseline's, or longer: its step went to the wait (a row whose compute grew as much lost its speed there, whatever
     it waited). Against the growth, not the step: where both wait most of a step, the split of a short step into
     wait and compute moves by a tenth of it between two runs of the same work (seen in CI)."""
+    row, base = Row.of(row), Row.of(base)
     wait = waited(row)
     grown = compute_ms(row) - compute_ms(base)
     if not wait >= WAIT_BOUND or wait * step_ms(row) < WAIT_OVER_GROWTH * (0.0 if math.isnan(grown) else grown):
@@ -138,8 +138,8 @@ def data(row, base, rows):
     return dict(wait=wait, also=f"; its ceiling trains {ceiling:,.1f} samples/s" if ceiling > 0 else "")
 
 
-@reads_rows
 def loader_limit(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     alone = loader_rate(row, rows)
     share = ratio(num(row.rate_median), alone)
     if not share >= LOADER_NEAR:
@@ -147,8 +147,8 @@ def loader_limit(row, base, rows):
     return dict(rate=num(row.rate_median), alone=alone, share=share)
 
 
-@reads_rows
 def conversions(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     added = num(row.convert_ms) - (0.0 if pd.isna(num(base.convert_ms)) else num(base.convert_ms))
     share = ratio(added, step_ms(row))
     if not share >= SHARE:
@@ -156,8 +156,8 @@ def conversions(row, base, rows):
     return dict(ms=num(row.convert_ms), base_ms=num(base.convert_ms), step=step_ms(row), share=share)
 
 
-@reads_rows
 def kernels(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     added = num(row.kernels_ms) - num(base.kernels_ms)
     share = ratio(added, step_ms(row))
     if not share >= SHARE:
@@ -165,10 +165,10 @@ def kernels(row, base, rows):
     return dict(ms=num(row.kernels_ms), base_ms=num(base.kernels_ms), share=share)
 
 
-@reads_rows
 def layout(row, base, rows):
     """A mixed-precision row in NCHW against the fastest row of the same precision in channels_last, not compiled and
     on as many processes (all:no-ddp:no-compile against amp): what the layout alone is worth."""
+    row, base = Row.of(row), Row.of(base)
     if pd.isna(row.amp_dtype) or row.memory_format != "contiguous":
         return None
     same = rows[(rows["kind"] == "train") & (rows["dataset"] != "synthetic") & (rows["runs_ok"] > 0)]
@@ -182,10 +182,10 @@ def layout(row, base, rows):
     return dict(other=best.variant, times=times) if times >= LAYOUT_GAIN else None
 
 
-@reads_rows
 def host(row, base, rows):
     """The device idle between its kernels (a GPU: its kernels fill less than HOST_BUSY of the step, the data wait
     left out), or the time between operators (Python, the loop) grown by SHARE of the step over the baseline's."""
+    row, base = Row.of(row), Row.of(base)
     step, wait = step_ms(row), waited(row)
     busy = ratio(num(row.gpu_busy_ms), step * (1 - (0.0 if pd.isna(wait) else wait)))
     if busy < HOST_BUSY:
@@ -199,8 +199,8 @@ def host(row, base, rows):
     return None
 
 
-@reads_rows
 def stalls(row, base, rows):
+    row, base = Row.of(row), Row.of(base)
     p90, median = num(row.step_time_p90_ms), num(row.step_time_median_ms)
     mine = ratio(p90, median)
     theirs = ratio(num(base.step_time_p90_ms), num(base.step_time_median_ms))
@@ -274,9 +274,9 @@ NAMES = {rule.cause: rule.name for rule in RULES}
 UNSHOWN = "the cause is not shown by what was measured"
 
 
-@reads_row
 def asked(row):
     """The row is asked why it is not faster: not faster, or faster but wholly below its ceiling."""
+    row = Row.of(row)
     if row.kind != "train" or row.dataset == "synthetic" or row.variant == "baseline":
         return False
     if row.variant == catalogue.SELF:  # the baseline against itself: no technique to explain
@@ -290,15 +290,15 @@ def asked(row):
     return row.speed_answer != "faster" or against_ceiling(row)[0] == "below"
 
 
-@reads_rows
 def found(row, base, rows):
     """[(rule, its numbers)] of every rule whose evidence passes for the row, in the table's order."""
+    row, base = Row.of(row), Row.of(base)
     return [(rule, numbers) for rule in RULES if (numbers := rule.test(row, base, rows)) is not None]
 
 
-@reads_row
 def unshown(row):
     """What would show the cause, where no rule's evidence passes."""
+    row = Row.of(row)
     flags = []
     if pd.isna(row.convert_ms):
         flags.append("--profile shows its operators against the baseline's")
@@ -308,15 +308,15 @@ def unshown(row):
     return flags
 
 
-@reads_row
 def ceiling_rate(row, rows):
+    row = Row.of(row)
     ceiling = rows[rows["variant"] == row.ceiling] if pd.notna(row.ceiling) else rows.iloc[0:0]
     return num(Row.of(ceiling.iloc[0]).rate_median) if not ceiling.empty else math.nan
 
 
-@reads_row
 def loader_rate(row, rows):
     """The images/s the row's loader delivers alone (its loader row), times the row's processes (a loader each)."""
+    row = Row.of(row)
     name = catalogue.ALONE.get(row.loader)  # the loader row that times its --loader alone
     alone = rows[(rows["kind"] == "loader") & (rows["variant"] == name)]
     if alone.empty:

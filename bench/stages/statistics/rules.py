@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from bench import catalogue
-from bench.schema import Row, num, reads_row
+from bench.schema import Row, num
 from bench.stages.statistics.intervals import (
     CONFIDENCE,
     half_width,
@@ -92,10 +92,10 @@ def decide(low, high, df, margin=MARGIN):
     return "unsettled"
 
 
-@reads_row
 def margin_of(row):
     """The margin a row's speed answer was read against (its summary's `margin`), MARGIN where a summary from before
     the margin has none."""
+    row = Row.of(row)
     margin = num(row.margin)
     return MARGIN if math.isnan(margin) else margin
 
@@ -136,7 +136,6 @@ def learns(low, high, band=LEARN_BAND):
 ROUND_WHYS = ("one round", "open", "precise", "decided", "below the noise")  # needs_rounds' second answer
 
 
-@reads_row
 def needs_rounds(row):
     """(whether the row gets another round under --repeats auto, why: ROUND_WHYS): yes while its answer is open
     (decide: neither faster, slower nor within the margin), unless its interval is already as narrow as precise()
@@ -145,6 +144,7 @@ def needs_rounds(row):
     from GIVE_UP paired rounds of its own and 2 degrees of freedom or more. A decided row gets no
     more: its round goes to the rows still open. The answer is the row's speed_answer where it has one (an answer that
     rests on busy rounds is open there, whatever its interval says), else decide()'s."""
+    row = Row.of(row)
     estimate, low, high = num(row.speedup), num(row.speedup_low), num(row.speedup_high)
     if math.isnan(low) or math.isnan(high):
         return True, "one round"
@@ -171,18 +171,18 @@ ACCURACY_GAP = 0.1  # validation accuracy this far from the baseline's, after th
 STALL = 1.25  # a row whose 90th-percentile step is this many times its median step stalls now and then
 
 
-@reads_row
 def torch_blind(row):
     """DALI on a GPU hands out its batches as views of its own memory (DALI 2.4's default), which torch's counters do
     not see: such a row's torch figures leave its batches out and are not compared; NVML's figure sees them."""
+    row = Row.of(row)
     return row.loader == "dali" and row.device == "cuda"
 
 
-@reads_row
 def against_ceiling(row):
     """(standing, share %, low %, high %) of a row against its ceiling, by the paired interval: standing is below,
     at (the interval holds 100%: the two cannot be told apart), above (wholly above 100%), one (a single round, no
     interval) or None (no ceiling). The table's cell, the verdict and the answer's flag all read it."""
+    row = Row.of(row)
     pct, low, high = num(row.ceiling_pct), num(row.ceiling_low_pct), num(row.ceiling_high_pct)
     if pd.isna(pct):
         return None, pct, low, high
@@ -191,26 +191,26 @@ def against_ceiling(row):
     return ("above" if low > 100 else "at" if high >= 100 else "below"), pct, low, high
 
 
-@reads_row
 def emulated_bf16(row):
     """The row ran bf16 autocast on a device that only emulates bf16."""
+    row = Row.of(row)
     return row.amp_dtype == "bf16" and str(row.bf16_native).lower() == "false"
 
 
-@reads_row
 def step_ms(row):
     """A step at the row's measured rate: the one step time of the table, time.png and the verdicts."""
+    row = Row.of(row)
     rate = num(row.rate_median)
     return 1e3 * num(row.global_batch_size) / rate if rate > 0 else float("nan")
 
 
-@reads_row
 def waited(row):
     """The share of its steady steps the compute waited for data (the refills at epoch starts apart: real training
     has one in thousands of steps; bench/stages/epochs.py): on a GPU the device's own (starved: its stream idle until
     the batch was there), not the host's, which also waits where the host runs ahead (DALI's iterator blocks until
     its batch is ready); on a CPU the two are one. NaN where not known (read_rates: a window that held an epoch start
     in a record that does not separate its wait)."""
+    row = Row.of(row)
     starved = num(row.starved_steady_frac)
     return starved if row.device == "cuda" and pd.notna(starved) else num(row.data_wait_steady_frac)
 
@@ -228,26 +228,25 @@ def steady_after(warmup_ms, median_ms, steady=1.1):
     return k + 1 if k < len(steps) else None
 
 
-@reads_row
 def stalls(row):
     """(p90 step ms, median step ms) of a row whose slowest tenth of steps take STALL times its median or more (steps
     that stall between steady ones: the host, a collective, a loader's hiccup), else None. On the H200 of 2026-11-27
     the whole recipe without compile stepped in 58-62 ms at the median and 102-120 ms at the 90th percentile, 4-5%
     starved: its rate was its stalls'."""
+    row = Row.of(row)
     p90, median = num(row.step_time_p90_ms), num(row.step_time_median_ms)
     if not (median > 0 and p90 >= STALL * median):
         return None
     return p90, median
 
 
-@reads_row
 def compute_ms(row):
     """Compute per step: the step at the measured rate less its share waiting for data."""
+    row = Row.of(row)
     wait = waited(row)
     return step_ms(row) * (1 - (0 if pd.isna(wait) else wait))
 
 
-@reads_row
 def rounds_to_settle(row, most=10_000):
     """About how many paired rounds at the noise seen would decide the row (decide): the spread of its log ratios,
     read back from its interval (half-width = t(df) x sd / sqrt(rounds), df: rounds - 1 and the machine noise's,
@@ -256,6 +255,7 @@ def rounds_to_settle(row, most=10_000):
     distance from the margin's nearer edge (within the margin). The t quantile counts: 2 rounds' interval is 12.7
     standard errors wide where 10 rounds' is 2.3, so the rounds do not grow with the square of a 2-round interval.
     NaN without an interval, inf where none up to `most` would."""
+    row = Row.of(row)
     estimate, low, high = num(row.speedup), num(row.speedup_low), num(row.speedup_high)
     rounds = num(row.rounds_paired)
     if math.isnan(low) or math.isnan(high) or not rounds >= 2:
@@ -278,18 +278,18 @@ def rounds_to_settle(row, most=10_000):
     return n if n <= most else math.inf
 
 
-@reads_row
 def degrees_of(row):
     """The degrees of freedom of the row's speed-up interval: speedup_df, else (a summary from before it) its rounds
     less one."""
+    row = Row.of(row)
     df = num(row.speedup_df)
     return df if not math.isnan(df) else num(row.rounds_paired) - 1
 
 
-@reads_row
 def ratio_answer(row, column, memory=False):
     """The answer of a ratio's interval (column_low to column_high) by classify, as the speed-up's; in memory's words
     (more, less) where memory; None for a ratio of one round (no interval)."""
+    row = Row.of(row)
     low, high = num(getattr(row, f"{column}_low")), num(getattr(row, f"{column}_high"))
     if math.isnan(low):
         return None
@@ -297,27 +297,27 @@ def ratio_answer(row, column, memory=False):
     return dict(faster="more", slower="less").get(answer, answer) if memory else answer
 
 
-@reads_row
 def within_interval(row):
     """(low, high) of the row's speed-up's 90% interval, the one read against its margin (narrower); NaNs without."""
+    row = Row.of(row)
     return narrower(num(row.speedup_low), num(row.speedup_high), degrees_of(row), EQUIVALENCE)
 
 
-@reads_row
 def deciding_interval(row):
     """(low, high) of the row's speed-up's DECIDING interval, the one that calls it faster or slower; NaNs without."""
+    row = Row.of(row)
     return narrower(num(row.speedup_low), num(row.speedup_high), degrees_of(row), DECIDING)
 
 
 SELF_CHECK = ("holds", "fails")  # what self_check says of the baseline against itself
 
 
-@reads_row
 def self_check(row):
     """Of the baseline run again as a row (catalogue.SELF: no effect by construction): holds where its answer is within
     the margin or open, fails where it came out faster or slower: the intervals are narrower than this machine's noise
     (a disturbed round, drift the pairing did not take out), and every answer beside it is read with that in mind;
     None for every other row and before an answer."""
+    row = Row.of(row)
     if row.variant != catalogue.SELF or not isinstance(row.speed_answer, str):
         return None
     return "fails" if row.speed_answer in ("faster", "slower") else "holds"

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bench import catalogue, schema
-from bench.schema import Row, num, reads_row, reads_rows
+from bench.schema import Row, num
 from bench.stages import epochs
 from bench.stages.cost import STEADY
 from bench.stages.statistics.intervals import (
@@ -170,7 +170,6 @@ def summarize(runs, margin=MARGIN):
 PAYBACKS = ("pays back", "never", "not settled")  # what payback() says of a compiled row
 
 
-@reads_rows
 def payback(row, base):
     """(answer, steps from a cold cache, steps from a warm one) for a compiled row against its baseline: the steps of
     training after which the row's first step, which compiles, costs no more than its faster steps saved. The compile
@@ -178,6 +177,7 @@ def payback(row, base):
     autotuning say, are the baseline's too); a step saves the baseline's step time less the row's, at the paired
     speed-up. "pays back" where the speed-up's interval lies above 1, "never" where it lies below; "not settled"
     where it holds 1 or there is none (one round): the steps are then those of the estimate, where it is above 1."""
+    row, base = Row.of(row), Row.of(base)
     speedup, low, high = num(row.speedup), num(row.speedup_low), num(row.speedup_high)
     answer = "pays back" if low > 1 else "never" if high < 1 else "not settled"
     base_step_s = step_ms(base) / 1e3
@@ -332,11 +332,11 @@ def against_references(summary, runs):
 RECIPE_CEILING = "all-synthetic"  # the whole recipe's own ceiling (catalogue.py), where a bench ran it
 
 
-@reads_row
 def ceiling_of(row, ran):
     """The synthetic row a real row is read against: the whole recipe's own ceiling for the recipe with its amp,
     channels_last and compile on (all, all:no-ddp, either over any loader) where it ran (ran: the workload's
     variants), else the ceiling of its precision (CEILINGS)."""
+    row = Row.of(row)
     if RECIPE_CEILING in ran and catalogue.family(row.variant) == "all":
         if set(catalogue.combination(row.variant)) <= {"no-ddp"}:
             return RECIPE_CEILING
