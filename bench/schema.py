@@ -20,9 +20,9 @@ run), `least=N` (where there, a number N or more: runs.csv is refused naming the
 run's metrics file alone, logs/<bench>/<run>.json: not a column of runs.csv), `kept` (a run's field the summary's
 row keeps too, in memory: the last failed run's error).
 
-Row: a summary row as a record, its fields (ROW_FIELDS) named here once: the statistics, the causes, the verdicts
-and the answers read a row by attribute (row.speed_answer), so that a misspelt field fails where it is read, never as
-a silent NaN.
+SummaryRow: a summary row as a record, its fields (ROW_FIELDS) named here once: the statistics, the causes, the
+verdicts and the headline read a row by attribute (row.speed_answer), so that a misspelt field fails where it is read,
+never as a silent NaN.
 
 VERSION counts changes of name or meaning. A file of an older version is read by renaming its
 columns (RENAMED); runs.csv is upgraded in place, its old form kept beside it.
@@ -453,15 +453,15 @@ ROW_FIELDS = (
 
 
 def _row_of(values):
-    """The Row of a summary's row (a pandas Series, a dict or a Row; None stays None): None for a field it does not
-    hold; a column that is no field of the schema (one a mode's Joins declares: bench/outputs/declared.py) is kept and
-    read alike. A function that reads a row begins `row = Row.of(row)`, so that it may be handed any of them (a
-    decorator would hide the function from make mutate: mutmut leaves decorated functions alone)."""
-    if values is None or isinstance(values, Row):
+    """The SummaryRow of a summary's row (a pandas Series, a dict or a SummaryRow; None stays None): None for a field
+    it does not hold; a column that is no field of the schema (one a mode's Joins declares: bench/outputs/declared.py)
+    is kept and read alike. A function that reads a row begins `row = SummaryRow.of(row)`, so that it may be handed
+    any of them (a decorator would hide the function from make mutate: mutmut leaves decorated functions alone)."""
+    if values is None or isinstance(values, SummaryRow):
         return values
     values = dict(values.items())
     extra = {name: values.pop(name) for name in set(values) - _ROW_SET}
-    return Row(**values, _extra=extra)
+    return SummaryRow(**values, _extra=extra)
 
 
 def _read_extra(row, name):
@@ -485,8 +485,8 @@ def rows_of(frame):
 
 
 _ROW_SET = set(ROW_FIELDS)
-Row = dataclasses.make_dataclass(
-    "Row",
+SummaryRow = dataclasses.make_dataclass(
+    "SummaryRow",
     [(name, object, dataclasses.field(default=None)) for name in ROW_FIELDS]
     + [("_extra", dict, dataclasses.field(default_factory=dict, repr=False))],
     frozen=True,
@@ -494,7 +494,7 @@ Row = dataclasses.make_dataclass(
     namespace={
         "of": staticmethod(_row_of),
         "__getattr__": _read_extra,
-        "__doc__": "One summary row: Row.of(series), read by attribute.",
+        "__doc__": "One summary row: SummaryRow.of(series), read by attribute.",
     },
 )
 

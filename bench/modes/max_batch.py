@@ -42,7 +42,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Bullets, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import ANSWER_WORDS, fmt, plural, present
-from bench.schema import Row
+from bench.schema import SummaryRow
 from bench.stages import cost
 from bench.stages.planning import plan
 from bench.stages.records.record import read_runs
@@ -605,7 +605,7 @@ def numbers(summary, out):
 
 def cell(row):
     """'1.21x (1.10x to 1.33x), faster, at 4.00x the batch' ('' for a row --max-batch did not time)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     answer = row.largest_answer
     if not isinstance(answer, str):
         return ""
@@ -617,7 +617,7 @@ def cell(row):
 def words(row):
     """'at its largest batch (1,024, 4.00x the baseline's) 1.21x the baseline's speed at the baseline's own largest
     (95% interval 1.10x to 1.33x): faster (max_batch.md)' ('' without --max-batch's rounds)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     answer = row.largest_answer
     if not isinstance(answer, str):
         return ""
@@ -630,14 +630,14 @@ def words(row):
 
 def changes(row):
     """Whether --max-batch's rounds give this row another answer at its largest batch than at the bench's batch."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     answer = row.largest_answer
     return isinstance(answer, str) and answer != "unsettled" and answer != row.speed_answer
 
 
 def aside(row):
     """' (1.21x at its largest batch: faster)' where its answer there is another than at the bench's batch, else ''."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return (
         f" ({row.largest_speedup:.2f}x at its largest batch: {ANSWER_WORDS[row.largest_answer]})"
         if changes(row)
@@ -647,7 +647,7 @@ def aside(row):
 
 def mark(row):
     """'largest batch 1,024 (4.00x)' beside a row's memory bars where the search found its largest batch, else ''."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     batch, times = row.largest_batch_found, row.largest_batch_found_x
     if batch is None or pd.isna(batch):
         return ""

@@ -41,7 +41,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Band, Bullets, Figure, Joins, Line, Lines, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.schema import Row
+from bench.schema import SummaryRow
 from bench.stages import cost
 from bench.stages.planning import build, planned, prepare
 from bench.stages.running import execute
@@ -419,7 +419,7 @@ def numbers(summary, out):
 
 def cell(row):
     """'the same', 'worse from step 60', 'diverged' ('' for a row --parity did not run)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     said = row.parity_verdict
     if not isinstance(said, str):
         return ""
@@ -429,7 +429,7 @@ def cell(row):
 
 def words(row):
     """'in --parity it learns worse from step 60 than the baseline over its seeds (parity.md)' ('' without one)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     said = row.parity_verdict
     if not isinstance(said, str):
         return ""

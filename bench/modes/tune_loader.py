@@ -41,7 +41,7 @@ from bench.observe import machine
 from bench.outputs import render
 from bench.outputs.declared import Bars, Figure, Joins, Rows, Shows
 from bench.outputs.verdicts import fmt, plural, present
-from bench.schema import Row
+from bench.schema import SummaryRow
 from bench.stages import cost
 from bench.stages.planning import build, plan, planfile, planned
 from bench.stages.running import calibrate, execute
@@ -440,7 +440,7 @@ def numbers(summary, out):
 
 def on_data(row):
     """ "The loader's sweep in this folder (--tune-loader) says: ..." to a row waiting for its data, '' without one."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     tuned = row.loader_sweep
     return (
         f"The loader's sweep in this folder (--tune-loader) says: {tuned}" if isinstance(tuned, str) and tuned else ""

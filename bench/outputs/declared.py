@@ -139,7 +139,7 @@ class Joins:
     mark: mark(row): written beside a row's memory bars (plots.py plot_memory); marked: the memory plot's axis adds
         it where some row has a mark
     fields: the columns numbers adds that are no field of bench/schema.py (kept in memory, not in summary.csv):
-        every row holds them (None where its table has none), read by attribute as the schema's (schema.Row)
+        every row holds them (None where its table has none), read by attribute as the schema's (schema.SummaryRow)
     points: ((topic, command), ...): what the bench's words send a reader to this mode for, and how to ask it:
         "learning" (whether a technique learns alike over seeds), "loader" (the loader's settings for this machine);
         said whether or not its table is in the folder (pointed)

@@ -35,7 +35,7 @@ from bench import catalogue
 from bench.catalogue import SELF
 from bench.outputs import declared, diffs, verdicts
 from bench.outputs.verdicts import plural
-from bench.schema import Row, num, rows_of
+from bench.schema import SummaryRow, num, rows_of
 from bench.stages.statistics.causes import NAMES
 from bench.stages.statistics.rules import WAIT_BOUND
 
@@ -47,7 +47,7 @@ ROUNDS_AT_MOST = (
 def group(row, joined=()):
     """A joined mode's group (the label of an apart of joined that holds this faster row), pays, trades, costs, same,
     unsettled, n/a, eager or failed: what the row's answers say to do."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if not row.runs_ok or row.runs_diverged:
         return "failed"
     if row.rate_basis == "unknown":
@@ -84,7 +84,7 @@ def cost(variant):
 
 
 def memory_words(row):
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     m = num(row.memory_vs_baseline)
     if math.isnan(m):
         return ""
@@ -97,7 +97,7 @@ def item(row, why="", joined=()):
     """'amp 0.19x, 0.94x the memory (less), 17 lines: bf16 is emulated on this device'; a compiled row that pays:
     'compile 1.31x, ..., 6 lines, its compile paid back after 900 steps from a cold cache and 40 from a warm one';
     what the joined modes say right after the speed-up (a Joins' aside)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     paid = verdicts.payback_steps(row) if row.payback_answer == "pays back" else ""
     paid = f", its compile paid back after {paid}" if paid else ""
     aside = "".join(joins.aside(row) for joins in joined)
@@ -106,7 +106,7 @@ def item(row, why="", joined=()):
 
 def why_it_costs(row):
     """The measured reason a row is slower, where its fields say one."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if row.bf16_emulated is True:
         return ": bf16 is emulated on this device"
     if num(row.world_size) > 1 and row.device == "cpu":
@@ -118,7 +118,7 @@ def why_it_costs(row):
 
 def unsettled_item(row):
     """'compile 1.06x +-20%: about 27 rounds at this noise would settle it (--repeats 27)' (a row with an interval)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     needed = num(row.rounds_to_settle)  # bench/stages/statistics/rules.py
     if needed > ROUNDS_AT_MOST:
         more = "its effect, if any, is below this machine's noise: longer runs (--steps) or a quieter machine"
@@ -140,7 +140,7 @@ def above_ceiling(train):
 
 def above_why(row, ceiling):
     """Why a row may outrun its ceiling, from what was measured."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     said = (
         f"{row.variant} runs above its ceiling ({num(row.ceiling_low_pct):.0f}% to"
         f" {num(row.ceiling_high_pct):.0f}% of {row.ceiling}, by the paired rounds): the ceiling is not a"
@@ -333,7 +333,7 @@ def unsteady_words(rows):
 def unknown_item(row):
     """'all: its windows' epoch starts (41x ImageNet-1k's rate) are not separated in its records and its steps stalled:
     at least 1.45x (its window's rate)'."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     floor = num(row.speedup_floor)
     floor = f": at least {floor:.2f}x (its window's rate)" if pd.notna(floor) else ""
     return (
@@ -371,7 +371,7 @@ def limit_items(train):
     for ceiling in rows_of(train[train["dataset"] == "synthetic"]):
         what = LIMITS.get(ceiling.variant, "in full precision")
         words = f"{ceiling.variant}: {ceiling.rate_median:,.1f} samples/s {what} with no loading at all"
-        if ceiling.variant == "synthetic" and not base.empty and pd.notna(Row.of(base.iloc[0]).ceiling_pct):
+        if ceiling.variant == "synthetic" and not base.empty and pd.notna(SummaryRow.of(base.iloc[0]).ceiling_pct):
             words += verdicts.ceiling_words(base.iloc[0]).replace("; it", "; the baseline", 1)
         if ceiling.variant == "all-synthetic":  # how near the recipe's rows come to their own limit
             near = [f"{row.variant} {num(row.ceiling_pct):.0f}%" for row in rows_of(train)

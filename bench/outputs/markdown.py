@@ -7,7 +7,7 @@ from bench import catalogue
 from bench.catalogue import SELF
 from bench.outputs import declared, headline, verdicts
 from bench.outputs.verdicts import busy_note, diverged_note, fmt, settled_note
-from bench.schema import Row, num, rows_of
+from bench.schema import SummaryRow, num, rows_of
 
 
 def cells(frame, columns):
@@ -23,7 +23,7 @@ def table(frame, columns):
 
 
 def runs_cell(row):
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     cell = f"{row.runs_ok}" + (f" ({row.runs_failed} failed)" if row.runs_failed else "")
     cell += f", {row.runs_diverged} DIVERGED" if row.runs_diverged else ""
     return cell + (f", {row.runs_busy} busy" if row.runs_busy else "")
@@ -31,7 +31,7 @@ def runs_cell(row):
 
 def interval_cell(row):
     """The speed-up's 95% interval over the paired rounds."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     low, high = row.speedup_low, row.speedup_high
     if row.speed_answer is None or pd.isna(row.speed_answer):
         return ""
@@ -39,7 +39,7 @@ def interval_cell(row):
 
 
 def answer_cell(row):
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if row.dataset == "synthetic":  # a speed limit to read the real rows against, not an option
         return "limit (no loading)" if row.kind == "train" else ""
     if verdicts.not_applied(row):
@@ -59,7 +59,7 @@ def answer_cell(row):
 def ceiling_cell(row):
     """The row's rate against its ceiling's, paired by round: a share where its interval lies below 100%, 'at it'
     where the interval holds 100% (the two cannot be told apart), 'ABOVE' where it lies wholly above."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     standing = row.ceiling_standing
     pct, low, high = num(row.ceiling_pct), num(row.ceiling_low_pct), num(row.ceiling_high_pct)
     if not isinstance(standing, str):
@@ -71,13 +71,13 @@ def ceiling_cell(row):
 def memory_cell(row):
     """Memory against the baseline's: the one ratio of the table, the verdicts and the plots
     (bench/stages/statistics/summarize.py: paired by round, of the memory the verdict reads)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return fmt(row.memory_vs_baseline, "{:.2f}x")
 
 
 def payback_cell(row):
     """'1,900 / 60' steps, 'never', 'not settled' (with the estimate's steps where above 1), or '' (not compiled)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     answer = row.payback_answer
     if not isinstance(answer, str):
         return ""
@@ -90,7 +90,7 @@ def payback_cell(row):
 
 def compile_cell(row):
     """The first step's time, which compiles: on an empty cache, and the median over the repeats."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if pd.isna(row.compile_s):
         return ""
     return f"{fmt(row.compile_cold_s, '{:.1f}') or '-'} / {row.compile_s:.1f}"
@@ -98,7 +98,7 @@ def compile_cell(row):
 
 def label(row):
     """A variant's name, and what its row can and cannot show."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if row.runs_diverged:
         return f"{row.variant} (DIVERGED)"
     if row.dataset == "synthetic":
@@ -191,7 +191,7 @@ def train_columns(train, joined=()):
 
 def rate_cell(row):
     """The row's median rate; where it is not its windows' (rate_basis), how it was read; where not known, its floor."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     basis = row.rate_basis
     if basis == "unknown":
         return fmt(row.rate_floor, "not known (at least {:,.1f})") or "not known"
@@ -205,7 +205,7 @@ def rate_cell(row):
 
 def step_cell(row):
     """A step at the row's rate; where its steps stall (stall_p90_ms), its median and 90th percentile too."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     cell, p90, median = (
         fmt(num(row.step_ms), "{:.1f}"),
         num(row.stall_p90_ms),
@@ -216,7 +216,7 @@ def step_cell(row):
 
 def cores_cell(row):
     """On a CPU, the cores the training process and its loader used in the window (medians over the runs)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     model, loader = row.cpu_model_cores, row.cpu_loader_cores
     return "" if pd.isna(model) or pd.isna(loader) else f"{model:.2f} / {loader:.2f}"
 
@@ -263,7 +263,7 @@ def blind_note(train):
 
 def torch_cell(row, value):
     """A torch memory figure; a DALI row's marked: it leaves out DALI's own memory (see the note under the table)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return fmt(value) + (" (not seen)" if row.torch_blind is True and pd.notna(value) else "")
 
 

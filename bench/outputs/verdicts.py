@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench.catalogue import SELF
 from bench.outputs.declared import pointed
-from bench.schema import Row, num
+from bench.schema import SummaryRow, num
 from bench.stages.statistics.causes import UNSHOWN
 from bench.stages.statistics.rules import (
     ACCURACY_GAP,
@@ -64,7 +64,7 @@ def why_words(row, found, joined=()):
     """' Why not faster: waiting for data: it waited for data 35% of its window; try the loader's settings (...).
     Also: ...', from the causes found (bench/stages/statistics/causes.py); where none passed, that the run does not show
     it; a row held back by its data is told what the joined modes say of its data (a Joins' on_data)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     answer = row.speed_answer
     why = {"faster": "Why not nearer its ceiling", "unsettled": "What may hold it back"}.get(answer, "Why not faster")
     if not found:
@@ -83,7 +83,7 @@ def verdict(row, base, found=None, joined=()):
     """One line: what the variant did (speed, memory, each against the noise of the repeats) and why, from its
     measured fields; found: the causes of a row that is not faster (bench/stages/statistics/causes.py), said last;
     joined: the modes' Joins, their words said too."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     name = row.variant
     if not row.runs_ok:
         return f"{name}: no verdict: all {row.runs_failed} of its runs failed ({row.error})."
@@ -139,7 +139,7 @@ def basis_words(row):
     """' Read at its median step: its windows held an epoch start 41x as often as training on ImageNet-1k would ...'
     where its rate is not its window's (bench/stages/statistics/summarize.py rate_of), or where a folder of one's own
     put epoch starts in its windows at its own rate; '' elsewhere."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     basis, over, real = row.rate_basis, num(row.epoch_starts_over), row.stands_for
     starts = num(row.epoch_starts_timed)
     if basis == "window" or not isinstance(basis, str):
@@ -188,7 +188,7 @@ def basis_words(row):
 def stall_words(row):
     """'its steps stall: the slowest tenth take 102 ms or more against a median of 58 ms (1.8x), while the GPU waited
     for data 4% of the time: stalls between steps, not waits for data', or '' where its steps are steady."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     p90, median = num(row.stall_p90_ms), num(row.stall_median_ms)
     if pd.isna(p90):
         return ""
@@ -207,7 +207,7 @@ def ran_eager(row):
     """Why a compiled row measured no compiled code ('compiled code did not run in its timed window'), or ''.
     Its runs count the timed steps whose loss came through compiled code (meter.py): none, and the row's speed is
     eager code's, whatever it reads (torch 2.11 once fell back to eager silently after the FLOP count)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if pd.isna(row.compile_mode) or num(row.compiled_steps_timed) != 0:
         return ""
     return "compiled code did not run in its timed window (torch.compile fell back to eager code)"
@@ -215,7 +215,7 @@ def ran_eager(row):
 
 def mfu_words(row):
     """' It reaches 41% of this GPU's datasheet peak for its precision (MFU).', or '' where the peak is not known."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     mfu = num(row.mfu_pct)
     if pd.isna(mfu):
         return ""
@@ -227,7 +227,7 @@ def mfu_words(row):
 def peer_words(row):
     """' Against ddp (the same 2 processes and global batch): 0.84x the speed (...), 0.95x the memory per process
     (...).', or '' for a row without a peer."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     peer = row.peer
     if not isinstance(peer, str) or pd.isna(num(row.speedup_vs_peer)):
         return ""
@@ -240,7 +240,7 @@ def peer_words(row):
 
 def ratio_words(row, column, what):
     """'0.84x the speed, slower (0.80x to 0.88x)' by the interval (as the speed-up's answer), '(one round)' without."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     value, low, high = (num(getattr(row, name)) for name in (column, f"{column}_low", f"{column}_high"))
     answer = row.peer_speed_answer if column == "speedup_vs_peer" else row.peer_memory_answer
     if pd.isna(low) or not isinstance(answer, str):
@@ -257,7 +257,7 @@ def plural(count, word):
 def not_applied(row):
     """Why a row's technique did nothing here, where its own record says so, else '': tf32 on a device with neither
     TF32 nor native bf16 left its matmuls in fp32 (train_tf32.py said so), so the run was the baseline's."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if row.variant == "tf32" and row.matmul_precision == "fp32":
         return f"this {'GPU' if row.device == 'cuda' else 'CPU'} has neither TF32 nor native bf16, so it ran fp32"
     return ""
@@ -265,7 +265,7 @@ def not_applied(row):
 
 def ceiling_words(row):
     """'; it reaches 76% of the ceiling (71% to 80%)', or that it cannot be told from it, by the paired interval."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     standing = row.ceiling_standing
     pct, low, high = num(row.ceiling_pct), num(row.ceiling_low_pct), num(row.ceiling_high_pct)
     if not isinstance(standing, str):
@@ -284,20 +284,20 @@ def interval_words(low, high, rounds, share=95):
 
 def margin_of(row):
     """A row's margin (its summary's), MARGIN where a summary has none."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     margin = num(row.margin)
     return MARGIN if math.isnan(margin) else margin
 
 
 def margin_words(row):
     """'+-10%': the margin a row's speed-up is read against, as every answer says it."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return f"+-{100 * margin_of(row):.3g}%"
 
 
 def rounds_left(row):
     """'about 3 more rounds at this noise would decide it (--repeats 5)', from rounds_to_settle; '' without."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     needed, ran = num(row.rounds_to_settle), num(row.rounds_paired)
     if math.isnan(needed):
         return ""
@@ -310,7 +310,7 @@ def busy_rounds_words(row):
     """' (2 of its rounds read a run taken on a busy machine; without them it is faster: its answer rests on them, so
     it stays open)', from rounds_busy and quiet_answer (bench/stages/statistics/summarize.py); '' where no round was
     busy."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     n = num(row.rounds_busy)
     if not n > 0 or not isinstance(row.quiet_answer, str):
         return ""
@@ -324,7 +324,7 @@ def busy_rounds_words(row):
 
 def self_words(row):
     """The baseline against itself (catalogue.SELF): what its answer says of the rule on this machine."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     s, low, high = row.speedup, num(row.within_low), num(row.within_high)
     if row.self_check == "fails":
         return (f"the baseline's script against itself came out {row.speed_answer} ({speed(row, 'speed')}): the"
@@ -339,7 +339,7 @@ def self_words(row):
 
 def speed(row, what):
     """'1.51x faster (95% interval 1.21x to 1.88x over 3 paired rounds)', 'not settled after 3 rounds ...'."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     s, low, high, rounds = (
         row.speedup,
         num(row.speedup_low),
@@ -366,7 +366,7 @@ def speed(row, what):
 
 
 def memory(row):
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     what = "GPU memory" if row.memory_source == "nvml_peak_mib" else "memory"
     if row.memory_source == "peak_host_mem_mib":
         what = "host memory"
@@ -384,7 +384,7 @@ def memory(row):
 def reasons(row, base, named=(), joined=()):
     """Why, from the fields: the data wait and the compute per step, then what else the row shows; what a cause
     named (named: bench/stages/statistics/causes.py's keys) is said there, not here."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     said = []
     wait, base_wait = num(row.wait_share), num(base.wait_share)
     faster = row.speed_answer == "faster"
@@ -445,7 +445,7 @@ def learning_words(row, base, joined=()):
     no interval: a validation accuracy ACCURACY_GAP or more from the baseline's is pointed to the mode that compares
     learning over seeds (joined: the modes' Joins, declared.pointed), not judged; '' elsewhere (a difference no larger
     than reruns show says nothing)."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     command = pointed(joined, "learning")
     answer = row.learning_answer
     if answer in ("worse", "better"):
@@ -473,7 +473,7 @@ SPEED_WORDS = {**ANSWER_WORDS, "same": "within the margin", "unsettled": "open"}
 
 def payback_steps(row):
     """'1,900 steps from a cold cache, 60 from a warm one' ('' where neither is known)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     cold, warm = num(row.payback_cold_steps), num(row.payback_warm_steps)
     if math.isnan(cold):
         return "" if math.isnan(warm) else f"{warm:,.0f} step{'' if warm == 1 else 's'} from a warm cache"
@@ -484,7 +484,7 @@ def payback_steps(row):
 def payback_words(row):
     """When compiling pays for itself: 'compiling pays back after 1,900 steps from a cold cache and 60 from a warm
     one', never, or not settled (with the steps of the estimate where it is above 1)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     answer, steps = row.payback_answer, payback_steps(row)
     if answer == "pays back" and steps:
         return f"compiling pays back after {steps}"
@@ -501,7 +501,7 @@ def payback_words(row):
 def cores_words(row, base):
     """On a CPU, where a change of loader (or its share) moved the cores: 'its loading took 0.1 cores from the model
     (the baseline's: 0.4), which used 1.9 (1.6)'; None where not measured or not moved."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     if row.device != "cpu":
         return None
     loader, model = num(row.cpu_loader_cores), num(row.cpu_model_cores)
@@ -518,14 +518,14 @@ def cores_words(row, base):
 
 
 def noise_of(row):
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if row.runs_ok < 2:
         return " (one run)"
     return f" (repeats spread {row.spread_pct:.0f}%)"
 
 
 def busy(row):
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if not row.runs_busy:
         return ""
     return f" Taken on a busy machine in {row.runs_busy} of {row.runs_ok} runs: not to be trusted."

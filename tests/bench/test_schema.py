@@ -136,11 +136,11 @@ def test_a_summary_rows_answers_are_fields_named_once_in_the_schema():
 
 
 def test_a_summary_row_is_read_by_attribute_and_a_misspelt_field_fails_where_it_is_read():
-    """schema.Row: a field the row does not hold reads None, a column a mode's Joins added reads alike, and a name
-    that is neither fails (AttributeError), where a pandas row's get() gave None: a rule that never fired."""
-    row = schema.Row.of(pd.Series(dict(variant="amp", speedup=1.2, images_counted=3)))
+    """schema.SummaryRow: a field the row does not hold reads None, a column a mode's Joins added reads alike, and a
+    name that is neither fails (AttributeError), where a pandas row's get() gave None: a rule that never fired."""
+    row = schema.SummaryRow.of(pd.Series(dict(variant="amp", speedup=1.2, images_counted=3)))
     assert (row.variant, row.speedup, row.speed_answer, row.images_counted) == ("amp", 1.2, None, 3)
-    assert schema.Row.of(row) is row and schema.Row.of(dict(variant="amp")).variant == "amp"
+    assert schema.SummaryRow.of(row) is row and schema.SummaryRow.of(dict(variant="amp")).variant == "amp"
     with pytest.raises(AttributeError, match="'speed_answr' is no field"):
         print(row.speed_answr)
     with pytest.raises(dataclasses.FrozenInstanceError):

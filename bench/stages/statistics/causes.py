@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from bench import catalogue
-from bench.schema import Row, num
+from bench.schema import SummaryRow, num
 from bench.stages.statistics.rules import (
     STALL,
     WAIT_BOUND,
@@ -69,7 +69,7 @@ def ratio(value, of):
 
 
 def precision(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     if emulated_bf16(row):
         where = "GPU before Ampere" if row.device == "cuda" else "CPU without AVX-512-BF16 or AMX"
         return dict(where=where)
@@ -77,7 +77,7 @@ def precision(row, base, rows):
 
 
 def compile_(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     if pd.isna(row.compile_mode):
         return None
     breaks, recompiles = num(row.compile_graph_breaks), num(row.compile_recompiles_timed)
@@ -92,20 +92,20 @@ def compile_(row, base, rows):
 
 
 def recompute(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     times = ratio(num(row.flop_per_step), num(base.flop_per_step))
     return dict(times=times) if times >= RECOMPUTE else None
 
 
 def shared_cores(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     if row.device == "cpu" and num(row.world_size) > 1:
         return dict(processes=num(row.world_size))
     return None
 
 
 def one_gpu(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     if row.variant in catalogue.MULTI_GPU and row.device == "cuda" and not num(row.world_size) > 1:
         return {}
     return None
@@ -114,7 +114,7 @@ def one_gpu(row, base, rows):
 def collectives(row, base, rows):
     """A collective's time per step with no compute beside it (exposed_collective_ms), where the profile measured it;
     else (a profile before it was recorded) the collectives' own time."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     spent, exposed, step = num(row.collective_ms), num(row.exposed_collective_ms), step_ms(row)
     if math.isnan(exposed):
         share = ratio(spent, step)
@@ -129,7 +129,7 @@ def data(row, base, rows):
     baseline's, or longer: its step went to the wait (a row whose compute grew as much lost its speed there, whatever
     it waited). Against the growth, not the step: where both wait most of a step, the split of a short step into
     wait and compute moves by a tenth of it between two runs of the same work (seen in CI)."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     wait = waited(row)
     grown = compute_ms(row) - compute_ms(base)
     if not wait >= WAIT_BOUND or wait * step_ms(row) < WAIT_OVER_GROWTH * (0.0 if math.isnan(grown) else grown):
@@ -139,7 +139,7 @@ def data(row, base, rows):
 
 
 def loader_limit(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     alone = loader_rate(row, rows)
     share = ratio(num(row.rate_median), alone)
     if not share >= LOADER_NEAR:
@@ -148,7 +148,7 @@ def loader_limit(row, base, rows):
 
 
 def conversions(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     added = num(row.convert_ms) - (0.0 if pd.isna(num(base.convert_ms)) else num(base.convert_ms))
     share = ratio(added, step_ms(row))
     if not share >= SHARE:
@@ -157,7 +157,7 @@ def conversions(row, base, rows):
 
 
 def kernels(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     added = num(row.kernels_ms) - num(base.kernels_ms)
     share = ratio(added, step_ms(row))
     if not share >= SHARE:
@@ -168,7 +168,7 @@ def kernels(row, base, rows):
 def layout(row, base, rows):
     """A mixed-precision row in NCHW against the fastest row of the same precision in channels_last, not compiled and
     on as many processes (all:no-ddp:no-compile against amp): what the layout alone is worth."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     if pd.isna(row.amp_dtype) or row.memory_format != "contiguous":
         return None
     same = rows[(rows["kind"] == "train") & (rows["dataset"] != "synthetic") & (rows["runs_ok"] > 0)]
@@ -185,7 +185,7 @@ def layout(row, base, rows):
 def host(row, base, rows):
     """The device idle between its kernels (a GPU: its kernels fill less than HOST_BUSY of the step, the data wait
     left out), or the time between operators (Python, the loop) grown by SHARE of the step over the baseline's."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     step, wait = step_ms(row), waited(row)
     busy = ratio(num(row.gpu_busy_ms), step * (1 - (0.0 if pd.isna(wait) else wait)))
     if busy < HOST_BUSY:
@@ -200,7 +200,7 @@ def host(row, base, rows):
 
 
 def stalls(row, base, rows):
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     p90, median = num(row.step_time_p90_ms), num(row.step_time_median_ms)
     mine = ratio(p90, median)
     theirs = ratio(num(base.step_time_p90_ms), num(base.step_time_median_ms))
@@ -276,7 +276,7 @@ UNSHOWN = "the cause is not shown by what was measured"
 
 def asked(row):
     """The row is asked why it is not faster: not faster, or faster but wholly below its ceiling."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if row.kind != "train" or row.dataset == "synthetic" or row.variant == "baseline":
         return False
     if row.variant == catalogue.SELF:  # the baseline against itself: no technique to explain
@@ -292,13 +292,13 @@ def asked(row):
 
 def found(row, base, rows):
     """[(rule, its numbers)] of every rule whose evidence passes for the row, in the table's order."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     return [(rule, numbers) for rule in RULES if (numbers := rule.test(row, base, rows)) is not None]
 
 
 def unshown(row):
     """What would show the cause, where no rule's evidence passes."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     flags = []
     if pd.isna(row.convert_ms):
         flags.append("--profile shows its operators against the baseline's")
@@ -309,20 +309,20 @@ def unshown(row):
 
 
 def ceiling_rate(row, rows):
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     ceiling = rows[rows["variant"] == row.ceiling] if pd.notna(row.ceiling) else rows.iloc[0:0]
-    return num(Row.of(ceiling.iloc[0]).rate_median) if not ceiling.empty else math.nan
+    return num(SummaryRow.of(ceiling.iloc[0]).rate_median) if not ceiling.empty else math.nan
 
 
 def loader_rate(row, rows):
     """The images/s the row's loader delivers alone (its loader row), times the row's processes (a loader each)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     name = catalogue.ALONE.get(row.loader)  # the loader row that times its --loader alone
     alone = rows[(rows["kind"] == "loader") & (rows["variant"] == name)]
     if alone.empty:
         return math.nan
     processes = num(row.world_size)
-    return num(Row.of(alone.iloc[0]).rate_median) * (processes if processes > 1 else 1)
+    return num(SummaryRow.of(alone.iloc[0]).rate_median) * (processes if processes > 1 else 1)
 
 
 def profile_ms(profiled, workload, variant, device, names, on=None):
@@ -385,7 +385,7 @@ def with_causes(summary):
     summary = summary.copy()
     every, flags = [], []
     for _, row in summary.iterrows():
-        row = Row.of(row)
+        row = SummaryRow.of(row)
         workload = summary[summary["workload"] == row.workload]
         same = workload[workload["kind"] == row.kind]
         reference = same[same["variant"] == ("baseline" if row.kind == "train" else "loader")]

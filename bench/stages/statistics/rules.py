@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from bench import catalogue
-from bench.schema import Row, num
+from bench.schema import SummaryRow, num
 from bench.stages.statistics.intervals import (
     CONFIDENCE,
     half_width,
@@ -95,7 +95,7 @@ def decide(low, high, df, margin=MARGIN):
 def margin_of(row):
     """The margin a row's speed answer was read against (its summary's `margin`), MARGIN where a summary from before
     the margin has none."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     margin = num(row.margin)
     return MARGIN if math.isnan(margin) else margin
 
@@ -144,7 +144,7 @@ def needs_rounds(row):
     from GIVE_UP paired rounds of its own and 2 degrees of freedom or more. A decided row gets no
     more: its round goes to the rows still open. The answer is the row's speed_answer where it has one (an answer that
     rests on busy rounds is open there, whatever its interval says), else decide()'s."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     estimate, low, high = num(row.speedup), num(row.speedup_low), num(row.speedup_high)
     if math.isnan(low) or math.isnan(high):
         return True, "one round"
@@ -174,7 +174,7 @@ STALL = 1.25  # a row whose 90th-percentile step is this many times its median s
 def torch_blind(row):
     """DALI on a GPU hands out its batches as views of its own memory (DALI 2.4's default), which torch's counters do
     not see: such a row's torch figures leave its batches out and are not compared; NVML's figure sees them."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return row.loader == "dali" and row.device == "cuda"
 
 
@@ -182,7 +182,7 @@ def against_ceiling(row):
     """(standing, share %, low %, high %) of a row against its ceiling, by the paired interval: standing is below,
     at (the interval holds 100%: the two cannot be told apart), above (wholly above 100%), one (a single round, no
     interval) or None (no ceiling). The table's cell, the verdict and the answer's flag all read it."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     pct, low, high = num(row.ceiling_pct), num(row.ceiling_low_pct), num(row.ceiling_high_pct)
     if pd.isna(pct):
         return None, pct, low, high
@@ -193,13 +193,13 @@ def against_ceiling(row):
 
 def emulated_bf16(row):
     """The row ran bf16 autocast on a device that only emulates bf16."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return row.amp_dtype == "bf16" and str(row.bf16_native).lower() == "false"
 
 
 def step_ms(row):
     """A step at the row's measured rate: the one step time of the table, time.png and the verdicts."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     rate = num(row.rate_median)
     return 1e3 * num(row.global_batch_size) / rate if rate > 0 else float("nan")
 
@@ -210,7 +210,7 @@ def waited(row):
     the batch was there), not the host's, which also waits where the host runs ahead (DALI's iterator blocks until
     its batch is ready); on a CPU the two are one. NaN where not known (read_rates: a window that held an epoch start
     in a record that does not separate its wait)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     starved = num(row.starved_steady_frac)
     return starved if row.device == "cuda" and pd.notna(starved) else num(row.data_wait_steady_frac)
 
@@ -233,7 +233,7 @@ def stalls(row):
     that stall between steady ones: the host, a collective, a loader's hiccup), else None. On the H200 of 2026-11-27
     the whole recipe without compile stepped in 58-62 ms at the median and 102-120 ms at the 90th percentile, 4-5%
     starved: its rate was its stalls'."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     p90, median = num(row.step_time_p90_ms), num(row.step_time_median_ms)
     if not (median > 0 and p90 >= STALL * median):
         return None
@@ -242,7 +242,7 @@ def stalls(row):
 
 def compute_ms(row):
     """Compute per step: the step at the measured rate less its share waiting for data."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     wait = waited(row)
     return step_ms(row) * (1 - (0 if pd.isna(wait) else wait))
 
@@ -255,7 +255,7 @@ def rounds_to_settle(row, most=10_000):
     distance from the margin's nearer edge (within the margin). The t quantile counts: 2 rounds' interval is 12.7
     standard errors wide where 10 rounds' is 2.3, so the rounds do not grow with the square of a 2-round interval.
     NaN without an interval, inf where none up to `most` would."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     estimate, low, high = num(row.speedup), num(row.speedup_low), num(row.speedup_high)
     rounds = num(row.rounds_paired)
     if math.isnan(low) or math.isnan(high) or not rounds >= 2:
@@ -281,7 +281,7 @@ def rounds_to_settle(row, most=10_000):
 def degrees_of(row):
     """The degrees of freedom of the row's speed-up interval: speedup_df, else (a summary from before it) its rounds
     less one."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     df = num(row.speedup_df)
     return df if not math.isnan(df) else num(row.rounds_paired) - 1
 
@@ -289,7 +289,7 @@ def degrees_of(row):
 def ratio_answer(row, column, memory=False):
     """The answer of a ratio's interval (column_low to column_high) by classify, as the speed-up's; in memory's words
     (more, less) where memory; None for a ratio of one round (no interval)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     low, high = num(getattr(row, f"{column}_low")), num(getattr(row, f"{column}_high"))
     if math.isnan(low):
         return None
@@ -299,13 +299,13 @@ def ratio_answer(row, column, memory=False):
 
 def within_interval(row):
     """(low, high) of the row's speed-up's 90% interval, the one read against its margin (narrower); NaNs without."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return narrower(num(row.speedup_low), num(row.speedup_high), degrees_of(row), EQUIVALENCE)
 
 
 def deciding_interval(row):
     """(low, high) of the row's speed-up's DECIDING interval, the one that calls it faster or slower; NaNs without."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     return narrower(num(row.speedup_low), num(row.speedup_high), degrees_of(row), DECIDING)
 
 
@@ -317,7 +317,7 @@ def self_check(row):
     the margin or open, fails where it came out faster or slower: the intervals are narrower than this machine's noise
     (a disturbed round, drift the pairing did not take out), and every answer beside it is read with that in mind;
     None for every other row and before an answer."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if row.variant != catalogue.SELF or not isinstance(row.speed_answer, str):
         return None
     return "fails" if row.speed_answer in ("faster", "slower") else "holds"
@@ -355,7 +355,7 @@ DERIVED = (
 def derived(summary):
     """The summary with each row's derived fields (DERIVED) as columns: what the words and the renderers read."""
     summary = summary.copy()
-    rows = [Row.of(row) for _, row in summary.iterrows()]
+    rows = [SummaryRow.of(row) for _, row in summary.iterrows()]
     for field in DERIVED:
         values = [field.of(row) for row in rows]
         values = [bool(value) for value in values] if field.dtype is bool else values

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bench import catalogue, schema
-from bench.schema import Row, num
+from bench.schema import SummaryRow, num
 from bench.stages import epochs
 from bench.stages.cost import STEADY
 from bench.stages.statistics.intervals import (
@@ -177,7 +177,7 @@ def payback(row, base):
     autotuning say, are the baseline's too); a step saves the baseline's step time less the row's, at the paired
     speed-up. "pays back" where the speed-up's interval lies above 1, "never" where it lies below; "not settled"
     where it holds 1 or there is none (one round): the steps are then those of the estimate, where it is above 1."""
-    row, base = Row.of(row), Row.of(base)
+    row, base = SummaryRow.of(row), SummaryRow.of(base)
     speedup, low, high = num(row.speedup), num(row.speedup_low), num(row.speedup_high)
     answer = "pays back" if low > 1 else "never" if high < 1 else "not settled"
     base_step_s = step_ms(base) / 1e3
@@ -207,7 +207,8 @@ def paybacks(summary):
         if base.empty or "speedup" not in summary:
             continue
         for i, row in summary[mine].iterrows():
-            if num(Row.of(row).compiled_steps_timed) == 0:  # the window timed eager code: nothing compiled to repay
+            compiled = num(SummaryRow.of(row).compiled_steps_timed)
+            if compiled == 0:  # the window timed eager code: nothing compiled to repay
                 continue
             summary.loc[i, ["payback_answer", "payback_cold_steps", "payback_warm_steps"]] = payback(row, base.iloc[0])
 
@@ -336,7 +337,7 @@ def ceiling_of(row, ran):
     """The synthetic row a real row is read against: the whole recipe's own ceiling for the recipe with its amp,
     channels_last and compile on (all, all:no-ddp, either over any loader) where it ran (ran: the workload's
     variants), else the ceiling of its precision (CEILINGS)."""
-    row = Row.of(row)
+    row = SummaryRow.of(row)
     if RECIPE_CEILING in ran and catalogue.family(row.variant) == "all":
         if set(catalogue.combination(row.variant)) <= {"no-ddp"}:
             return RECIPE_CEILING
@@ -348,7 +349,7 @@ def against_ceilings(summary, runs):
     paired by round."""
     against = {}  # (workload, ceiling): {variant: rate / the ceiling's rate, per round}
     for i, row in summary.iterrows():  # against its ceiling, paired by round like the speed-up
-        row = Row.of(row)
+        row = SummaryRow.of(row)
         if row.kind != "train" or row.dataset == "synthetic":
             continue
         ceiling = ceiling_of(row, set(summary.loc[summary["workload"] == row.workload, "variant"]))

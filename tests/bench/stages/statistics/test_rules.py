@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench import catalogue
-from bench.schema import Row, num
+from bench.schema import SummaryRow, num
 from bench.stages.statistics import intervals, rules
 
 HAIR = 1e-4  # a ratio this far either side of an edge
@@ -338,14 +338,14 @@ def row(**fields):
 def test_a_rows_numbers_are_read_as_floats_and_nan_where_none():
     assert num(3) == 3.0 and num("2.5") == 2.5
     assert all(math.isnan(num(value)) for value in (None, float("nan"), pd.NA))
-    assert math.isnan(num(Row.of(row(speedup=None)).speedup_low))  # a field the row does not hold: None
+    assert math.isnan(num(SummaryRow.of(row(speedup=None)).speedup_low))  # a field the row does not hold: None
 
 
 def test_a_misspelt_field_fails_where_the_rules_read_it():
     """A rule reading a field the schema does not define fails (AttributeError), not as a rule that never fires."""
 
     def misspelt(row):
-        row = Row.of(row)
+        row = SummaryRow.of(row)
         return num(row.speed_answr)
 
     with pytest.raises(AttributeError, match="speed_answr"):
