@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import BenchError, catalogue, write_whole
+from bench import BenchError, write_whole
 from bench.config import read, varied
 from bench.modes import Registration, planned_bench, speed, table_in
 from bench.observe import machine
@@ -220,13 +220,13 @@ def say_estimate(runs, gpu, budget_s=None, rounds=ROUNDS):
     batches (runs: as planned, their estimates a bench run's), and where a budget is given, the variants it is
     expected to reach (the search goes in plan order; the rest are listed as not searched)."""
     where = "gpu" if gpu else "cpu"
-    compiles = sum(PROBES + 1 for r in runs if catalogue.compiled(r.variant))
+    compiles = sum(PROBES + 1 for r in runs if r.compiles)
     text = f"max batch: {len(runs)} variants, about {estimate_s(runs, gpu, PROBES) / 60:.0f} min"
     if compiles:
         text += (f" ({compiles} cold compiles of about {cost.COST_S[where]['cold']:.0f} s in it: every probe of a"
                  " compiled variant is a new process at a new batch)")  # fmt: skip
     if rounds and len(runs) > 1:
-        timed_s = rounds * sum(r.estimate_s + cost.compile_s(r.variant, 1, gpu) for r in runs)
+        timed_s = rounds * sum(r.estimate_s + cost.compile_s(r, gpu, repeat=1) for r in runs)
         text += f", then {plural(rounds, 'round')} at each one's largest batch, about {timed_s / 60:.0f} min"
     if budget_s:
         reached, spent = [], 0.0
@@ -401,7 +401,7 @@ def main(config, info, runs, logs, works):
     limit = f"{memory:,} MiB of address space per process" if memory else "the GPU's memory"
     rounds = config.limits.repeats if isinstance(config.limits.repeats, int) else ROUNDS
     print(f"{say_estimate(train, gpu, budget_s, rounds)}; in {limit}", flush=True)
-    timed_s = {run.variant: run.estimate_s + cost.compile_s(run.variant, 1, gpu) for run in train}
+    timed_s = {run.variant: run.estimate_s + cost.compile_s(run, gpu, repeat=1) for run in train}
     for run in train:
         run.estimate_s = estimate_s([run], gpu, PROBES)
     timeout = cost.timeout_s(config.limits.timeout, gpu)
@@ -668,7 +668,7 @@ def estimate_s(runs, gpu, probes):
     """--max-batch: probes probes of a variant and one measured run, each a new process at a new batch (a new
     shape), so a compiled variant compiles cold in every one of them."""
     where = "gpu" if gpu else "cpu"
-    return sum((probes + 1) * (PROBE_S[where] + cost.compile_s(r.variant, 1, gpu)) for r in runs)
+    return sum((probes + 1) * (PROBE_S[where] + cost.compile_s(r, gpu, repeat=1)) for r in runs)
 
 
 MODE = Registration("max_batch", run, asked=lambda flags: flags.max_batch, add_flags=add_flags,

@@ -463,15 +463,13 @@ PARITY_S = dict(cpu=dict(start=10, step=0.11, compile=30), gpu=dict(start=25, st
 
 
 def estimate_s(runs, gpu, bf16_native=True):
-    """--parity: each run's start and its steps at its row's factor (catalogue.slower, bf16 emulated), a compile
+    """--parity: each run's start and its steps at its row's factor (cost.slower, bf16 emulated), a compile
     cold."""
     seconds_of = PARITY_S["gpu" if gpu else "cpu"]
     return sum(
         seconds_of["start"]
-        + int(run.flags.get("--steps", 0))
-        * seconds_of["step"]
-        * cost.slower(run.variant, run.workload, gpu, bf16_native)
-        + (seconds_of["compile"] if catalogue.compiled(run.variant) else 0)
+        + int(run.flags.get("--steps", 0)) * seconds_of["step"] * cost.slower(run, gpu, bf16_native)
+        + (seconds_of["compile"] if run.compiles else 0)
         for run in runs
     )
 

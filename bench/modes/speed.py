@@ -136,20 +136,6 @@ def saved_machine(folder, runs):
     return info
 
 
-def print_plan(runs, works, gpu_count):
-    for workload, w in works.items():
-        steps = "auto (calibrated on the machine before the first run)" if w.steps == "auto" else w.steps
-        gpus = f"{gpu_count or 'no'} GPU{'' if gpu_count == 1 else 's'}"
-        print(f"# {workload}: {w.model} on {w.data} ({w.image_size} px, {w.classes} classes), "
-              f"global batch {w.batch_size}, steps {steps}, {w.warmup_steps} of them warm-up, "
-              f"{w.eval_samples} validation images; for {gpus}")  # fmt: skip
-        if w.window() is not None:
-            print(f"  windows: {w.window().words()}")
-        for run in runs:
-            if run.workload == workload:
-                print(" ".join(slurm.launched(run)))
-
-
 FEWEST_TIMED = 5  # the fewest steps a later round's run of a slow row times (Speed.sized)
 
 
@@ -367,18 +353,18 @@ def timed_window(row):
 
 def run(config):
     """Plan the bench for this machine, store the plan, and run it."""
+    started = time.monotonic()
     info = this_machine()
     gpu_count = info["gpu_count"] if config.gpus is None else config.gpus
+    saved = saved_costs(config, info, gpu_count)
     bench_id = new_id()
     logs = logs_of(config.outputs.out, bench_id)
     if not config.dry_run:
         logs.mkdir(parents=True, exist_ok=True)
     native = info["cpu_bf16_native"]
-    started = time.monotonic()
-    saved = saved_costs(config, info, gpu_count)
     runs, works, fitted = plan.make_plan(config, gpu_count, info["cpu_cores"], logs, native, calibrate.steps, saved)
     if config.dry_run:
-        print_plan(runs, works, gpu_count)
+        plan.print_plan(runs, works, gpu_count)
         fit.print_estimate(fitted, runs)
         return
     fit.print_estimate(fitted, runs)

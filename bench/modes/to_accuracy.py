@@ -257,12 +257,12 @@ EPOCH_S = dict(cpu=9, gpu=5)
 
 def estimate_s(runs, epochs, gpu, bf16_native=True):
     """--to-accuracy: the most the runs may take, every one training all its epochs. A CPU's rows take the bench's
-    factors (catalogue.slower, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
+    factors (cost.slower, bf16 emulated where the CPU has no native bf16); a compiled row adds a cold compile."""
     kind = "gpu" if gpu else "cpu"
     total = 0.0
     for run in runs:
-        factor = 1.0 if gpu else cost.slower(run.variant, run.workload, gpu, bf16_native)
-        total += START_S[kind] + epochs * EPOCH_S[kind] * factor + cost.compile_s(run.variant, 1, gpu)
+        factor = 1.0 if gpu else cost.slower(run, gpu, bf16_native)
+        total += START_S[kind] + epochs * EPOCH_S[kind] * factor + cost.compile_s(run, gpu, repeat=1)
     return total
 
 

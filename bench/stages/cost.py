@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench import catalogue
-
 WINDOW_S = 7.0  # the mixed-precision ceiling's timed window, at least: a compiled row up to 1.4x faster keeps 5 s
 WINDOW_MIN_S = 3.0  # the shortest window a budget may ask for
 # the default --budget, minutes: on a GPU two rounds of both workloads by the first GPU run's costs (about 31
@@ -64,28 +62,28 @@ COST_S = dict(
 # Tensor Cores) 5.3x its bf16, TF32 2.1x, checkpoint 6.5x; the rows it did not reach as their nearest measured one.
 # CPU, as measured there: checkpoint 1.3x, the synthetic ceiling 0.75x, and bf16 where the CPU does not compute it
 # natively 6x (shufflenet on the AVX2-only EPYC: 6.1x to 6.7x); the small ViT on a 2-core Xeon with AVX-512-BF16:
-# bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window
 # bf16 matmuls (tf32) 1.6x, FSDP 1.2x DDP's window. Each row's factors are its catalogue row's `slower`
 # (bench/catalogue.py): gpu a CNN (resnet50), gpu-vit a transformer (vit_b_16), cpu; 1 where none is given.
 EMULATED_BF16 = 6.0
 
 
-def slower(variant, workload, gpu, bf16_native=True):
-    """A row's window against the fastest row's (its catalogue row's), bf16 emulated on a CPU without it
-    (EMULATED_BF16)."""
-    factor = catalogue.slower(variant, ("gpu-vit" if workload == "vit" else "gpu") if gpu else "cpu")
-    if not gpu and not bf16_native and catalogue.uses_amp(variant):
+def slower(run, gpu, bf16_native=True):
+    """A run's window against the fastest row's (its catalogue row's, which the run reads: Run.slower), bf16
+    emulated on a CPU without it (EMULATED_BF16)."""
+    factor = run.slower(("gpu-vit" if run.workload == "vit" else "gpu") if gpu else "cpu")
+    if not gpu and not bf16_native and run.amp:
         factor *= EMULATED_BF16
     return factor
 
 
-def compile_s(variant, repeat, gpu):
-    """A compiled row's compile: cold in its first repeat (each row and bench has its own cache; a row over another
-    loader shares its row's, which runs before it), warm after."""
-    if not catalogue.compiled(variant):
+def compile_s(run, gpu, repeat=None):
+    """A compiled run's compile: cold in its row's first round (repeat: the run's own unless given; each row and
+    bench has its own cache, and a row over another loader shares its row's, which runs before it), warm after."""
+    if not run.compiles:
         return 0
     cost = COST_S["gpu" if gpu else "cpu"]
-    return cost["cold"] if repeat == 1 and catalogue.with_loader(variant)[1] is None else cost["warm"]
+    cold = (run.repeat if repeat is None else repeat) == 1 and run.own_cache
+    return cost["cold"] if cold else cost["warm"]
 
 
 def run_s(run, fastest_s, gpu, bf16_native=True):
@@ -93,17 +91,17 @@ def run_s(run, fastest_s, gpu, bf16_native=True):
     cost = COST_S["gpu" if gpu else "cpu"]
     if run.kind == "loader":
         return cost["loader"]
-    return cost["fixed"] + window_s(run, fastest_s, gpu, bf16_native) + compile_s(run.variant, run.repeat, gpu)
+    return cost["fixed"] + window_s(run, fastest_s, gpu, bf16_native) + compile_s(run, gpu)
 
 
 def window_s(run, fastest_s, gpu, bf16_native=True):
-    """A training run's timed window: the fastest row's at its row's factor (catalogue.slower, bf16 emulated)."""
-    return fastest_s * slower(run.variant, run.workload, gpu, bf16_native)
+    """A training run's timed window: the fastest row's at its row's factor (slower: bf16 emulated)."""
+    return fastest_s * slower(run, gpu, bf16_native)
 
 
 def cold_compiles(runs, gpu):
     """What an estimate holds for compiling: ' (N cold compiles of about S s each in it)', or '' where none."""
-    cold = [r for r in runs if r.kind == "train" and r.repeat == 1 and catalogue.compiled(r.variant)]
+    cold = [r for r in runs if r.kind == "train" and r.repeat == 1 and r.compiles]
     if not cold:
         return ""
     return f" ({len(cold)} cold compiles of about {COST_S['gpu' if gpu else 'cpu']['cold']:.0f} s each in it)"
@@ -182,14 +180,14 @@ def needed_warmup(runs):
     return int(runs["warmup_steady_steps"].max())
 
 
-def first_step_s(saved, variant, repeat):
+def first_step_s(saved, run):
     """A run's first step by its row's saved runs: the first round's, or a later round's where it is later (a
     compiled row's from a warm cache: assumed where no saved run has one)."""
-    if repeat <= 1:
+    if run.repeat <= 1:
         return saved.first_s
     if saved.later_first_s is not None:
         return saved.later_first_s
-    return FIRST_WARM_COMPILE_S if catalogue.compiled(variant) else saved.first_s
+    return FIRST_WARM_COMPILE_S if run.compiles else saved.first_s
 
 
 def saved_run_s(run, saved):
@@ -198,7 +196,7 @@ def saved_run_s(run, saved):
     steps, warmup = int(run.flags["--steps"]), int(run.flags["--warmup-steps"])
     evaluated = run.flags.get("--eval-samples")
     images = 0 if evaluated in (None, "0", 0) else EVAL_IMAGES if evaluated == "all" else int(evaluated)
-    first = first_step_s(saved, run.variant, run.repeat)
+    first = first_step_s(saved, run)
     return (
         saved.start_s
         + first

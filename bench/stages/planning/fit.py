@@ -6,7 +6,6 @@ bench/stages/cost.py's; the runs are bench/stages/planning/build.py's.
 
 from dataclasses import dataclass
 
-from bench.catalogue import compiled
 from bench.stages.cost import COST_S, FIRST_WARM_COMPILE_S, WARMUP_STEADY, WINDOW_MIN_S, WINDOW_S, first_step_s, run_s
 from bench.stages.planning.planned import Run
 from bench.stages.statistics import rules
@@ -29,7 +28,7 @@ def fit_window(budget_s, variants, loaders, names, repeats, gpu, bf16_native, kn
         probe += [Run("", v, "loader", 2, 1, workload=name) for v in loaders]
         fixed += sum(run_s(r, 0, gpu, bf16_native) for r in probe)
         weight += sum(run_s(r, 1, gpu, bf16_native) - run_s(r, 0, gpu, bf16_native) for r in probe)
-        first += sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for v in variants if compiled(v))
+        first += sum(COST_S["gpu"]["cold"] - COST_S["gpu"]["warm"] for r in probe if r.compiles)
         calibrations += 1
     for name in known:
         fixed += sum(run_s(Run("", v, "loader", 2, 1, workload=name), 0, gpu, bf16_native) for v in loaders)
@@ -63,7 +62,7 @@ class Known:
             s = self.saved.get(variant)
             if s is None:
                 continue
-            warm_first = first_step_s(s, variant, repeat=2)  # a later round's
+            warm_first = first_step_s(s, Run("", variant, "train", 2, 1))  # a later round's
             fixed += s.start_s + warm_first + s.warm_step_s * max(0, self.warmup_steps - 1)
             weight += s.step_s / self.fastest_step_s()
             extra += (s.first_s - warm_first) + s.eval_s * self.eval_images / 1000
@@ -138,12 +137,12 @@ def sources(known, runs, gpu):
         return []
     said, assumed = [], []
     for workload, k in known.items():
-        planned = dict.fromkeys(r.variant for r in runs if r.workload == workload and r.kind == "train")
+        planned = {r.variant: r for r in runs if r.workload == workload and r.kind == "train"}
         for variant, s in k.saved.items():
             if variant in planned:
                 said.append(f"{workload} {variant}: {plural(s.runs, 'saved run')} of {s.where}")
         assumed += [f"{workload} {v}" for v in planned if v not in k.saved]
-        warm = [v for v in planned if compiled(v) and (v not in k.saved or k.saved[v].later_first_s is None)]
+        warm = [v for v, r in planned.items() if r.compiles and (v not in k.saved or k.saved[v].later_first_s is None)]
         if warm and len({r.repeat for r in runs}) > 1:
             assumed.append(
                 f"a compiled row's first step from a warm cache ({FIRST_WARM_COMPILE_S:.0f} s: no saved run)"

@@ -34,7 +34,7 @@ from bench.data import data_workload
 from bench.observe.machine import ROOT
 from bench.stages import epochs
 from bench.stages.cost import COST_S, budget_s, data_s, timeout_s
-from bench.stages.planning import build, fit, prepare
+from bench.stages.planning import build, fit, prepare, slurm
 from bench.stages.planning.planned import Context, Fit, Work
 
 # the default work, by machine and workload; steps "auto": calibrated on the machine (GPU only). vit: a vision
@@ -256,3 +256,18 @@ def generating(making, cores):
         return []
     said = ", ".join(f"{name} about {seconds:.0f} s" for name, seconds in making.items())
     return [f"the data, generated first: {said} on {fit.plural(cores, 'core')} (bench/stages/cost.py's measured rates)"]
+
+
+def print_plan(runs, works, gpu_count):
+    """The plan as --dry-run prints it: each workload's work and where its windows lie, then its runs' commands."""
+    for workload, w in works.items():
+        steps = "auto (calibrated on the machine before the first run)" if w.steps == "auto" else w.steps
+        gpus = f"{gpu_count or 'no'} GPU{'' if gpu_count == 1 else 's'}"
+        print(f"# {workload}: {w.model} on {w.data} ({w.image_size} px, {w.classes} classes), "
+              f"global batch {w.batch_size}, steps {steps}, {w.warmup_steps} of them warm-up, "
+              f"{w.eval_samples} validation images; for {gpus}")  # fmt: skip
+        if w.window() is not None:
+            print(f"  windows: {w.window().words()}")
+        for run in runs:
+            if run.workload == workload:
+                print(" ".join(slurm.launched(run)))

@@ -4,12 +4,14 @@ them).
 Work     a workload's work: what every run of it trains on and for how long (saved in plan.json)
 Context  what a round of runs is made from beside each workload's work: the machine, the processes, the rows
 Fit      how the plan fits its budget (bench/stages/planning/fit.py), for the estimate and the executor
-Run      one run: its script, its flags in order (its command built last), its estimate
+Run      one run: its script, its flags in order (its command built last), its estimate, and what its estimate
+         reads of its catalogue row (whether it compiles, trains under autocast, how much slower its window is)
 """
 
 import dataclasses
 from dataclasses import dataclass, field
 
+from bench import catalogue
 from bench.stages import epochs
 from bench.stages.cost import WINDOW_S
 
@@ -134,6 +136,28 @@ class Run:
             *self.script,
             *(part for flag, value in self.flags.items() for part in (flag, value) if part is not None),
         ]
+
+    # what its estimate reads of its catalogue row (bench/stages/cost.py asks the run, not the catalogue)
+    @property
+    def compiles(self):
+        """Its script compiles the model (its row's, or a combination's: all:no-compile does not)."""
+        return catalogue.compiled(self.variant)
+
+    @property
+    def own_cache(self):
+        """It compiles into a cache of its own, not its row's (a row over another loader, all:no-ddp+nvjpeg, shares
+        the cache of its row, which runs before it)."""
+        return catalogue.with_loader(self.variant)[1] is None
+
+    @property
+    def amp(self):
+        """It trains under autocast: its window is emulated bf16's on a CPU without native bf16."""
+        return catalogue.uses_amp(self.variant)
+
+    def slower(self, machine):
+        """Its timed window against the fastest row's on a kind of machine (gpu, gpu-vit, cpu): its row's measured
+        factor, 1 where none was measured."""
+        return catalogue.slower(self.variant, machine)
 
     def with_flags(self, **changes):
         """A copy of the run with some fields changed and flags set (flags: {"--batch-size": 512, ...})."""

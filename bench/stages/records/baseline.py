@@ -82,7 +82,8 @@ def gpu_runs(baseline_dir=BASELINE_DIR):
     found = []
     for path in sorted(Path(baseline_dir).glob("*/runs.csv")):
         try:
-            runs = schema.upgrade(record.load_csv(path, needed=("variant",)))
+            runs = record.load_csv(path, needed=("variant",))
+            runs = schema.upgrade(runs)
         except (BenchError, schema.VersionError):
             continue  # a damaged or unknown table: the plan's constants stand in for it
         if "device" in runs and (runs["device"] == "cuda").any():

@@ -64,11 +64,16 @@ def test_a_later_rounds_first_step_is_its_own_where_a_saved_run_measured_one():
     else the first's (a compiled row's from a warm cache: FIRST_WARM_COMPILE_S, assumed)."""
     s = cost.Saved(start_s=11, first_s=20, warm_step_s=0.5, eval_s=3.5, step_s=0.1, steady=True, warmup=10,
                    needed=None, runs=2, where="b/one (H200)", later_first_s=6.0)  # fmt: skip
-    assert cost.first_step_s(s, "baseline", 1) == 20 and cost.first_step_s(s, "baseline", 2) == 6.0
-    assert cost.first_step_s(s, "compile", 3) == 6.0
+
+    def a(variant, repeat):
+        return planned.Run(f"{variant}-{repeat}", variant, "train", repeat, 1)
+
+    assert cost.first_step_s(s, a("baseline", 1)) == 20 and cost.first_step_s(s, a("baseline", 2)) == 6.0
+    assert cost.first_step_s(s, a("compile", 3)) == 6.0
     unknown = cost.Saved(**{**s.__dict__, "later_first_s": None})
-    assert cost.first_step_s(unknown, "baseline", 2) == 20
-    assert cost.first_step_s(unknown, "compile", 2) == cost.FIRST_WARM_COMPILE_S
+    assert cost.first_step_s(unknown, a("baseline", 2)) == 20
+    assert cost.first_step_s(unknown, a("compile", 2)) == cost.FIRST_WARM_COMPILE_S
+    assert cost.first_step_s(unknown, a("all:no-compile", 2)) == 20  # a combination that does not compile
 
 
 def test_a_runs_estimate_adds_its_parts_as_its_command_asks():
@@ -169,3 +174,25 @@ def test_a_runs_time_limit_is_chosen_in_one_place():
     assert cost.timeout_s(None, 0, "to_accuracy") == 6 * 3600 and cost.timeout_s(None, 2, "check") == 600
     sources = {m: p.read_text() for m, p in MODULES.items() if m != "bench.stages.cost"}
     assert [m for m, text in sources.items() if "args.timeout or" in text or "TIMEOUT_S" in text] == []
+
+
+def test_a_runs_estimate_reads_its_row_from_the_run_and_its_costs_from_here():
+    """A compile cold in its row's first round, warm after and warm over another loader's (its row's cache), none
+    where a combination switches it off; a window at its row's factor, emulated bf16's 6x on a CPU without it.
+    cost.py asks the run, never the catalogue (one place knows the rows, one the seconds)."""
+    cpu = cost.COST_S["cpu"]
+
+    def a(variant, repeat=1, workload="small"):
+        return planned.Run(f"{variant}-{repeat}", variant, "train", repeat, 1, workload=workload)
+
+    assert (
+        cost.compile_s(a("compile"), gpu=False) == cpu["cold"] and cost.compile_s(a("compile", 2), False) == cpu["warm"]
+    )
+    assert cost.compile_s(a("all:no-ddp+nvjpeg"), False) == cpu["warm"] and cost.compile_s(a("all:no-compile"), 0) == 0
+    assert cost.compile_s(a("compile", 3), False, repeat=1) == cpu["cold"]  # a mode's probe: a new cache each
+    assert cost.run_s(a("compile"), 6.0, False) == cpu["fixed"] + 6.0 + cpu["cold"]
+    assert cost.window_s(a("checkpoint"), 10.0, False) == 13.0 and cost.window_s(a("checkpoint"), 10.0, True) == 16
+    assert cost.window_s(a("checkpoint", workload="vit"), 10.0, True) == 65.0
+    assert cost.window_s(a("amp"), 10.0, False, bf16_native=False) == 10 * cost.EMULATED_BF16
+    assert cost.window_s(a("all:no-amp"), 10.0, False, bf16_native=False) == 10  # no autocast: no emulation
+    assert "bench.catalogue" not in (MODULES["bench.stages.cost"].read_text())

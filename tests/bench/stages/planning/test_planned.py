@@ -27,3 +27,21 @@ def test_a_works_window_is_known_once_its_steps_are():
     work.steps = 30
     window = work.window()
     assert window is not None and window.epoch == 10  # 640 images at 64: an epoch of 10 steps
+
+
+def test_a_run_says_what_its_estimate_reads_of_its_catalogue_row():
+    """Whether it compiles (a combination by its switches), into its own cache (a row over another loader shares its
+    row's), trains under autocast, and how much slower its window is on each kind of machine (1 where unmeasured)."""
+
+    def run(variant, kind="train"):
+        return planned.Run(f"{variant}-1", variant, kind, 1, 1)
+
+    assert [run(v).compiles for v in ("compile", "all:no-compile", "all:no-ddp+nvjpeg", "amp")] == [1, 0, 1, 0]
+    assert [run(v).own_cache for v in ("compile", "all:no-ddp+nvjpeg", "all:no-ddp")] == [True, False, True]
+    assert [run(v).amp for v in ("amp", "all:no-amp", "all:no-ddp", "baseline")] == [True, False, True, False]
+    assert (run("checkpoint").slower("cpu"), run("checkpoint").slower("gpu-vit"), run("amp").slower("cpu")) == (
+        1.3,
+        6.5,
+        1,
+    )
+    assert not run("loader_dali", "loader").compiles and run("loader", "loader").slower("gpu") == 1
