@@ -7,6 +7,7 @@ Pygments (Python highlighting), the diff from difflib (bench/outputs/diffs.py).
 """
 
 import base64
+import functools
 import re
 from pathlib import Path
 
@@ -69,10 +70,18 @@ def machine_items(machine, runs=None):
 def highlighted(name):
     """A file's lines as highlighted HTML, one string per line: Pygments lexes the whole file (so a docstring reads
     as one) and closes its spans at each line's end; the mark is set apart."""
-    text = (ROOT / name).read_text()
+    return highlighted_text((ROOT / name).read_text())
+
+
+@functools.lru_cache(maxsize=64)
+def highlighted_text(text):
+    """highlighted() of a file's text, once a process for each text: every report of a --readme shows the same
+    diffs (a tenth of a second each)."""
     html = highlight(text, PythonLexer(stripnl=False, ensurenl=True), HtmlFormatter(nowrap=True))
     lines = html.split("\n")[: len(text.splitlines())]
-    return [markupsafe.Markup(line.replace(diffs.MARK, f'<span class="mark">{diffs.MARK}</span>')) for line in lines]
+    return tuple(
+        markupsafe.Markup(line.replace(diffs.MARK, f'<span class="mark">{diffs.MARK}</span>')) for line in lines
+    )
 
 
 def diff_lines(name):

@@ -116,13 +116,13 @@ def draws(runs, column, reference, when, left_out=()):
     """{a reference run's index: its log ratio against the reference runs either side of it in its round (at_time),
     0 on a machine without noise}, for every reference run with one on either side; runs: ok rows (paired's), when:
     their times (run_times); left_out: reference runs (indexes) read as if they had not run."""
-    found = {}
+    found, value, time = {}, runs[column].to_dict(), when.to_dict()
     refs_of = runs[(runs["variant"] == reference) & ~runs.index.isin(left_out)]
     for _, refs in refs_of.groupby("repeat", sort=True):
-        order = when[refs.index].sort_values().index
+        order = sorted(refs.index, key=time.get)
         for before, mine, after in zip(order, order[1:], order[2:]):
-            beside = at_time(refs.loc[[before, after], column], when[[before, after]], when[mine])
-            found[mine] = math.log(refs.at[mine, column] / beside)
+            beside = interpolated([(time[before], value[before]), (time[after], value[after])], time[mine])
+            found[mine] = math.log(value[mine] / beside)
     return found
 
 
@@ -205,19 +205,16 @@ def paired(runs, column, reference):
     ok = runs[runs[column].notna() & (runs[column] > 0)].reset_index(drop=True)
     when = run_times(ok)
     base = ok[(ok["variant"] == reference) & ~ok.index.isin(disturbed(ok, column, reference, when))]
+    value, time = ok[column].to_dict(), when.to_dict()
+    refs_of = {repeat: [(time[i], value[i]) for i in refs.index] for repeat, refs in base.groupby("repeat")}
     ratios = {}
     for variant, group in ok.groupby("variant", sort=False):
         mine = []
         for repeat, runs_of_round in group.groupby("repeat", sort=True):
-            refs = base[base["repeat"] == repeat]
-            if refs.empty:
+            if repeat not in refs_of:
                 continue
-            run = runs_of_round.iloc[-1]  # a run tried again (--resume): its last
-            if variant == reference:
-                mine.append(1.0)
-                continue
-            beside = at_time(refs[column], when[refs.index], when[run.name])
-            mine.append(run[column] / beside)
+            run = runs_of_round.index[-1]  # a run tried again (--resume): its last
+            mine.append(1.0 if variant == reference else value[run] / interpolated(refs_of[repeat], time[run]))
         ratios[variant] = mine
     return ratios
 
@@ -270,11 +267,15 @@ def run_times(runs):
 def at_time(values, times, t):
     """The reference's value at time t: on a log scale, interpolated between its runs just before and just after t,
     the nearest alone where t is outside them."""
-    order = times.sort_values()
-    before, after = order[order <= t], order[order > t]
-    if before.empty or after.empty:
-        nearest = (after if before.empty else before).index[0 if before.empty else -1]
-        return float(values[nearest])
-    t0, t1 = before.iloc[-1], after.iloc[0]
-    v0, v1 = math.log(values[before.index[-1]]), math.log(values[after.index[0]])
+    return interpolated(zip(times.tolist(), values[times.index].tolist()), t)
+
+
+def interpolated(points, t):
+    """at_time of (time, value) points."""
+    points = sorted(points, key=lambda point: point[0])
+    before, after = [p for p in points if p[0] <= t], [p for p in points if p[0] > t]
+    if not before or not after:
+        return float(after[0][1] if not before else before[-1][1])
+    (t0, v0), (t1, v1) = before[-1], after[0]
+    v0, v1 = math.log(v0), math.log(v1)
     return math.exp(v0 + (v1 - v0) * (t - t0) / (t1 - t0))

@@ -31,7 +31,7 @@ def anchors(text):
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-SHOWN = [(page, folder) for page, text in PAGES.items() for folder in readme.folders(text)]
+SHOWN = list(dict.fromkeys((page, folder) for page, text in PAGES.items() for folder in readme.folders(text)))
 
 
 def test_the_readme_is_short_with_contents_and_links_every_page():
