@@ -253,7 +253,7 @@ def test_a_bad_optimizer_is_one_line(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_the_small_vit_learns_with_adamw(small_data, tmp_path):
     result, m = train("train.py", small_data, tmp_path / "m.json", "--model", VIT, "--optimizer", "adamw",
-                      "--steps", "40", "--batch-size", "32", "--eval-samples", "all")  # fmt: skip
+                      "--steps", "20", "--batch-size", "32", "--eval-samples", "all")  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert m["val_acc"] > 0.4, m["val_curve"]  # chance: 0.1
+    assert m["val_acc"] > 0.4, m["val_curve"]  # chance: 0.1; 0.70-0.75 at seeds 0, 1, 2 here (0.80 after 40 steps)
     assert m["flop_per_step"] > 1e9 and m["optimizer"] == "adamw"

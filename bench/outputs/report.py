@@ -75,8 +75,8 @@ def highlighted(name):
 
 @functools.lru_cache(maxsize=64)
 def highlighted_text(text):
-    """highlighted() of a file's text, once a process for each text: every report of a --readme shows the same
-    diffs (a tenth of a second each)."""
+    """highlighted() of a file's text, once a process for each text: the reports one process writes (every saved
+    folder's, for the README) show the same diffs (a tenth of a second each)."""
     html = highlight(text, PythonLexer(stripnl=False, ensurenl=True), HtmlFormatter(nowrap=True))
     lines = html.split("\n")[: len(text.splitlines())]
     return tuple(
