@@ -78,6 +78,7 @@ def test_a_baseline_run_its_neighbours_say_was_disturbed_is_not_read_against():
     ratios = intervals.paired(rows, "samples_per_s", "baseline")
     assert ratios["row"] == [pytest.approx(120 / (99.0 ** (2 / 3) * 100.0 ** (1 / 3)))]
     assert ratios["x"] == [pytest.approx(120 / math.sqrt(100.0 * 101.0))]
+    assert ratios["baseline"] == [1.0]  # the reference against itself: 1 exactly
     found = intervals.noise(rows, "samples_per_s", "baseline")
     assert found.df == 6.0 and found.variance < 0.002  # 12 draws, the disturbed one out, its neighbours drawn again
     quiet = rows[rows["samples_per_s"] != 40.0]
