@@ -100,6 +100,17 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
     )
 
 
+def run_in(copy, *cmd, timeout=300):
+    """A command in a copy of the suite (a walkthrough's), its stdout; it must succeed. `python -m bench` there is
+    forked from the tests' server as run() forks it here (the copy's bench imported: tests/forkserver.py)."""
+    if cmd[:3] == (PY, "-m", "bench"):
+        done = run(*cmd[1:], cwd=copy, timeout=timeout)
+    else:
+        done = subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
+
+
 class ForkServer:
     """`python SCRIPT.py ...` forked from a process that has imported torch already (tests/forkserver.py): the
     same run without seconds of imports. Used where the run's environment holds nothing an interpreter reads at

@@ -2,15 +2,13 @@
 
 import re
 import shutil
-import subprocess
 
 import pytest
 
-import helpers
 from bench import BenchError, catalogue
 from bench.modes import check
 from bench.outputs import diffs
-from helpers import PY, ROOT, SCRIPTS, TINY_MODEL, walkthrough
+from helpers import PY, ROOT, SCRIPTS, TINY_MODEL, run_in, walkthrough
 
 
 def test_every_script_is_a_row_and_every_row_a_script():
@@ -77,11 +75,8 @@ def test_a_made_up_technique_is_its_script_and_one_row(tmp_path, tiny_data):
     row = "    " + walkthrough(*WALKTHROUGH, "row") + ",  # made up by test_catalogue.py\n"
     (copy / "bench" / "catalogue.py").write_text(source.replace(end, row + end))
 
-    def run(*cmd):  # python -m bench forked from the tests' server, the copy's bench imported (tests/forkserver.py)
-        done = helpers.run(*cmd[1:], cwd=copy, timeout=300) if cmd[:3] == (PY, "-m", "bench") else None
-        done = done or subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return done.stdout
+    def run(*cmd):
+        return run_in(copy, *cmd)
 
     tiny = [
         "--data",
@@ -159,11 +154,8 @@ def test_a_made_up_loader_is_its_script_and_one_row(tmp_path, tiny_data):
     end = "]  # fmt: skip\nBY_NAME"
     (copy / "bench" / "catalogue.py").write_text(source.replace(end, FAKE_LOADER + end))
 
-    def run(*cmd):  # python -m bench forked from the tests' server, the copy's bench imported (tests/forkserver.py)
-        done = helpers.run(*cmd[1:], cwd=copy, timeout=300) if cmd[:3] == (PY, "-m", "bench") else None
-        done = done or subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return done.stdout
+    def run(*cmd):
+        return run_in(copy, *cmd)
 
     checks = """
 import pandas as pd

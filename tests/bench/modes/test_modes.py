@@ -6,7 +6,6 @@ import dataclasses
 import json
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,8 +314,7 @@ def test_the_walkthrough_of_a_mode_that_launches_runs_and_joins_the_summary(tmp_
     its line added to BUILT_IN, its test as tests/bench/modes/test_first_step.py, nothing else; then its commands on the
     tiny data and model: the dry run lists a run a variant, the mode launches them through the executor to its table,
     page and plot, a bench in the same folder takes its column, --resume knows it by name, and its test passes."""
-    import helpers
-    from helpers import PY, ROOT, TINY_MODEL, walkthrough
+    from helpers import PY, ROOT, TINY_MODEL, run_in, walkthrough
 
     copy = tmp_path / "suite"
     left_out = shutil.ignore_patterns(".*", "baseline", "data", "results", "docs", "__pycache__", "*.png")
@@ -331,11 +329,8 @@ def test_the_walkthrough_of_a_mode_that_launches_runs_and_joins_the_summary(tmp_
         walkthrough(*MODE_WALKTHROUGH, "test") + "\n"
     )
 
-    def run(*cmd):  # python -m bench forked from the tests' server, the copy's bench imported (tests/forkserver.py)
-        done = helpers.run(*cmd[1:], cwd=copy, timeout=300) if cmd[:3] == (PY, "-m", "bench") else None
-        done = done or subprocess.run(cmd, cwd=copy, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return done.stdout
+    def run(*cmd):
+        return run_in(copy, *cmd)
 
     tiny = ["--model", TINY_MODEL, "--steps", "4", "--warmup-steps", "1", "--batch-size", "16"]
     said = [run(PY, *cmd.replace("DIR", str(tiny_data)).split()[1:], *tiny)
