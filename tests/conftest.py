@@ -45,7 +45,8 @@ E2E_BUDGET_S = 800
 def pytest_terminal_summary(terminalreporter, config):
     """Every test's durations (setup, call, teardown) kept in results/tests/ (a file per pass of make test and make
     test-fast: TESTS_PASS) and the end-to-end folder's total against its budget."""
-    reports = [r for key in ("passed", "failed", "error", "skipped") for r in terminalreporter.stats.get(key, [])]
+    # "": the setups and teardowns that passed (a fixture's data made, a server started), kept apart from the calls
+    reports = [r for key in ("passed", "failed", "error", "skipped", "") for r in terminalreporter.stats.get(key, [])]
     rows = sorted(((r.duration, r.when, r.nodeid) for r in reports if hasattr(r, "duration")), reverse=True)
     if not rows:
         return

@@ -1,5 +1,5 @@
-"""The Makefile's targets a user types: make compare and make diff without a technique, and the install's warning on a
-nearly full disk."""
+"""The Makefile's targets a user types: make compare and make diff without a technique, the install's warning on a
+nearly full disk, and make test's parallel pass keeping a group of tests on one worker."""
 
 import os
 import subprocess
@@ -77,3 +77,43 @@ def test_each_worker_of_the_e2e_pass_keeps_to_its_share_of_the_cores():
         4,
     }
     assert worker_cores(2, 3, {4, 6}) == {4} and worker_cores(1, 2, {5}) == {5}
+
+
+GROUPED = """
+import pytest
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("i", range(4))
+def test_grouped(i):
+    pass
+
+@pytest.mark.parametrize("i", range(4))
+def test_free(i):
+    pass
+"""
+
+
+@pytest.mark.slow  # a pytest of two workers: three interpreters
+def test_make_tests_parallel_pass_runs_a_group_on_one_worker(tmp_path):
+    """make test's parallel pass (XDIST_GROUPS: --dist loadgroup) runs the tests of one xdist_group on one worker: the
+    Slurm cluster's, and the tests that share the tiny bench its fixture makes once a worker. pytest 9.2.0 with
+    pytest-xdist 3.8.0 dropped the group without a word (xdist's issue 1386: every test handed out alone), and each
+    worker made the tiny bench and started a cluster."""
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    cmd = [PY, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider", "test_grouped.py"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    workers = {line.split()[0] for line in result.stdout.splitlines() if "PASSED" in line and "test_grouped[" in line}
+    free = {line.split()[0] for line in result.stdout.splitlines() if "PASSED" in line and "test_free[" in line}
+    assert len(workers) == 1, result.stdout  # every test of the group on one worker
+    assert free and workers <= {"[gw0]", "[gw1]"}, result.stdout  # the others handed out as they come
+
+
+def test_a_tests_file_of_the_cpu_flags_it_read_is_the_same_with_its_group_or_without():
+    """make test's pass as the other class reruns the tests that read the CPU's flags by their files, named in the
+    parallel pass, where a test's id ends in its group (test@group), and found in a pass that has no groups."""
+    from suite import flags_read_file
+
+    assert flags_read_file("tests/e2e/t.py::test_a@slurm") == flags_read_file("tests/e2e/t.py::test_a")
+    assert flags_read_file("tests/t.py::test_a[x@y]") != flags_read_file("tests/t.py::test_a[x")  # a parameter's @
+    assert flags_read_file("tests/t.py::test_a") != flags_read_file("tests/t.py::test_b")
