@@ -93,7 +93,6 @@ def test_free(i):
 """
 
 
-@pytest.mark.slow  # a pytest of two workers: three interpreters
 def test_make_tests_parallel_pass_runs_a_group_on_one_worker(tmp_path):
     """make test's parallel pass (XDIST_GROUPS: --dist loadgroup) runs the tests of one xdist_group on one worker: the
     Slurm cluster's, and the tests that share the tiny bench its fixture makes once a worker. pytest 9.2.0 with
