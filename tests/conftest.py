@@ -11,6 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# one compile cache for every test that compiles (torch.compile's kernels, kept between runs of the same model):
+# the first compile of a configuration is cold (a minute or two on 2 cores), the next ones take seconds. It is the
+# checkout's, under results/tests/, and make test empties it first: every make test compiles cold first, as CI's
+# fresh clone does, never warm from an earlier run on the same machine. Set before anything imports torchvision:
+# that import sets TORCHINDUCTOR_CACHE_DIR itself, to torch's own /tmp/torchinductor_<user> (shared by every clone
+# on a machine, and warm from every run before), which a setdefault after it then kept, until 2026-12-06
+COMPILE_CACHE = ROOT / "results" / "tests" / "compile-cache"
 
 
 def handing_out(config):
@@ -21,8 +28,10 @@ def handing_out(config):
 
 def pytest_configure(config):
     """make test's last pass names the torch it tests (TESTS_TORCH): a PYTHONPATH that did not take is no pass. The
-    machine's cores kept for the Slurm cluster's daemons (TESTS_MACHINE_CORES: a test may keep to a share of them)."""
+    machine's cores kept for the Slurm cluster's daemons (TESTS_MACHINE_CORES: a test may keep to a share of them);
+    the tests' compile cache (COMPILE_CACHE)."""
     os.environ.setdefault("TESTS_MACHINE_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))  # before tests/suite.py imports torchvision
     expected, installed = os.environ.get("TESTS_TORCH"), importlib.metadata.version("torch")
     if expected and installed.split("+")[0] != expected:
         raise pytest.UsageError(f"TESTS_TORCH={expected}, but the torch installed here is {installed}")

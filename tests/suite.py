@@ -38,13 +38,6 @@ from helpers import (
 
 sys.path.insert(0, str(ROOT))  # the scripts (train.py, loader.py, checks, meter) import as modules in the tests
 
-# one compile cache for every test that compiles (torch.compile's kernels, kept between runs of the same model):
-# the first compile of a configuration is cold (a minute or two on 2 cores), the next ones take seconds. It is the
-# checkout's, under results/tests/, and make test empties it first: every make test compiles cold first, as CI's
-# fresh clone does, never warm from an earlier run on the same machine (a cache in /tmp was shared by every clone)
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / "results" / "tests" / "compile-cache"))
-
-
 MACHINE_CORES = set(os.sched_getaffinity(0))  # this process's cores at its start: every test's, but an e2e test's
 
 

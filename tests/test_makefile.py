@@ -1,5 +1,5 @@
 """The Makefile's targets a user types: make compare and make diff without a technique, the install's warning on a
-nearly full disk, and make test's parallel pass keeping a group of tests on one worker."""
+nearly full disk, make test's parallel pass keeping a group of tests on one worker, and its compile cache."""
 
 import os
 import subprocess
@@ -116,3 +116,16 @@ def test_a_tests_file_of_the_cpu_flags_it_read_is_the_same_with_its_group_or_wit
     assert flags_read_file("tests/e2e/t.py::test_a@slurm") == flags_read_file("tests/e2e/t.py::test_a")
     assert flags_read_file("tests/t.py::test_a[x@y]") != flags_read_file("tests/t.py::test_a[x")  # a parameter's @
     assert flags_read_file("tests/t.py::test_a") != flags_read_file("tests/t.py::test_b")
+
+
+def test_make_tests_compiles_go_to_the_cache_that_it_empties_first():
+    """make test empties results/tests/compile-cache first, so every make test compiles cold first, as CI's fresh
+    clone does: the tests' processes, and the runs they start, compile there, not into torch's own cache in /tmp that
+    importing torchvision names (warm from every earlier run on the machine: so it was, unnoticed, until 2026-12-06)."""
+    import torch._inductor.runtime.cache_dir_utils as inductor
+
+    cache = str(ROOT / "results" / "tests" / "compile-cache")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == cache and inductor.cache_dir() == cache  # a run's, inherited
+    made = ["make", "-n", "test", f"PY={PY}", "ARGS=-k nothing"]
+    assert "rm -rf results/tests/cpu-flags-read results/tests/compile-cache" in subprocess.run(
+        made, cwd=ROOT, capture_output=True, text=True).stdout  # fmt: skip
