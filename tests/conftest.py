@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # checkout's, under results/tests/, and make test empties it first: every make test compiles cold first, as CI's
 # fresh clone does, never warm from an earlier run on the same machine. Set before anything imports torchvision:
 # that import sets TORCHINDUCTOR_CACHE_DIR itself, to torch's own /tmp/torchinductor_<user> (shared by every clone
-# on a machine, and warm from every run before), which a setdefault after it then kept, until 2026-12-06
+# on a machine, and warm from every run before), which a setdefault after it then kept, until 2026-12-06. The tests'
+# own, whatever the shell sets: the kernels of their tiny models are no one's to keep, and make test empties it
 COMPILE_CACHE = ROOT / "results" / "tests" / "compile-cache"
 
 
@@ -31,7 +32,7 @@ def pytest_configure(config):
     machine's cores kept for the Slurm cluster's daemons (TESTS_MACHINE_CORES: a test may keep to a share of them);
     the tests' compile cache (COMPILE_CACHE)."""
     os.environ.setdefault("TESTS_MACHINE_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))  # before tests/suite.py imports torchvision
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(COMPILE_CACHE)  # before tests/suite.py imports torchvision
     expected, installed = os.environ.get("TESTS_TORCH"), importlib.metadata.version("torch")
     if expected and installed.split("+")[0] != expected:
         raise pytest.UsageError(f"TESTS_TORCH={expected}, but the torch installed here is {installed}")
