@@ -113,7 +113,7 @@ USUAL = 8  # ... of the draws that say what is usual, where there are this many
 
 
 def draws(runs, column, reference, when, left_out=()):
-    """{a reference run's index: its log ratio against the reference runs either side of it in its round (at_time),
+    """{a reference run's index: its log ratio against the reference runs either side of it in its round (interpolated),
     0 on a machine without noise}, for every reference run with one on either side; runs: ok rows (paired's), when:
     their times (run_times); left_out: reference runs (indexes) read as if they had not run."""
     found, value, time = {}, runs[column].to_dict(), when.to_dict()
@@ -264,14 +264,9 @@ def run_times(runs):
     return (seconds + half).where(seconds.notna(), place)
 
 
-def at_time(values, times, t):
-    """The reference's value at time t: on a log scale, interpolated between its runs just before and just after t,
-    the nearest alone where t is outside them."""
-    return interpolated(zip(times.tolist(), values[times.index].tolist()), t)
-
-
 def interpolated(points, t):
-    """at_time of (time, value) points."""
+    """The reference's value at time t from its runs' (time, value) points, in any order: on a log scale,
+    interpolated between its runs just before and just after t, the nearest alone where t is outside them."""
     points = sorted(points, key=lambda point: point[0])
     before, after = [p for p in points if p[0] <= t], [p for p in points if p[0] > t]
     if not before or not after:

@@ -253,12 +253,11 @@ def test_a_pairing_reads_rates_below_one_and_rounds_after_one_without_a_referenc
 
 
 def test_the_reference_at_a_time_is_its_run_there_between_two_and_the_nearest_outside_them():
-    values = pd.Series([100.0, 200.0, 400.0], index=[7, 8, 9])
-    times = pd.Series([0.0, 10.0, 20.0], index=[7, 8, 9])
-    assert intervals.at_time(values, times, 10.0) == pytest.approx(200.0)  # at a run's own time: that run
-    assert intervals.at_time(values, times, 15.0) == pytest.approx(math.sqrt(200.0 * 400.0))  # log scale
-    assert intervals.at_time(values, times, -5.0) == 100.0 and intervals.at_time(values, times, 25.0) == 400.0
-    assert intervals.at_time(values.iloc[1:], times.iloc[1:], 0.0) == 200.0
+    points = [(20.0, 400.0), (0.0, 100.0), (10.0, 200.0)]  # (time, value), in any order
+    assert intervals.interpolated(points, 10.0) == pytest.approx(200.0)  # at a run's own time: that run
+    assert intervals.interpolated(points, 15.0) == pytest.approx(math.sqrt(200.0 * 400.0))  # log scale
+    assert intervals.interpolated(points, -5.0) == 100.0 and intervals.interpolated(points, 25.0) == 400.0
+    assert intervals.interpolated(points[:1] + points[2:], 0.0) == 200.0  # the first run left out
 
 
 def test_the_machines_noise_reads_rates_below_one_and_leaves_out_runs_of_no_rate():
