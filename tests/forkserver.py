@@ -129,12 +129,13 @@ def own_output(out_fd, err_fd, stdin=True, unbuffered=False):
         sys.stderr.reconfigure(write_through=True)
 
 
-def registered(argv):
-    """Say this forked process and its argv in the tests' list (TESTS_FORKED): its command line is the server's, so
-    helpers.assert_no_orphans finds it there."""
-    if os.environ.get("TESTS_FORKED"):
-        with open(os.environ["TESTS_FORKED"], "a") as listed:
-            listed.write(json.dumps([os.getpid(), psutil.Process().create_time(), list(argv)]) + "\n")
+def list_forked(pid, argv, env):
+    """Say a process just forked and its argv in the tests' list (TESTS_FORKED): its command line is the server's, so
+    helpers.assert_no_orphans finds it there. Said by the parent, before the fork returns: a process left running
+    is listed however soon it is looked for."""
+    if env.get("TESTS_FORKED"):
+        with open(env["TESTS_FORKED"], "a") as listed:
+            listed.write(json.dumps([pid, psutil.Process(pid).create_time(), list(argv)]) + "\n")
 
 
 def end(code):
@@ -182,6 +183,7 @@ def fork_run(argv, env, out_fd, err_fd, cwd=None, first=(), stdin=True):
     sys.stderr.flush()
     pid = os.fork()
     if pid:
+        list_forked(pid, argv, env)
         return Forked(pid, argv)
     code = 1
     try:
@@ -199,7 +201,6 @@ def fork_run(argv, env, out_fd, err_fd, cwd=None, first=(), stdin=True):
         os.environ.clear()
         os.environ.update(env)
         own_output(out_fd, err_fd, stdin=stdin, unbuffered=unbuffered)
-        registered(argv)
         code = as_main(argv)
     except BaseException:
         traceback.print_exc()
@@ -257,7 +258,6 @@ def child(request, replies):
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
     own_output(*(os.open(request[k], os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for k in ("out", "err")))
-    registered(request["argv"])
     if request["argv"][:2] == ["-m", "bench"]:
         its_launch, home = suite_at(request["cwd"])
         its_launch.start = forking(its_launch, home)
@@ -272,6 +272,7 @@ def main():
         pid = os.fork()
         if pid == 0:
             child(request, replies)
+        list_forked(pid, request["argv"], request["env"])
         replies.write(json.dumps({"pid": pid}) + "\n")
         _, status = os.waitpid(pid, 0)
         replies.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")

@@ -107,11 +107,12 @@ def test_torchruns_workers_are_forked_from_its_agent_each_in_a_session_of_its_ow
 
 
 LEAVES = """
-import os, sys
+import os, sys, time
 sys.path[:0] = [{tests!r}, {root!r}]
 import forkserver
 null = os.open(os.devnull, os.O_WRONLY)  # not this process's output, which its runner reads to the end
-forkserver.fork_run([sys.argv[1], sys.argv[2]], dict(os.environ), null, null)  # not waited for: it outlives this
+slow = [lambda: time.sleep(1)]  # a fork slow to start its run is listed all the same, before fork_run returns
+forkserver.fork_run([sys.argv[1], sys.argv[2]], dict(os.environ), null, null, first=slow)  # outlives this
 """
 
 
