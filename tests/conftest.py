@@ -6,6 +6,7 @@ of a core each time make test starts a pass, while the workers wait for the cont
 import importlib.metadata
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # on a machine, and warm from every run before), which a setdefault after it then kept, until 2026-12-06. The tests'
 # own, whatever the shell sets: the kernels of their tiny models are no one's to keep, and make test empties it
 COMPILE_CACHE = ROOT / "results" / "tests" / "compile-cache"
+# the tests' bytecode written, whatever PYTHONDONTWRITEBYTECODE says (some machines set it): without
+# it every pytest process rewrote the asserts of every test module again (about 3.5 s of a core each, a pass's two
+# workers and each later pass), and every interpreter the tests start compiled the bench's modules again; the files
+# go where Python puts them (__pycache__, ignored by git)
 
 
 def handing_out(config):
@@ -30,9 +35,11 @@ def handing_out(config):
 def pytest_configure(config):
     """make test's last pass names the torch it tests (TESTS_TORCH): a PYTHONPATH that did not take is no pass. The
     machine's cores kept for the Slurm cluster's daemons (TESTS_MACHINE_CORES: a test may keep to a share of them);
-    the tests' compile cache (COMPILE_CACHE)."""
+    the tests' compile cache (COMPILE_CACHE); their bytecode written."""
     os.environ.setdefault("TESTS_MACHINE_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(COMPILE_CACHE)  # before tests/suite.py imports torchvision
+    sys.dont_write_bytecode = False  # before the test modules are collected (and their asserts rewritten)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # for every process a test starts
     expected, installed = os.environ.get("TESTS_TORCH"), importlib.metadata.version("torch")
     if expected and installed.split("+")[0] != expected:
         raise pytest.UsageError(f"TESTS_TORCH={expected}, but the torch installed here is {installed}")

@@ -129,3 +129,20 @@ def test_make_tests_compiles_go_to_the_cache_that_it_empties_first():
     made = ["make", "-n", "test", f"PY={PY}", "ARGS=-k nothing"]
     assert "rm -rf results/tests/cpu-flags-read results/tests/compile-cache" in subprocess.run(
         made, cwd=ROOT, capture_output=True, text=True).stdout  # fmt: skip
+
+
+def test_the_tests_write_their_bytecode_whatever_the_shell_says():
+    """Every pytest process keeps the test modules' rewritten asserts (else each rewrote all of them again, about
+    3.5 s of a core), and the processes the tests start write their bytecode, with PYTHONDONTWRITEBYTECODE in the
+    shell or not (tests/conftest.py)."""
+    import sys
+
+    assert not sys.dont_write_bytecode and "PYTHONDONTWRITEBYTECODE" not in os.environ
+    kept = (
+        ROOT / "tests" / "__pycache__" / f"test_makefile.{sys.implementation.cache_tag}-pytest-{pytest.__version__}.pyc"
+    )
+    assert kept.is_file()
+    started = subprocess.run(
+        [PY, "-c", "import sys; print(sys.flags.dont_write_bytecode)"], capture_output=True, text=True
+    )
+    assert started.stdout.strip() == "0"
