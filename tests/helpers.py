@@ -100,6 +100,15 @@ def run(*args, timeout=600, env=None, cwd=ROOT, memory_limit=None, file_limit=No
     )
 
 
+def made(*make_args):
+    """The arguments a make target hands Python, as its recipe builds them (its own checks run first): the recipe run
+    with PY an interpreter that prints them. run(*made(...)) is the target's run, forked where run() forks."""
+    shows = f"{PY} -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"
+    done = subprocess.run(["make", "-s", *make_args, f"PY={shows}"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_in(copy, *cmd, timeout=300):
     """A command in a copy of the suite (a walkthrough's), its stdout; it must succeed. `python -m bench` there is
     forked from the tests' server as run() forks it here (the copy's bench imported: tests/forkserver.py)."""

@@ -33,6 +33,7 @@ from helpers import (
     TOO_BIG,
     assert_no_orphans,
     bench,
+    made,
     rapl,
     run,
     set_uj,
@@ -42,13 +43,13 @@ from helpers import (
 @pytest.fixture(scope="session")
 def tiny_bench(tiny_data, tmp_path_factory):
     """One small bench, as `make compare V=dp` runs it (the baseline and dp, paired; here also one loader benchmark),
-    twice each, with TensorBoard's curves."""
+    twice each, with TensorBoard's curves: the command the target builds, forked as the other benches are (started
+    by make, the bench and each of its 8 runs were new interpreters: 42 s, most of it importing torch)."""
     out = tmp_path_factory.mktemp("bench") / "results"
     args = ["--out", out, *TINY, "--loaders", "loader", "--repeats", 2, "--tensorboard"]
-    make = ["make", "-s", "compare", "V=dp", f"PY={PY}", f"DATA={tiny_data}", "ARGS=" + " ".join(map(str, args))]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run(make, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
-    return result, out
+    argv = made("compare", "V=dp", f"DATA={tiny_data}", "ARGS=" + " ".join(map(str, args)))
+    assert argv[:4] == ["-m", "bench", "--variants", "baseline,dp"] and "results/compare" in argv, argv
+    return run(*argv, timeout=900), out
 
 
 def wait_for_rows(path, rows, deadline):
