@@ -20,10 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # on a machine, and warm from every run before), which a setdefault after it then kept, until 2026-12-06. The tests'
 # own, whatever the shell sets: the kernels of their tiny models are no one's to keep, and make test empties it
 COMPILE_CACHE = ROOT / "results" / "tests" / "compile-cache"
-# the tests' bytecode written, whatever PYTHONDONTWRITEBYTECODE says (some machines set it): without
-# it every pytest process rewrote the asserts of every test module again (about 3.5 s of a core each, a pass's two
-# workers and each later pass), and every interpreter the tests start compiled the bench's modules again; the files
-# go where Python puts them (__pycache__, ignored by git)
 
 
 def handing_out(config):
@@ -38,6 +34,9 @@ def pytest_configure(config):
     the tests' compile cache (COMPILE_CACHE); their bytecode written."""
     os.environ.setdefault("TESTS_MACHINE_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(COMPILE_CACHE)  # before tests/suite.py imports torchvision
+    # the tests' bytecode written whatever PYTHONDONTWRITEBYTECODE says (some machines set it): else every pytest
+    # process rewrote the asserts of every test module again (about 3.5 s of a core each) and every interpreter a
+    # test starts compiled the bench's modules again; into __pycache__, which git ignores
     sys.dont_write_bytecode = False  # before the test modules are collected (and their asserts rewritten)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # for every process a test starts
     expected, installed = os.environ.get("TESTS_TORCH"), importlib.metadata.version("torch")

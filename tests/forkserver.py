@@ -134,8 +134,12 @@ def list_forked(pid, argv, env):
     helpers.assert_no_orphans finds it there. Said by the parent, before the fork returns: a process left running
     is listed however soon it is looked for."""
     if env.get("TESTS_FORKED"):
+        try:
+            created = psutil.Process(pid).create_time()
+        except psutil.NoSuchProcess:  # gone already (reaped by a parent that ignores SIGCHLD): left running by no one
+            return
         with open(env["TESTS_FORKED"], "a") as listed:
-            listed.write(json.dumps([pid, psutil.Process(pid).create_time(), list(argv)]) + "\n")
+            listed.write(json.dumps([pid, created, list(argv)]) + "\n")
 
 
 def end(code):

@@ -126,9 +126,9 @@ def test_make_tests_compiles_go_to_the_cache_that_it_empties_first():
 
     cache = str(ROOT / "results" / "tests" / "compile-cache")
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == cache and inductor.cache_dir() == cache  # a run's, inherited
-    made = ["make", "-n", "test", f"PY={PY}", "ARGS=-k nothing"]
+    dry_run = ["make", "-n", "test", f"PY={PY}", "ARGS=-k nothing"]
     assert "rm -rf results/tests/cpu-flags-read results/tests/compile-cache" in subprocess.run(
-        made, cwd=ROOT, capture_output=True, text=True).stdout  # fmt: skip
+        dry_run, cwd=ROOT, capture_output=True, text=True).stdout  # fmt: skip
 
 
 def test_the_tests_write_their_bytecode_whatever_the_shell_says():
