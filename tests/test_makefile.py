@@ -3,6 +3,7 @@ nearly full disk, make test's parallel pass keeping a group of tests on one work
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -135,8 +136,6 @@ def test_the_tests_write_their_bytecode_whatever_the_shell_says():
     """Every pytest process keeps the test modules' rewritten asserts (else each rewrote all of them again, about
     3.5 s of a core), and the processes the tests start write their bytecode, with PYTHONDONTWRITEBYTECODE in the
     shell or not (tests/conftest.py)."""
-    import sys
-
     assert not sys.dont_write_bytecode and "PYTHONDONTWRITEBYTECODE" not in os.environ
     kept = (
         ROOT / "tests" / "__pycache__" / f"test_makefile.{sys.implementation.cache_tag}-pytest-{pytest.__version__}.pyc"
